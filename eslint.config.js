@@ -1,0 +1,13 @@
+import neostandard from 'neostandard'
+
+export default [
+  ...neostandard({
+    ts: true,
+    ignores: ['dist/**', 'coverage/**', '.tap/**', 'data/**', 'bench/results/**']
+  }),
+  {
+    // TypeBox's idiom: a schema constant and its Static<> type share one name.
+    files: ['src/protocol/**/*.ts'],
+    rules: { '@typescript-eslint/no-redeclare': 'off' }
+  }
+]

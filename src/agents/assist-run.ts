@@ -1,0 +1,343 @@
+import { randomUUID } from 'node:crypto'
+import { performance } from 'node:perf_hooks'
+import { EventInvalidError, StreamClosedError, type StreamErrorCode } from '../errors.js'
+import {
+  PRESENTATION_EVENT_TYPES, PresentationEvent as PresentationEventSchema,
+  type CloseReason, type EventPayload, type PresentationEvent, type StreamError, type StreamErrorSeverity,
+  type StreamOpCode, type StreamPacket
+} from '../protocol/packets.js'
+import type { ResolvedAgentRequest } from '../protocol/envelope.js'
+import type { Agent, JsonObject, LogLevel, ResponseHandler, SessionHandle, StreamHandle } from './contract.js'
+import type { HostedCapability } from './hosted-agent.js'
+import { compileSchema, toIssues } from './json-schema.js'
+import { TranscriptBuilder } from './transcript.js'
+
+/**
+ * Where a run's packets go on the wire. The SSE writer implements it; in JSON mode there is none
+ * and the transcript is the whole output.
+ */
+export interface PacketSink {
+  /**
+   * Hand one packet to the client, in call order. Returns a promise when the transport asks the
+   * producer to wait (backpressure), `undefined` when it can take more at once.
+   */
+  write(packet: StreamPacket): Promise<void> | undefined
+  /** The main stream closed: finish the response. */
+  end(): void
+}
+
+/** Why an agent's signal fired. */
+export type AbortKind = 'client_disconnected' | 'slow_consumer' | 'cancelled' | 'shutdown' | 'agent_error' | 'agent_failed' | 'contract_violation'
+
+/** The `signal.reason` of an aborted run. */
+export class RunAbortedError extends Error {
+  readonly kind: AbortKind
+  constructor (kind: AbortKind) {
+    super(`The run was aborted: ${kind}`)
+    this.name = 'AbortError'
+    this.kind = kind
+  }
+}
+
+/** The logging surface a run needs (pino's, without importing it). */
+export interface RunLogger {
+  trace(obj: object, msg?: string): void
+  debug(obj: object, msg?: string): void
+  info(obj: object, msg?: string): void
+  warn(obj: object, msg?: string): void
+  error(obj: object, msg?: string): void
+  fatal(obj: object, msg?: string): void
+}
+
+export interface AssistRunOptions {
+  requestId: string
+  capability: HostedCapability
+  log: RunLogger
+  /** Presentation event types the client renders; others are kept off its wire (CAP.md §2). */
+  supportedEvents?: readonly string[]
+}
+
+const checkPresentationEvent = compileSchema<PresentationEvent>(PresentationEventSchema)
+const LOG_LEVELS = new Set<string>(['trace', 'debug', 'info', 'warn', 'error', 'fatal'])
+const now = (): string => new Date().toISOString()
+
+function isPlainObject (value: unknown): value is JsonObject {
+  if (typeof value !== 'object' || value === null || Array.isArray(value)) return false
+  const proto = Object.getPrototypeOf(value)
+  return proto === Object.prototype || proto === null
+}
+
+/**
+ * One execution of an agent's `assist()`: owns the main stream, the sub-streams, their `seq`
+ * counters, the transcript and the AbortController. It enforces CAP.md §5's terminal rules: every
+ * stream gets exactly one CLOSE and the main stream's CLOSE is the last packet.
+ */
+export class AssistRun {
+  readonly requestId: string
+  readonly mainStreamId = randomUUID()
+  readonly transcript = new TranscriptBuilder()
+  readonly startedAt = performance.now()
+  /** Packets produced (all of them, whether or not a client was there to read them). */
+  packets = 0
+  readonly #capability: HostedCapability
+  readonly #log: RunLogger
+  readonly #filter: ReadonlySet<string> | undefined
+  readonly #controller = new AbortController()
+  readonly #seq = new Map<string, number>()
+  readonly #open = new Set<string>()
+  readonly #ended: Promise<CloseReason>
+  #resolveEnded!: (reason: CloseReason) => void
+  #endReason: CloseReason | undefined
+  #sink: PacketSink | undefined
+  #result: JsonObject | undefined
+  #fatal: StreamError | undefined
+  readonly handler: ResponseHandler
+
+  constructor (options: AssistRunOptions) {
+    this.requestId = options.requestId
+    this.#capability = options.capability
+    this.#log = options.log
+    const supported = options.supportedEvents ?? []
+    this.#filter = supported.length > 0 ? new Set(supported) : undefined
+    this.#ended = new Promise((resolve) => { this.#resolveEnded = resolve })
+    this.handler = this.#makeHandler()
+  }
+
+  /** Fires when the agent should stop; `reason` is a {@link RunAbortedError}. */
+  get signal (): AbortSignal { return this.#controller.signal }
+  /** Resolves with the main stream's close reason once its CLOSE has been produced. */
+  get ended (): Promise<CloseReason> { return this.#ended }
+  get endReason (): CloseReason | undefined { return this.#endReason }
+  /** The object given to `result()`, if any. */
+  get result (): JsonObject | undefined { return this.#result }
+  /** The FATAL error that ended the run, if one did. */
+  get fatalError (): StreamError | undefined { return this.#fatal }
+
+  /** Send packets to a client from now on (SSE mode). */
+  attach (sink: PacketSink): void {
+    this.#sink = sink
+  }
+
+  /**
+   * Run the agent to the end. Never rejects: a thrown error becomes an `agent_failed` packet, and
+   * whatever happens the main stream is closed.
+   */
+  async execute (agent: Agent, request: ResolvedAgentRequest, session: SessionHandle): Promise<void> {
+    try {
+      await agent.assist(request, session, this.handler)
+      if (this.#endReason === undefined) this.#endAll('done')
+    } catch (err) {
+      this.#failed(err)
+    }
+  }
+
+  /** The client went away: stop writing to it and abort the agent. Output is still collected. */
+  detach (kind: 'client_disconnected' | 'slow_consumer'): void {
+    this.#sink = undefined
+    if (kind === 'slow_consumer' && this.#endReason === undefined) {
+      this.transcript.error(this.#streamError('slow_consumer', 'The client did not read the stream fast enough', 'TRANSIENT'), this.mainStreamId)
+    }
+    this.#abort(kind)
+  }
+
+  /** Server shutdown: ERROR `shutting_down` (TRANSIENT), CLOSE `"shutdown"` on every stream. */
+  shutdown (): void {
+    if (this.#endReason === undefined) {
+      this.#send(this.mainStreamId, 'ERROR', this.#streamError('shutting_down', 'The server is shutting down; retry the request', 'TRANSIENT'))
+      this.#endAll('shutdown')
+    }
+    this.#abort('shutdown')
+  }
+
+  /** Cancel on request: CLOSE `"cancelled"` on every stream. Returns false when the run had already ended. */
+  cancel (): boolean {
+    if (this.#endReason !== undefined) return false
+    this.#endAll('cancelled')
+    this.#abort('cancelled')
+    return true
+  }
+
+  #abort (kind: AbortKind): void {
+    if (!this.#controller.signal.aborted) this.#controller.abort(new RunAbortedError(kind))
+  }
+
+  #streamError (code: StreamErrorCode, message: string, severity: StreamErrorSeverity, details?: JsonObject): StreamError {
+    const error: StreamError = { code, message, severity }
+    if (details !== undefined) error.details = details
+    return error
+  }
+
+  #send (streamId: string, op: StreamOpCode, p: StreamPacket['p']): Promise<void> | undefined {
+    this.packets++
+    switch (op) {
+      case 'DELTA': this.transcript.delta(p as string, streamId); break
+      case 'EVENT': this.transcript.event(p as EventPayload, streamId); break
+      case 'ERROR': this.transcript.error(p as StreamError, streamId); break
+      case 'CLOSE': this.transcript.close(p as CloseReason, streamId); break
+    }
+    const sink = this.#sink
+    if (sink === undefined) return undefined
+    if (op === 'EVENT' && this.#filter !== undefined) {
+      const type = (p as EventPayload).type as PresentationEvent['type']
+      if (PRESENTATION_EVENT_TYPES.includes(type) && !this.#filter.has(type)) return undefined
+    }
+    const seq = (this.#seq.get(streamId) ?? 0) + 1
+    this.#seq.set(streamId, seq)
+    return sink.write({ stream_id: streamId, seq, op, t: now(), p } as StreamPacket)
+  }
+
+  /** Close every open sub-stream, then the main stream, with `reason`. */
+  #endAll (reason: CloseReason): void {
+    for (const id of this.#open) this.#send(id, 'CLOSE', reason)
+    this.#open.clear()
+    this.#send(this.mainStreamId, 'CLOSE', reason)
+    this.#endReason = reason
+    this.#sink?.end()
+    this.#resolveEnded(reason)
+  }
+
+  #fatalEnd (error: StreamError, kind: AbortKind): void {
+    this.#fatal = error
+    this.#send(this.mainStreamId, 'ERROR', error)
+    this.#endAll('aborted')
+    this.#abort(kind)
+  }
+
+  #failed (err: unknown): void {
+    if (this.#endReason !== undefined) {
+      if (!(err instanceof StreamClosedError) && !(err instanceof RunAbortedError)) {
+        this.#log.warn({ err }, 'agent threw after its response had ended')
+      }
+      return
+    }
+    this.#log.error({ err }, 'agent failed')
+    const e = err as { expose?: unknown, message?: unknown, details?: unknown }
+    const safe = typeof err === 'object' && err !== null && e.expose === true && typeof e.message === 'string'
+    const details = safe && isPlainObject(e.details) ? e.details : undefined
+    this.#fatalEnd(this.#streamError('agent_failed', safe ? e.message as string : 'The agent failed', 'FATAL', details), 'agent_failed')
+  }
+
+  #assertOpen (): void {
+    if (this.#endReason !== undefined) throw new StreamClosedError(this.mainStreamId, this.#endReason === 'done' ? 'closed' : this.#endReason)
+  }
+
+  #presentation (type: PresentationEvent['type'], data: unknown): Promise<void> | undefined {
+    return this.#event({ id: randomUUID(), timestamp: now(), type, data } as PresentationEvent)
+  }
+
+  #event (event: PresentationEvent): Promise<void> | undefined {
+    this.#assertOpen()
+    if (!checkPresentationEvent(event)) {
+      const issues = toIssues(checkPresentationEvent.errors).map((i) => `${i.path} ${i.message}`)
+      throw new EventInvalidError(`${String((event as { type?: unknown }).type)}: ${issues.slice(0, 5).join('; ')}`)
+    }
+    return this.#send(this.mainStreamId, 'EVENT', event)
+  }
+
+  async #makeStream (title?: string, metadata?: JsonObject): Promise<StreamHandle> {
+    this.#assertOpen()
+    if (metadata !== undefined && !isPlainObject(metadata)) throw new EventInvalidError('create_stream() metadata must be a plain object')
+    const run = this
+    const id = randomUUID()
+    let state: 'active' | 'closed' | 'aborted' = 'active'
+    const start: EventPayload = { type: 'STREAM_START' }
+    if (title !== undefined) start.title = String(title)
+    if (metadata !== undefined) start.metadata = metadata
+    this.#open.add(id)
+    await this.#send(id, 'EVENT', start)
+    const active = (): boolean => state === 'active' && run.#open.has(id)
+    return {
+      stream_id: id,
+      get is_active () { return active() },
+      async write (chunk: string) {
+        if (!active()) throw new StreamClosedError(id, state === 'active' ? 'ended' : state)
+        if (typeof chunk !== 'string') throw new EventInvalidError('stream.write() takes a string')
+        return run.#send(id, 'DELTA', chunk)
+      },
+      async close () {
+        if (!active()) return
+        state = 'closed'
+        run.#open.delete(id)
+        return run.#send(id, 'CLOSE', 'done')
+      },
+      async abort (reason: string) {
+        if (!active()) return
+        state = 'aborted'
+        run.#open.delete(id)
+        run.#send(id, 'ERROR', run.#streamError('stream_aborted', String(reason), 'FATAL'))
+        return run.#send(id, 'CLOSE', 'aborted')
+      }
+    }
+  }
+
+  #makeHandler (): ResponseHandler {
+    const run = this
+    const log = this.#log
+    return {
+      get signal () { return run.signal },
+      async thought (content, status = 'IN_PROGRESS') {
+        return run.#presentation('THOUGHT_TRACE', { thought: content, status })
+      },
+      async markdown (content) {
+        return run.#presentation('MARKDOWN_BLOCK', { content })
+      },
+      async data (data, title, viewHint = 'JSON') {
+        run.#assertOpen()
+        if (!isPlainObject(data)) throw new EventInvalidError('data() takes a plain object')
+        if (typeof viewHint !== 'string' || (title !== undefined && typeof title !== 'string')) {
+          throw new EventInvalidError('data() title and view_hint must be strings')
+        }
+        const event: EventPayload = { type: 'DATA', id: randomUUID(), timestamp: now(), view_hint: viewHint, data }
+        if (title !== undefined) event.title = title
+        return run.#send(run.mainStreamId, 'EVENT', event)
+      },
+      async citations (citations) {
+        return run.#presentation('CITATION_BLOCK', { citations })
+      },
+      async progress (label, status = 'running', percent) {
+        return run.#presentation('PROGRESS_INDICATOR', percent === undefined ? { label, status } : { label, status, progress_percent: percent })
+      },
+      async media (items) {
+        return run.#presentation('MEDIA_CAROUSEL', { items })
+      },
+      async error (message, details, recoverable = false) {
+        run.#assertOpen()
+        if (details !== undefined && !isPlainObject(details)) throw new EventInvalidError('error() details must be a plain object')
+        const error = run.#streamError('agent_error', String(message), recoverable ? 'WARNING' : 'FATAL', details)
+        if (recoverable) return run.#send(run.mainStreamId, 'ERROR', error)
+        run.#fatalEnd(error, 'agent_error')
+      },
+      async result (obj) {
+        run.#assertOpen()
+        if (!isPlainObject(obj)) throw new EventInvalidError('result() takes a plain object')
+        if (run.#result !== undefined) throw new EventInvalidError('result() may be called once')
+        const validate = run.#capability.validateOutput
+        if (validate !== undefined && !validate(obj)) {
+          const errors = toIssues(validate.errors, '/result')
+          run.#fatalEnd(run.#streamError('agent_contract_violation', 'The agent\'s result does not match its outputs schema', 'FATAL', { errors }), 'contract_violation')
+          throw new EventInvalidError(`result() does not match the outputs schema: ${errors.map((e) => `${e.path} ${e.message}`).join('; ')}`)
+        }
+        run.#result = obj
+        return run.#send(run.mainStreamId, 'EVENT', { type: 'RESULT', data: obj })
+      },
+      async create_stream (title, metadata) {
+        return run.#makeStream(title, metadata)
+      },
+      async emit (event) {
+        const type = isPlainObject(event) ? event.type : undefined
+        if (typeof type === 'string' && (PRESENTATION_EVENT_TYPES as readonly string[]).includes(type)) {
+          return run.#event(event as PresentationEvent)
+        }
+        if (!isPlainObject(event)) throw new EventInvalidError('emit() takes an event object')
+        log.info({ requestId: run.requestId, agentEvent: event }, 'agent event')
+      },
+      async log (level, message, metadata) {
+        const lvl: LogLevel = LOG_LEVELS.has(level) ? level : 'info'
+        log[lvl]({ requestId: run.requestId, ...(isPlainObject(metadata) ? { agent: metadata } : {}) }, String(message))
+      },
+      async audit (actor, action, resource, success) {
+        log.info({ requestId: run.requestId, audit: { actor, action, resource, success: Boolean(success) } }, 'agent audit')
+      }
+    }
+  }
+}

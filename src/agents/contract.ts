@@ -1,0 +1,180 @@
+/**
+ * The agent contract (seed 000, in TypeScript): what a drop-in agent implements and what the host
+ * hands it. Agents import only types from here (and `defineAgent`), never Fastify.
+ */
+import type { ResolvedAgentRequest, SessionContext } from '../protocol/envelope.js'
+import type { AgentDefinition, AgentCapability, AgentMetadata, ModelConfig } from '../protocol/manifest.js'
+import type { Citation, MediaItem, PresentationEvent, StreamErrorSeverity } from '../protocol/packets.js'
+
+export type { ResolvedAgentRequest as AgentRequest } from '../protocol/envelope.js'
+export type { AgentDefinition } from '../protocol/manifest.js'
+
+/** A JSON object. */
+export type JsonObject = Record<string, unknown>
+
+/**
+ * The handle of one stream made with `response.create_stream()`: Open → write* → close | abort.
+ */
+export interface StreamHandle {
+  /** The stream's id (the `stream_id` of its packets). */
+  readonly stream_id: string
+  /** True until the stream is closed or aborted (or the whole response ended). */
+  readonly is_active: boolean
+  /** Send a text chunk (a DELTA packet). Throws `AH_ERR_STREAM_CLOSED` once the stream is no longer active. */
+  write(chunk: string): Promise<void>
+  /** End the stream normally (CLOSE `"done"`). Closing a closed stream is a no-op. */
+  close(): Promise<void>
+  /** End the stream with an error: ERROR `stream_aborted` (FATAL) then CLOSE `"aborted"`, on this stream only. */
+  abort(reason: string): Promise<void>
+}
+
+/**
+ * Internal system events: telemetry, logs and audit records. Never shown to the user as such.
+ */
+export interface EventSink {
+  /**
+   * Ingest an event. A {@link PresentationEvent} is sent to the client as an EVENT packet; any other
+   * object (a CloudEvent, a graph event) is recorded as an internal event.
+   */
+  emit(event: PresentationEvent | JsonObject): Promise<void>
+  /** Write a structured log line for this request. */
+  log(level: LogLevel, message: string, metadata?: JsonObject): Promise<void>
+  /** Record an audit entry (who did what to which resource, and whether it worked). */
+  audit(actor: string, action: string, resource: string, success: boolean): Promise<void>
+}
+
+export type LogLevel = 'trace' | 'debug' | 'info' | 'warn' | 'error' | 'fatal'
+
+/**
+ * What an agent uses to answer. Every method resolves once its packet has been handed to the
+ * transport (for SSE: after the socket drained), so an agent that awaits its calls is paced by its
+ * client. Calls after the response has ended reject with `AH_ERR_STREAM_CLOSED`.
+ */
+export interface ResponseHandler extends EventSink {
+  /**
+   * Fires when the agent should stop: the client disconnected or cancelled, the server is shutting
+   * down, or the run already ended fatally. `signal.reason` says which.
+   */
+  readonly signal: AbortSignal
+  /** A thinking step (THOUGHT_TRACE). */
+  thought(content: string, status?: string): Promise<void>
+  /** A markdown block (MARKDOWN_BLOCK); its content also goes into the JSON transcript's `text`. */
+  markdown(content: string): Promise<void>
+  /** Structured data (a DATA event). */
+  data(data: JsonObject, title?: string, view_hint?: string): Promise<void>
+  /** Sources behind the answer (CITATION_BLOCK). */
+  citations(citations: Citation[]): Promise<void>
+  /** Progress of a step (PROGRESS_INDICATOR); `percent` is a fraction 0..1. */
+  progress(label: string, status?: 'running' | 'complete' | 'failed', percent?: number): Promise<void>
+  /** Images or other media (MEDIA_CAROUSEL). */
+  media(items: MediaItem[]): Promise<void>
+  /**
+   * Report an error. Recoverable: a WARNING and the run goes on. Otherwise FATAL: every open stream
+   * and the response end with CLOSE `"aborted"`, the signal fires, and later calls reject.
+   */
+  error(message: string, details?: JsonObject, recoverable?: boolean): Promise<void>
+  /**
+   * The final answer (a RESULT event). In JSON mode the response's `output` is exactly `obj`.
+   * It is validated against the capability's `outputs` schema.
+   */
+  result(obj: JsonObject): Promise<void>
+  /** Open another stream; its first packet is EVENT `STREAM_START`. */
+  create_stream(title?: string, metadata?: JsonObject): Promise<StreamHandle>
+}
+
+/** One recorded exchange of a session (newest last in `history()`). */
+export interface Interaction {
+  request_id: string
+  timestamp: string
+  /** The agent's arguments (`payload.payload`). */
+  input: JsonObject
+  /** The JSON output or stream transcript the agent produced. */
+  output: JsonObject
+}
+
+/** A search hit of `recall()`. */
+export interface RecallHit {
+  /** What matched: an interaction or a stored value. */
+  kind: 'interaction' | 'value'
+  /** The interaction's request id, or the value's key. */
+  ref: string
+  /** Relevance in 0..1 (1 is best). */
+  score: number
+  content: JsonObject
+}
+
+/** Who the session belongs to. */
+export interface SessionIdentity {
+  user_id: string
+  email?: string
+  tier: string
+  locale: string
+}
+
+/**
+ * Active memory for one session (seed 000): history, search and key/value storage.
+ */
+export interface SessionHandle {
+  readonly session_id: string
+  readonly identity: SessionIdentity
+  /** The session's interactions, newest last, skipping the `offset` newest. */
+  history(limit?: number, offset?: number): Promise<Interaction[]>
+  /** Interactions and values whose text matches `query`, best first. */
+  recall(query: string, limit?: number, threshold?: number): Promise<RecallHit[]>
+  /** Store a JSON value under `key` for this session. */
+  store(key: string, value: unknown): Promise<void>
+  /** Read a stored value, or `fallback` when there is none. */
+  get<T = unknown>(key: string, fallback?: T): Promise<T | undefined>
+}
+
+/**
+ * A hosted agent. `manifest` is its served AgentDefinition; `assist` answers one request by calling
+ * methods on `response` (it returns nothing). `startup()` runs before the server listens and
+ * `shutdown()` when it closes.
+ */
+export interface Agent {
+  readonly manifest: AgentDefinition
+  assist(request: ResolvedAgentRequest, session: SessionHandle, response: ResponseHandler): Promise<void>
+  startup?(): Promise<void> | void
+  shutdown?(): Promise<void> | void
+}
+
+/** A capability as an author may write it: only `name` and `description` are required. */
+export type CapabilitySpec = Partial<AgentCapability> & Pick<AgentCapability, 'name' | 'description'>
+
+/** A manifest as an author may write it; {@link defineAgent} fills in the rest (CAP.md §7). */
+export interface ManifestSpec extends Partial<Omit<AgentDefinition, 'metadata' | 'capabilities' | 'config' | 'dependencies'>> {
+  metadata: Omit<AgentMetadata, 'requires_auth'> & { requires_auth?: boolean }
+  capabilities?: CapabilitySpec[]
+  config?: Partial<Omit<AgentDefinition['config'], 'model_config'>> & { model_config?: ModelConfig }
+  dependencies?: Partial<AgentDefinition['dependencies']>
+}
+
+/** What an author passes to {@link defineAgent}. */
+export interface AgentSpec {
+  manifest: ManifestSpec
+  assist: Agent['assist']
+  startup?: Agent['startup']
+  shutdown?: Agent['shutdown']
+}
+
+/** The session context an agent receives in `request.context`. */
+export type { SessionContext }
+
+/** Severity of an error reported by an agent. */
+export type { StreamErrorSeverity }
+
+/**
+ * An error whose message may be shown to the client. Agents throw it (or any error with
+ * `expose: true`) when the message is meant for the user; other errors are reported as
+ * "The agent failed" so that internals never leak.
+ */
+export class SafeAgentError extends Error {
+  readonly expose = true
+  readonly details: JsonObject | undefined
+  constructor (message: string, details?: JsonObject) {
+    super(message)
+    this.name = 'SafeAgentError'
+    this.details = details
+  }
+}

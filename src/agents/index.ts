@@ -1,0 +1,12 @@
+/**
+ * What agent authors import: `defineAgent`, `SafeAgentError` and the contract's types.
+ * (A plain default-exported `{ manifest, assist }` object with no imports works too.)
+ */
+export { defineAgent } from './define-agent.js'
+export { RunAbortedError } from './assist-run.js'
+export type { AbortKind } from './assist-run.js'
+export { SafeAgentError } from './contract.js'
+export type {
+  Agent, AgentDefinition, AgentRequest, AgentSpec, EventSink, Interaction, JsonObject, LogLevel, ManifestSpec,
+  RecallHit, ResponseHandler, SessionHandle, SessionIdentity, StreamHandle
+} from './contract.js'

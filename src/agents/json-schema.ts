@@ -1,0 +1,43 @@
+import { Ajv, type ErrorObject, type Options, type ValidateFunction } from 'ajv'
+import addFormatsModule from 'ajv-formats'
+
+// ajv-formats is CommonJS; under NodeNext its default import is the module namespace.
+const addFormats = addFormatsModule as unknown as typeof addFormatsModule.default
+
+/** One failing path of a validation, as reported in `details.errors`. */
+export interface SchemaIssue {
+  path: string
+  message: string
+}
+
+// ajv-formats' uuid also admits a `urn:uuid:` prefix; CAP ids are bare RFC 4122 strings.
+const UUID = /^[0-9a-f]{8}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{12}$/i
+
+/** An Ajv instance with the standard formats (and a strict `uuid`). */
+export function createAjv (options: Options = {}): Ajv {
+  const ajv = new Ajv({ allErrors: true, strict: false, ...options })
+  addFormats(ajv)
+  ajv.addFormat('uuid', UUID)
+  return ajv
+}
+
+/**
+ * The Ajv instance for schemas that come from agents (capability `inputs`/`outputs`) and for the
+ * host's own strict checks of what agents emit. No coercion, no defaults: it only judges.
+ */
+export const agentAjv = createAjv({ coerceTypes: false, useDefaults: false })
+
+/** Compile a JSON Schema; throws with Ajv's message when the schema itself is invalid. */
+export function compileSchema<T = unknown> (schema: object): ValidateFunction<T> {
+  return agentAjv.compile<T>(schema)
+}
+
+/** Turn Ajv errors into `{ path, message }` pairs, `path` a JSON Pointer under `root`. */
+export function toIssues (errors: ErrorObject[] | null | undefined, root = ''): SchemaIssue[] {
+  return (errors ?? []).map((e) => {
+    let path = root + e.instancePath
+    if (e.keyword === 'required') path += '/' + String((e.params as { missingProperty: string }).missingProperty)
+    if (e.keyword === 'additionalProperties') path += '/' + String((e.params as { additionalProperty: string }).additionalProperty)
+    return { path: path === '' ? '/' : path, message: e.message ?? 'is invalid' }
+  })
+}

@@ -1,0 +1,75 @@
+import { readdir, stat } from 'node:fs/promises'
+import { join } from 'node:path'
+import { pathToFileURL } from 'node:url'
+import { AgentDuplicateError, AgentInvalidError } from '../errors.js'
+import { hostAgent } from './hosted-agent.js'
+import { AgentRegistry } from './registry.js'
+
+/** Entry files looked for in each agent folder, in this order. */
+export const AGENT_ENTRY_FILES = ['index.js', 'index.mjs', 'index.ts'] as const
+
+async function exists (path: string): Promise<boolean> {
+  try {
+    return (await stat(path)).isFile()
+  } catch {
+    return false
+  }
+}
+
+function importFailure (file: string, err: unknown): string {
+  const e = err as NodeJS.ErrnoException
+  if (e.code === 'ERR_UNKNOWN_FILE_EXTENSION' && file.endsWith('.ts')) {
+    return 'TypeScript agents must be compiled first (npm run build) or shipped as index.js'
+  }
+  return `import failed: ${e.message}`
+}
+
+/** What a folder scan found. */
+export interface LoadResult {
+  registry: AgentRegistry
+  /** Sub-folders without an entry file (not agents; listed so the boot log can say so). */
+  skipped: string[]
+}
+
+/**
+ * Register every agent in `dir`: each sub-folder with an `index.js`, `index.mjs` or `index.ts` whose
+ * default export is an agent. Folders whose names start with `.` or `_` are not agents.
+ * A broken agent (bad export, invalid manifest, duplicate id or name) throws with its file path.
+ */
+export async function loadAgents (dir: string): Promise<LoadResult> {
+  const registry = new AgentRegistry()
+  const skipped: string[] = []
+  let entries
+  try {
+    entries = await readdir(dir, { withFileTypes: true })
+  } catch (err) {
+    throw new AgentInvalidError(dir, `cannot read the agents folder (${(err as Error).message})`, { cause: err })
+  }
+  const folders = entries.filter((e) => e.isDirectory() && !/^[._]/.test(e.name)).map((e) => e.name).sort()
+  for (const folder of folders) {
+    let file: string | undefined
+    for (const name of AGENT_ENTRY_FILES) {
+      const candidate = join(dir, folder, name)
+      if (await exists(candidate)) { file = candidate; break }
+    }
+    if (file === undefined) { skipped.push(join(dir, folder)); continue }
+    let mod: { default?: unknown }
+    try {
+      mod = await import(pathToFileURL(file).href) as { default?: unknown }
+    } catch (err) {
+      throw new AgentInvalidError(file, importFailure(file, err), { cause: err })
+    }
+    let hosted
+    try {
+      hosted = hostAgent(mod.default, file)
+    } catch (err) {
+      throw new AgentInvalidError(file, (err as Error).message, { cause: err })
+    }
+    try {
+      registry.add(hosted)
+    } catch (err) {
+      throw new AgentDuplicateError(file, (err as Error).message, { cause: err })
+    }
+  }
+  return { registry, skipped }
+}

@@ -1,0 +1,44 @@
+import type { AssistRun } from './assist-run.js'
+
+/**
+ * The runs in flight, by request id: what cancel finds and what shutdown ends.
+ */
+export class RunRegistry {
+  readonly #runs = new Map<string, { run: AssistRun, settled: Promise<void> }>()
+  #closing = false
+
+  /** True once shutdown has begun: new runs are refused. */
+  get closing (): boolean { return this.#closing }
+
+  get size (): number { return this.#runs.size }
+
+  has (requestId: string): boolean {
+    return this.#runs.has(requestId)
+  }
+
+  get (requestId: string): AssistRun | undefined {
+    return this.#runs.get(requestId)?.run
+  }
+
+  /** Track `run` until `settled` (its agent's `assist()` has returned or thrown). */
+  track (run: AssistRun, settled: Promise<void>): void {
+    const entry = { run, settled: settled.finally(() => { if (this.#runs.get(run.requestId) === entry) this.#runs.delete(run.requestId) }) }
+    this.#runs.set(run.requestId, entry)
+  }
+
+  /**
+   * Begin shutdown: every open run gets its shutdown packets and its signal fires. Resolves when
+   * every agent has returned, or after `graceMs`, whichever is first.
+   */
+  async shutdown (graceMs: number): Promise<void> {
+    this.#closing = true
+    const settled = [...this.#runs.values()].map(({ run, settled }) => { run.shutdown(); return settled })
+    if (settled.length === 0) return
+    let timer: NodeJS.Timeout | undefined
+    await Promise.race([
+      Promise.allSettled(settled),
+      new Promise((resolve) => { timer = setTimeout(resolve, graceMs).unref() })
+    ])
+    clearTimeout(timer)
+  }
+}

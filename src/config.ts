@@ -1,0 +1,61 @@
+import { fileURLToPath } from 'node:url'
+import { resolve } from 'node:path'
+import envSchema from 'env-schema'
+import { Type, type Static } from 'typebox'
+import { ConfigInvalidError } from './errors.js'
+
+/**
+ * Every setting of the server, read once at boot from the environment (and `.env` when present).
+ * `.env.example` lists each key with its default; a test keeps the two in step.
+ */
+export const ConfigSchema = Type.Object({
+  /** Interface to bind; `0.0.0.0` inside containers. */
+  HOST: Type.String({ default: '127.0.0.1', minLength: 1 }),
+  PORT: Type.Integer({ default: 3000, minimum: 0, maximum: 65535 }),
+  LOG_LEVEL: Type.Union(['fatal', 'error', 'warn', 'info', 'debug', 'trace', 'silent'].map((l) => Type.Literal(l)), { default: 'info' }),
+  /** Where all runtime state lives (relative paths are resolved from the working directory). */
+  DATA_DIR: Type.String({ default: 'data', minLength: 1 }),
+  /** Folder of drop-in agents; empty means the example agents shipped next to the code. */
+  AGENTS_DIR: Type.String({ default: '' }),
+  /** Largest accepted request body, in bytes. */
+  BODY_LIMIT: Type.Integer({ default: 1048576, minimum: 1024 }),
+  /** Send a `: ping` comment after this long without output on an SSE response. */
+  SSE_HEARTBEAT_MS: Type.Integer({ default: 15000, minimum: 10 }),
+  /** Reconnection delay advertised with `retry:` at the start of each SSE response (0: none). */
+  SSE_RETRY_MS: Type.Integer({ default: 3000, minimum: 0 }),
+  /** Bytes queued for one slow SSE client before its run is ended with `slow_consumer`. */
+  SSE_MAX_BUFFER_BYTES: Type.Integer({ default: 8388608, minimum: 65536 }),
+  /** How long shutdown may take before the process exits anyway. */
+  CLOSE_GRACE_MS: Type.Integer({ default: 10000, minimum: 0 }),
+  /** This instance's id in `/health`; empty means a new UUID at each boot. */
+  INSTANCE_ID: Type.String({ default: '' }),
+  /** Trust `X-Forwarded-*` headers from a reverse proxy. */
+  TRUST_PROXY: Type.Boolean({ default: false })
+})
+
+export type Config = Static<typeof ConfigSchema>
+
+/** The example agents that ship with the code: `agents/` beside `src/` (or `dist/agents` when built). */
+export const BUNDLED_AGENTS_DIR = fileURLToPath(new URL('../agents/', import.meta.url))
+
+/**
+ * Read and validate the configuration. Throws `AH_ERR_CONFIG_INVALID` naming the bad key.
+ * @param env the variables to read (the server passes `process.env`)
+ * @param dotenv also read `.env` from the working directory
+ */
+export function loadConfig (env: Record<string, string | undefined>, dotenv = false): Config {
+  let raw: Config
+  try {
+    raw = envSchema<Config>({ schema: structuredClone(ConfigSchema), data: env, env: false, dotenv })
+  } catch (err) {
+    throw new ConfigInvalidError((err as Error).message, { cause: err })
+  }
+  if (raw.INSTANCE_ID !== '' && !/^[0-9a-f]{8}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{12}$/i.test(raw.INSTANCE_ID)) {
+    throw new ConfigInvalidError('env/INSTANCE_ID must be a UUID or empty')
+  }
+  return {
+    ...raw,
+    DATA_DIR: resolve(raw.DATA_DIR),
+    AGENTS_DIR: raw.AGENTS_DIR === '' ? BUNDLED_AGENTS_DIR : resolve(raw.AGENTS_DIR)
+  }
+}

@@ -1,0 +1,85 @@
+import createError, { type FastifyErrorConstructor } from '@fastify/error'
+
+/**
+ * The whole error catalogue. Every error the host raises comes from here and carries a stable
+ * `AH_ERR_<AREA>_<WHAT>` code; the README's error table lists the same codes (a test keeps them in step).
+ */
+
+/** One catalogue entry, as documented. */
+export interface ErrorEntry {
+  code: string
+  statusCode: number
+  description: string
+}
+
+const catalogue: ErrorEntry[] = []
+
+function define (code: string, statusCode: number, message: string, description: string): FastifyErrorConstructor {
+  catalogue.push({ code, statusCode, description })
+  return createError(code, message, statusCode)
+}
+
+// HTTP: the request
+export const ValidationError = define('AH_ERR_VALIDATION', 400, '%s',
+  'The envelope, a path parameter or the agent input failed validation; `details.errors` lists each failing path.')
+export const BodyMalformedError = define('AH_ERR_BODY_MALFORMED', 400, 'Request body is not valid JSON: %s',
+  'The body could not be parsed as JSON, or carried a prototype-pollution key (`__proto__`, `constructor.prototype`).')
+export const RequestInvalidError = define('AH_ERR_REQUEST_INVALID', 400, 'Bad request: %s',
+  'The HTTP request itself is malformed (for example a bad Content-Length).')
+export const AgentNotFoundError = define('AH_ERR_AGENT_NOT_FOUND', 404, 'No agent is registered with id or name "%s"',
+  '`context.agent_id` (or the `:id` path parameter) names no registered agent.')
+export const RouteNotFoundError = define('AH_ERR_ROUTE_NOT_FOUND', 404, 'Route %s %s not found',
+  'No route matches the method and path.')
+export const RunNotFoundError = define('AH_ERR_RUN_NOT_FOUND', 404, 'No running request with id "%s"',
+  'The request id names no run that is still going (cancel).')
+export const RequestConflictError = define('AH_ERR_REQUEST_CONFLICT', 409, 'Request id "%s" is already in use by a running request',
+  'The envelope\'s `request_id` belongs to a request that is still running.')
+export const NotAcceptableError = define('AH_ERR_NOT_ACCEPTABLE', 406, 'Accept header "%s" allows neither application/json nor text/event-stream',
+  'The `Accept` header admits neither `application/json` nor `text/event-stream`.')
+export const BodyTooLargeError = define('AH_ERR_BODY_TOO_LARGE', 413, 'Request body is larger than %s bytes',
+  'The body is larger than `BODY_LIMIT`.')
+export const MediaTypeUnsupportedError = define('AH_ERR_MEDIA_TYPE_UNSUPPORTED', 415, 'Content-Type "%s" is not supported: send application/json',
+  'The body is not `application/json`.')
+export const InternalError = define('AH_ERR_INTERNAL', 500, 'Internal server error',
+  'An unexpected failure inside the host; details are in the server log, never in the response.')
+export const AgentFailedError = define('AH_ERR_AGENT_FAILED', 502, 'The agent failed before producing any output',
+  'JSON mode: the agent failed fatally and produced nothing; the body carries the agent error in `details`.')
+export const ShuttingDownError = define('AH_ERR_SHUTTING_DOWN', 503, 'The server is shutting down',
+  'The server is draining; retry against another instance (`Retry-After` is set).')
+
+// Agents: authoring and runtime (raised to agent code or at boot)
+export const AgentInvalidError = define('AH_ERR_AGENT_INVALID', 500, 'Invalid agent at %s: %s',
+  'Boot: an agent folder does not default-export a valid agent (bad export or invalid manifest).')
+export const AgentDuplicateError = define('AH_ERR_AGENT_DUPLICATE', 500, 'Duplicate agent at %s: %s',
+  'Boot: two agents share a manifest id or name.')
+export const AgentStartupError = define('AH_ERR_AGENT_STARTUP', 500, 'Agent "%s" failed in startup(): %s',
+  'Boot: an agent\'s `startup()` hook threw.')
+export const StreamClosedError = define('AH_ERR_STREAM_CLOSED', 500, 'Stream %s is already %s',
+  'Raised to the agent: it wrote to a stream (or a response) that is closed or aborted.')
+export const EventInvalidError = define('AH_ERR_EVENT_INVALID', 500, 'Invalid event: %s',
+  'Raised to the agent: an emitted event or presentation payload does not match its schema.')
+
+// Boot
+export const ConfigInvalidError = define('AH_ERR_CONFIG_INVALID', 500, 'Invalid configuration: %s',
+  'Boot: an environment setting is missing or malformed.')
+
+/** Every host error code with its HTTP status and meaning. */
+export const ERROR_CATALOGUE: readonly ErrorEntry[] = catalogue
+
+/**
+ * Stable snake_case codes carried in `StreamError.code` (ERROR packets and the JSON transcript).
+ */
+export const STREAM_ERROR_CODES = {
+  agent_error: 'The agent reported an error with `response.error()`; WARNING when recoverable, else FATAL.',
+  agent_failed: 'The agent threw; its message is hidden unless the error is marked safe (`expose: true`).',
+  agent_contract_violation: 'The agent broke its own manifest: `result()` did not match the capability\'s `outputs` schema.',
+  stream_aborted: 'The agent aborted one of its streams with `stream.abort(reason)`.',
+  shutting_down: 'The server is shutting down (TRANSIENT: retry).',
+  slow_consumer: 'The client read too slowly and the server\'s send buffer for it filled up (TRANSIENT).'
+} as const
+export type StreamErrorCode = keyof typeof STREAM_ERROR_CODES
+
+/** Attach structured details (for example failing paths) to a host error. */
+export function withDetails<E extends Error> (error: E, details: Record<string, unknown>): E & { details: Record<string, unknown> } {
+  return Object.assign(error, { details })
+}

@@ -1,0 +1,99 @@
+import type { OutgoingHttpHeaders, ServerResponse } from 'node:http'
+import type { PacketSink } from '../agents/assist-run.js'
+import { SSE_EVENT_NAME, type StreamPacket } from '../protocol/packets.js'
+
+/** Response headers of every SSE answer (CAP.md §5). */
+export const SSE_HEADERS = {
+  'content-type': 'text/event-stream; charset=utf-8',
+  'cache-control': 'no-cache, no-transform',
+  'x-accel-buffering': 'no',
+  connection: 'keep-alive'
+} as const
+
+/** One packet as one SSE event: three lines and a blank line. */
+export function formatPacket (packet: StreamPacket): string {
+  return `event: ${SSE_EVENT_NAME}\nid: ${packet.stream_id}\ndata: ${JSON.stringify(packet)}\n\n`
+}
+
+export interface SseWriterOptions {
+  /** Extra headers already set on the reply (request id, CORS). */
+  headers?: OutgoingHttpHeaders
+  heartbeatMs: number
+  /** `retry:` advertised once at the start; 0 for none. */
+  retryMs: number
+  /** Bytes that may wait in the socket's buffer before the client counts as too slow. */
+  maxBufferBytes: number
+  /** The client went away (`client_disconnected`) or stopped reading (`slow_consumer`). */
+  onGone: (why: 'client_disconnected' | 'slow_consumer') => void
+}
+
+/**
+ * Writes packets to a raw HTTP response as Server-Sent Events. It sends `: ping` after
+ * `heartbeatMs` of silence, reports backpressure to the run (a promise that settles on `drain`),
+ * notices a client that goes away (on the response, which is the socket's side that closes), and
+ * ends a client whose unread backlog passes `maxBufferBytes` so it cannot grow the server's memory.
+ */
+export class SseWriter implements PacketSink {
+  readonly #res: ServerResponse
+  readonly #options: SseWriterOptions
+  readonly #heartbeat: NodeJS.Timeout
+  #drain: Promise<void> | undefined
+  #finished = false
+
+  constructor (res: ServerResponse, options: SseWriterOptions) {
+    this.#res = res
+    this.#options = options
+    res.writeHead(200, { ...options.headers, ...SSE_HEADERS })
+    res.flushHeaders()
+    if (options.retryMs > 0) res.write(`retry: ${options.retryMs}\n\n`)
+    this.#heartbeat = setTimeout(() => this.#ping(), options.heartbeatMs).unref()
+    res.on('close', () => this.#gone('client_disconnected'))
+    if (res.destroyed || res.socket === null || res.socket.destroyed) queueMicrotask(() => this.#gone('client_disconnected'))
+  }
+
+  /** True once the response has ended or the client has gone. */
+  get finished (): boolean { return this.#finished }
+
+  write (packet: StreamPacket): Promise<void> | undefined {
+    if (this.#finished) return undefined
+    const ok = this.#res.write(formatPacket(packet))
+    this.#heartbeat.refresh()
+    if (this.#res.writableLength > this.#options.maxBufferBytes) {
+      this.#gone('slow_consumer')
+      this.#res.destroy()
+      return undefined
+    }
+    if (ok) return undefined
+    this.#drain ??= new Promise<void>((resolve) => {
+      const settle = (): void => {
+        this.#res.off('drain', settle)
+        this.#res.off('close', settle)
+        this.#drain = undefined
+        resolve()
+      }
+      this.#res.on('drain', settle)
+      this.#res.on('close', settle)
+    })
+    return this.#drain
+  }
+
+  end (): void {
+    if (this.#finished) return
+    this.#finished = true
+    clearTimeout(this.#heartbeat)
+    this.#res.end()
+  }
+
+  #ping (): void {
+    if (this.#finished) return
+    if (!this.#res.writableNeedDrain) this.#res.write(': ping\n\n')
+    this.#heartbeat.refresh()
+  }
+
+  #gone (why: 'client_disconnected' | 'slow_consumer'): void {
+    if (this.#finished) return
+    this.#finished = true
+    clearTimeout(this.#heartbeat)
+    this.#options.onGone(why)
+  }
+}

@@ -1,0 +1,60 @@
+import { STATUS_CODES } from 'node:http'
+import fp from 'fastify-plugin'
+import type { FastifyError, FastifyInstance, FastifyReply, FastifyRequest } from 'fastify'
+import {
+  BodyMalformedError, BodyTooLargeError, InternalError, MediaTypeUnsupportedError, RequestInvalidError,
+  RouteNotFoundError, ValidationError, withDetails
+} from '../errors.js'
+import { toIssues } from '../agents/json-schema.js'
+import type { ErrorBody } from '../protocol/response.js'
+
+type HostError = Error & { code: string, statusCode?: number, details?: Record<string, unknown> }
+
+/** Translate anything thrown in a request into a catalogue error. */
+function toHostError (err: FastifyError, request: FastifyRequest): HostError {
+  if (err.validation !== undefined) {
+    const root = err.validationContext === 'body' ? '' : `/${err.validationContext ?? 'request'}`
+    const errors = toIssues(err.validation as never, root)
+    const summary = errors.slice(0, 3).map((e) => `${e.path} ${e.message}`).join('; ')
+    return withDetails(new ValidationError(`Invalid request: ${summary}${errors.length > 3 ? ` (+${errors.length - 3} more)` : ''}`), { errors })
+  }
+  if (typeof err.code === 'string' && err.code.startsWith('AH_ERR_')) return err as HostError
+  switch (err.code) {
+    case 'FST_ERR_CTP_BODY_TOO_LARGE': return new BodyTooLargeError(request.routeOptions.bodyLimit ?? 0)
+    case 'FST_ERR_CTP_INVALID_MEDIA_TYPE': return new MediaTypeUnsupportedError(request.headers['content-type'] ?? '(none)')
+    case 'FST_ERR_CTP_EMPTY_JSON_BODY': return new BodyMalformedError('the body is empty')
+    case 'FST_ERR_CTP_INVALID_JSON_BODY': return new BodyMalformedError(err.message)
+  }
+  if (err instanceof SyntaxError) return new BodyMalformedError(err.message)
+  const status = err.statusCode ?? 500
+  if (status >= 400 && status < 500) return new RequestInvalidError(err.message)
+  return new InternalError({ cause: err })
+}
+
+/**
+ * One error body for every failure (CAP.md §6): `{ statusCode, code, error, message, details? }`.
+ * 5xx answers say nothing of internals; the cause goes to the log.
+ */
+async function errorHandler (app: FastifyInstance): Promise<void> {
+  app.setErrorHandler((err: FastifyError, request: FastifyRequest, reply: FastifyReply) => {
+    const error = toHostError(err, request)
+    const statusCode = error.statusCode ?? 500
+    if (statusCode >= 500) request.log.error({ err }, 'request failed')
+    else request.log.info({ code: error.code, message: error.message }, 'request rejected')
+    const body: ErrorBody = {
+      statusCode,
+      code: error.code,
+      error: STATUS_CODES[statusCode] ?? 'Error',
+      message: error.message
+    }
+    if (error.details !== undefined) body.details = error.details
+    if (statusCode === 503) reply.header('retry-after', '5')
+    return reply.code(statusCode).type('application/json; charset=utf-8').send(body)
+  })
+  app.setNotFoundHandler((request, reply) => {
+    const error = new RouteNotFoundError(request.method, request.url)
+    return reply.code(404).send({ statusCode: 404, code: error.code, error: 'Not Found', message: error.message } satisfies ErrorBody)
+  })
+}
+
+export default fp(errorHandler, { name: 'error-handler', fastify: '5.x' })

@@ -1,0 +1,15 @@
+import fp from 'fastify-plugin'
+import type { FastifyInstance } from 'fastify'
+import { createAjv } from '../agents/json-schema.js'
+
+/**
+ * Validators: bodies are checked without type coercion (a number is not a string) and with unknown
+ * keys dropped (CAP.md §2); querystrings, params and headers are coerced as usual.
+ */
+async function validation (app: FastifyInstance): Promise<void> {
+  const bodyAjv = createAjv({ coerceTypes: false, removeAdditional: true, useDefaults: true })
+  const otherAjv = createAjv({ coerceTypes: 'array', removeAdditional: true, useDefaults: true })
+  app.setValidatorCompiler(({ schema, httpPart }) => (httpPart === 'body' ? bodyAjv : otherAjv).compile(schema))
+}
+
+export default fp(validation, { name: 'validation', fastify: '5.x' })
