@@ -1,0 +1,78 @@
+import { mkdtempSync, rmSync } from 'node:fs'
+import { tmpdir } from 'node:os'
+import { join } from 'node:path'
+import { randomUUID } from 'node:crypto'
+import { fileURLToPath } from 'node:url'
+import type { FastifyInstance } from 'fastify'
+import { buildApp } from '../src/app.js'
+import { loadConfig, type Config } from '../src/config.js'
+
+/** Fixed ids of the example agents in agents/. */
+export const AGENTS = {
+  echo: '8a1f7d2e-3c4b-4e5f-9a6b-0c1d2e3f4a01',
+  echoStream: '8a1f7d2e-3c4b-4e5f-9a6b-0c1d2e3f4a02',
+  showcase: '8a1f7d2e-3c4b-4e5f-9a6b-0c1d2e3f4a03'
+} as const
+
+/** Test-only agents (test/fixtures/agents). */
+export const FIXTURE_AGENTS_DIR = fileURLToPath(new URL('./fixtures/agents/', import.meta.url))
+
+/** A folder of broken agents, one per case (test/fixtures/broken/<case>). */
+export function brokenAgentsDir (name: string): string {
+  return fileURLToPath(new URL(`./fixtures/broken/${name}/`, import.meta.url))
+}
+
+interface Teardown { teardown: (fn: () => unknown) => void }
+
+/** A fresh temporary DATA_DIR, removed after the test. */
+export function tempDataDir (t: Teardown): string {
+  const dir = mkdtempSync(join(tmpdir(), 'agent-host-test-'))
+  t.teardown(() => rmSync(dir, { recursive: true, force: true }))
+  return dir
+}
+
+/** Configuration for tests: a temp DATA_DIR, silent logs, plus `env`. */
+export function testConfig (t: Teardown, env: Record<string, string> = {}): Config {
+  return loadConfig({ DATA_DIR: tempDataDir(t), LOG_LEVEL: 'silent', ...env })
+}
+
+/** Build an app on a temp DATA_DIR (closed after the test). */
+export async function build (t: Teardown, env: Record<string, string> = {}): Promise<FastifyInstance> {
+  const app = await buildApp(testConfig(t, env))
+  t.teardown(() => app.close())
+  return app
+}
+
+/** Build an app and listen on a random loopback port; returns the app and its base URL. */
+export async function listen (t: Teardown, env: Record<string, string> = {}): Promise<{ app: FastifyInstance, url: string, port: number }> {
+  const app = await build(t, env)
+  await app.listen({ host: '127.0.0.1', port: 0 })
+  const address = app.server.address()
+  if (address === null || typeof address === 'string') throw new Error('no port')
+  return { app, url: `http://127.0.0.1:${address.port}`, port: address.port }
+}
+
+/** A minimal valid CAP envelope for `agentId`, with `payload` as the agent's arguments. */
+export function envelope (agentId: string, payload: Record<string, unknown> = { query: 'hello world' }, extra: {
+  requestId?: string
+  sessionId?: string
+  agentRequest?: Record<string, unknown>
+} = {}): {
+    request_id: string
+    context: Record<string, unknown> & { session_id: string, agent_id: string }
+    payload: Record<string, unknown> & { session_id: string, payload: Record<string, unknown> }
+  } {
+  const sessionId = extra.sessionId ?? randomUUID()
+  return {
+    request_id: extra.requestId ?? randomUUID(),
+    context: {
+      session_id: sessionId,
+      agent_id: agentId,
+      user: { user_id: 'user-1', tier: 'free', locale: 'en-GB' },
+      trace: { trace_id: randomUUID(), span_id: randomUUID() },
+      permissions: [],
+      created_at: '2026-11-22T10:00:00.123+01:00'
+    },
+    payload: { session_id: sessionId, payload, ...extra.agentRequest }
+  }
+}
