@@ -5,7 +5,7 @@ import configPlugin from './plugins/config.js'
 import errorHandler from './plugins/error-handler.js'
 import validation from './plugins/validation.js'
 import docs from './plugins/swagger.js'
-import sessions from './plugins/sessions.js'
+import storage from './plugins/storage.js'
 import agents from './plugins/agents.js'
 import runs from './plugins/runs.js'
 import healthRoutes from './routes/health.js'
@@ -40,7 +40,7 @@ export async function buildApp (config: Config, options: BuildOptions = {}): Pro
   await app.register(errorHandler)
   await app.register(validation)
   await app.register(docs)
-  await app.register(sessions)
+  await app.register(storage)
   await app.register(agents)
   await app.register(runs)
 

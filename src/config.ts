@@ -25,6 +25,10 @@ export const ConfigSchema = Type.Object({
   SSE_RETRY_MS: Type.Integer({ default: 3000, minimum: 0 }),
   /** Bytes queued for one slow SSE client before its run is ended with `slow_consumer`. */
   SSE_MAX_BUFFER_BYTES: Type.Integer({ default: 8388608, minimum: 65536 }),
+  /** How long a finished run's journal and answer are kept for resumes and retries. */
+  JOURNAL_RETENTION_MS: Type.Integer({ default: 86400000, minimum: 1000 }),
+  /** What a run does when its last client goes away: go on (a re-POST picks it up) or be cancelled. */
+  DISCONNECT_POLICY: Type.Union([Type.Literal('continue'), Type.Literal('cancel')], { default: 'continue' }),
   /** How long shutdown may take before the process exits anyway. */
   CLOSE_GRACE_MS: Type.Integer({ default: 10000, minimum: 0 }),
   /** This instance's id in `/health`; empty means a new UUID at each boot. */

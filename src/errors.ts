@@ -1,3 +1,4 @@
+import { STATUS_CODES } from 'node:http'
 import createError, { type FastifyErrorConstructor } from '@fastify/error'
 
 /**
@@ -32,8 +33,8 @@ export const RouteNotFoundError = define('AH_ERR_ROUTE_NOT_FOUND', 404, 'Route %
   'No route matches the method and path.')
 export const RunNotFoundError = define('AH_ERR_RUN_NOT_FOUND', 404, 'No running request with id "%s"',
   'The request id names no run that is still going (cancel).')
-export const RequestConflictError = define('AH_ERR_REQUEST_CONFLICT', 409, 'Request id "%s" is already in use by a running request',
-  'The envelope\'s `request_id` belongs to a request that is still running.')
+export const RequestConflictError = define('AH_ERR_REQUEST_CONFLICT', 409, 'Request id "%s" was already used with a different envelope',
+  'The envelope\'s `request_id` was already used with a different envelope (a retry must resend the same one).')
 export const NotAcceptableError = define('AH_ERR_NOT_ACCEPTABLE', 406, 'Accept header "%s" allows neither application/json nor text/event-stream',
   'The `Accept` header admits neither `application/json` nor `text/event-stream`.')
 export const BodyTooLargeError = define('AH_ERR_BODY_TOO_LARGE', 413, 'Request body is larger than %s bytes',
@@ -58,8 +59,12 @@ export const StreamClosedError = define('AH_ERR_STREAM_CLOSED', 500, 'Stream %s 
   'Raised to the agent: it wrote to a stream (or a response) that is closed or aborted.')
 export const EventInvalidError = define('AH_ERR_EVENT_INVALID', 500, 'Invalid event: %s',
   'Raised to the agent: an emitted event or presentation payload does not match its schema.')
+export const ValueTooLargeError = define('AH_ERR_SESSION_VALUE_INVALID', 500, 'Session value "%s" must be %s (got %s bytes)',
+  'Raised to the agent: `session.store()` got something that is not JSON, or more than 1 MiB of it.')
 
 // Boot
+export const SchemaTooNewError = define('AH_ERR_STORAGE_SCHEMA_TOO_NEW', 500, 'Database %s has schema version %s but this code knows only up to %s: upgrade agent-host',
+  'Boot: the database was written by a newer agent-host; this one refuses to touch it.')
 export const ConfigInvalidError = define('AH_ERR_CONFIG_INVALID', 500, 'Invalid configuration: %s',
   'Boot: an environment setting is missing or malformed.')
 
@@ -75,9 +80,24 @@ export const STREAM_ERROR_CODES = {
   agent_contract_violation: 'The agent broke its own manifest: `result()` did not match the capability\'s `outputs` schema.',
   stream_aborted: 'The agent aborted one of its streams with `stream.abort(reason)`.',
   shutting_down: 'The server is shutting down (TRANSIENT: retry).',
+  run_interrupted: 'The process running the request died before it finished; the journal ends here (FATAL).',
+  resume_gap: 'The resume cursor points into a journal that has been pruned (older than JOURNAL_RETENTION_MS) (FATAL).',
   slow_consumer: 'The client read too slowly and the server\'s send buffer for it filled up (TRANSIENT).'
 } as const
 export type StreamErrorCode = keyof typeof STREAM_ERROR_CODES
+
+/** The JSON body of an error answer (CAP.md §6). */
+export function errorBody (error: { statusCode?: number, code: string, message: string, details?: Record<string, unknown> }): {
+  statusCode: number
+  code: string
+  error: string
+  message: string
+  details?: Record<string, unknown>
+} {
+  const statusCode = error.statusCode ?? 500
+  const body = { statusCode, code: error.code, error: STATUS_CODES[statusCode] ?? 'Error', message: error.message }
+  return error.details === undefined ? body : { ...body, details: error.details }
+}
 
 /** Attach structured details (for example failing paths) to a host error. */
 export function withDetails<E extends Error> (error: E, details: Record<string, unknown>): E & { details: Record<string, unknown> } {

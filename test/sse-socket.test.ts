@@ -66,9 +66,11 @@ t.test('no heartbeat while packets keep flowing', async (t) => {
   t.equal(parsed.retry, undefined, 'SSE_RETRY_MS=0 sends no retry line')
 })
 
-t.test('a client disconnect aborts the agent within 100 ms (SSE)', async (t) => {
+const CANCEL = { agentRequest: { metadata: { on_disconnect: 'cancel' } } }
+
+t.test('with on_disconnect "cancel", a client disconnect aborts the agent within 100 ms (SSE)', async (t) => {
   const { url, app } = await listen(t, { AGENTS_DIR: FIXTURE_AGENTS_DIR })
-  const body = envelope(SCRIPTED, { script: [{ op: 'open', name: 's' }, { op: 'write', name: 's', chunk: 'x' }, { op: 'wait_abort' }, { op: 'write', name: 's', chunk: 'never sent' }] })
+  const body = envelope(SCRIPTED, { script: [{ op: 'open', name: 's' }, { op: 'write', name: 's', chunk: 'x' }, { op: 'wait_abort' }, { op: 'write', name: 's', chunk: 'never sent' }] }, CANCEL)
   const s = await open(url, body)
   await until('the first packets', () => s.text().includes('"DELTA"'))
   const cut = Date.now()
@@ -82,8 +84,8 @@ t.test('a client disconnect aborts the agent within 100 ms (SSE)', async (t) => 
   t.match(history[0]?.output, { text: 'x', streams: [{ text: 'x' }] }, 'the run\'s output is still recorded')
 })
 
-t.test('a client disconnect aborts the agent in JSON mode too', async (t) => {
-  const { url } = await listen(t, { AGENTS_DIR: FIXTURE_AGENTS_DIR })
+t.test('with DISCONNECT_POLICY=cancel, a client disconnect aborts the agent in JSON mode too', async (t) => {
+  const { url } = await listen(t, { AGENTS_DIR: FIXTURE_AGENTS_DIR, DISCONNECT_POLICY: 'cancel' })
   const body = envelope(SCRIPTED, { script: [{ op: 'thought', content: 'x' }, { op: 'wait_abort' }] })
   const payload = JSON.stringify(body)
   const req = request(`${url}/v1/assist`, { method: 'POST', headers: { 'content-type': 'application/json', accept: 'application/json' } })
@@ -95,6 +97,19 @@ t.test('a client disconnect aborts the agent in JSON mode too', async (t) => {
   await until('the abort', () => abortOf(body.context.session_id) !== undefined, 2000)
   t.ok((abortOf(body.context.session_id)?.at ?? Infinity) - cut < 100)
   t.match(abortOf(body.context.session_id)?.reason, { kind: 'client_disconnected' })
+})
+
+t.test('by default a run goes on after its client leaves, and its output is kept', async (t) => {
+  const { url, app } = await listen(t, { AGENTS_DIR: FIXTURE_AGENTS_DIR })
+  const body = envelope(SCRIPTED, { script: [{ op: 'open', name: 's' }, { op: 'write', name: 's', chunk: 'before ' }, { op: 'sleep', ms: 150 }, { op: 'write', name: 's', chunk: 'after' }] })
+  const s = await open(url, body)
+  await until('the first delta', () => s.text().includes('"DELTA"'))
+  s.res.destroy()
+  await until('the run to finish', () => app.runStore.get(body.request_id)?.state === 'ended')
+  t.equal(abortOf(body.context.session_id), undefined, 'the agent was not aborted')
+  const [interaction] = app.sessions.history(body.context.session_id)
+  t.equal(interaction?.status, 'done')
+  t.match(interaction?.output, { text: 'before after' })
 })
 
 t.test('a slow reader: the server stops writing until the socket drains', async (t) => {
@@ -119,7 +134,7 @@ t.test('a slow reader: the server stops writing until the socket drains', async 
 })
 
 t.test('a client that never reads cannot grow the server\'s buffer past SSE_MAX_BUFFER_BYTES', async (t) => {
-  const { url, app } = await listen(t, { AGENTS_DIR: FIXTURE_AGENTS_DIR, SSE_MAX_BUFFER_BYTES: '1048576' })
+  const { url, app } = await listen(t, { AGENTS_DIR: FIXTURE_AGENTS_DIR, SSE_MAX_BUFFER_BYTES: '1048576', DISCONNECT_POLICY: 'cancel' })
   const body = envelope(SCRIPTED, { script: [{ op: 'open', name: 's' }, { op: 'flood', name: 's', count: 200, size: 64 * 1024, await: false }] })
   const s = await open(url, body)
   s.res.pause()

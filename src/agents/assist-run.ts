@@ -7,6 +7,7 @@ import {
   type StreamOpCode, type StreamPacket
 } from '../protocol/packets.js'
 import type { ResolvedAgentRequest } from '../protocol/envelope.js'
+import { CloudEvent, GraphEvent } from '../protocol/events.js'
 import type { Agent, JsonObject, LogLevel, ResponseHandler, SessionHandle, StreamHandle } from './contract.js'
 import type { HostedCapability } from './hosted-agent.js'
 import { compileSchema, toIssues } from './json-schema.js'
@@ -18,13 +19,30 @@ import { TranscriptBuilder } from './transcript.js'
  */
 export interface PacketSink {
   /**
-   * Hand one packet to the client, in call order. Returns a promise when the transport asks the
-   * producer to wait (backpressure), `undefined` when it can take more at once.
+   * Hand one packet to the client, in call order; `json` is the packet already serialised. Returns
+   * a promise when the transport asks the producer to wait (backpressure), `undefined` when it can
+   * take more at once.
    */
-  write(packet: StreamPacket): Promise<void> | undefined
+  write(packet: StreamPacket, json: string): Promise<void> | undefined
   /** The main stream closed: finish the response. */
   end(): void
 }
+
+/**
+ * Where a run's output is made durable (the storage layer implements it). Calls are synchronous
+ * and in emission order, so the journal always holds exactly what was sent, in the same order.
+ */
+export interface RunRecorder {
+  /** Journal one packet: `seq` and `json` as on the wire, or `seq` null for an event kept off it. */
+  packet(ord: number, streamId: string, seq: number | null, json: string): void
+  /** Store an internal event the agent emitted (a CloudEvent or a graph event). */
+  event(kind: 'cloudevent' | 'graph', event: JsonObject): void
+  /** Store an audit entry the agent recorded. */
+  audit(actor: string, action: string, resource: string, success: boolean): void
+}
+
+/** What happens to a run when its last client goes away. */
+export type DisconnectPolicy = 'continue' | 'cancel'
 
 /** Why an agent's signal fired. */
 export type AbortKind = 'client_disconnected' | 'slow_consumer' | 'cancelled' | 'shutdown' | 'agent_error' | 'agent_failed' | 'contract_violation'
@@ -55,9 +73,14 @@ export interface AssistRunOptions {
   log: RunLogger
   /** Presentation event types the client renders; others are kept off its wire (CAP.md §2). */
   supportedEvents?: readonly string[]
+  recorder?: RunRecorder
+  /** `continue` (default): the run goes on when its last client leaves; `cancel`: it is aborted. */
+  onDisconnect?: DisconnectPolicy
 }
 
 const checkPresentationEvent = compileSchema<PresentationEvent>(PresentationEventSchema)
+const checkCloudEvent = compileSchema<JsonObject>(CloudEvent)
+const checkGraphEvent = compileSchema<JsonObject>(GraphEvent)
 const LOG_LEVELS = new Set<string>(['trace', 'debug', 'info', 'warn', 'error', 'fatal'])
 const now = (): string => new Date().toISOString()
 
@@ -86,9 +109,12 @@ export class AssistRun {
   readonly #seq = new Map<string, number>()
   readonly #open = new Set<string>()
   readonly #ended: Promise<CloseReason>
+  readonly #recorder: RunRecorder | undefined
+  readonly #onDisconnect: DisconnectPolicy
+  readonly #sinks = new Set<PacketSink>()
+  #ord = 0
   #resolveEnded!: (reason: CloseReason) => void
   #endReason: CloseReason | undefined
-  #sink: PacketSink | undefined
   #result: JsonObject | undefined
   #fatal: StreamError | undefined
   readonly handler: ResponseHandler
@@ -99,6 +125,8 @@ export class AssistRun {
     this.#log = options.log
     const supported = options.supportedEvents ?? []
     this.#filter = supported.length > 0 ? new Set(supported) : undefined
+    this.#recorder = options.recorder
+    this.#onDisconnect = options.onDisconnect ?? 'continue'
     this.#ended = new Promise((resolve) => { this.#resolveEnded = resolve })
     this.handler = this.#makeHandler()
   }
@@ -113,9 +141,15 @@ export class AssistRun {
   /** The FATAL error that ended the run, if one did. */
   get fatalError (): StreamError | undefined { return this.#fatal }
 
-  /** Send packets to a client from now on (SSE mode). */
+  /** The disconnect policy in force. */
+  get onDisconnect (): DisconnectPolicy { return this.#onDisconnect }
+  /** Clients currently following the run. */
+  get followers (): number { return this.#sinks.size }
+
+  /** Send this run's packets to a client from now on (SSE mode; several clients may follow one run). */
   attach (sink: PacketSink): void {
-    this.#sink = sink
+    if (this.#endReason !== undefined) { sink.end(); return }
+    this.#sinks.add(sink)
   }
 
   /**
@@ -131,13 +165,16 @@ export class AssistRun {
     }
   }
 
-  /** The client went away: stop writing to it and abort the agent. Output is still collected. */
-  detach (kind: 'client_disconnected' | 'slow_consumer'): void {
-    this.#sink = undefined
+  /**
+   * A client went away: stop writing to it. Output is still produced and journaled; when it was the
+   * last client and the policy is `cancel`, the agent is aborted.
+   */
+  detach (sink: PacketSink | undefined, kind: 'client_disconnected' | 'slow_consumer'): void {
+    if (sink !== undefined) this.#sinks.delete(sink)
     if (kind === 'slow_consumer' && this.#endReason === undefined) {
       this.transcript.error(this.#streamError('slow_consumer', 'The client did not read the stream fast enough', 'TRANSIENT'), this.mainStreamId)
     }
-    this.#abort(kind)
+    if (this.#sinks.size === 0 && this.#onDisconnect === 'cancel') this.#abort(kind)
   }
 
   /** Server shutdown: ERROR `shutting_down` (TRANSIENT), CLOSE `"shutdown"` on every stream. */
@@ -175,15 +212,26 @@ export class AssistRun {
       case 'ERROR': this.transcript.error(p as StreamError, streamId); break
       case 'CLOSE': this.transcript.close(p as CloseReason, streamId); break
     }
-    const sink = this.#sink
-    if (sink === undefined) return undefined
+    const ord = ++this.#ord
     if (op === 'EVENT' && this.#filter !== undefined) {
       const type = (p as EventPayload).type as PresentationEvent['type']
-      if (PRESENTATION_EVENT_TYPES.includes(type) && !this.#filter.has(type)) return undefined
+      if (PRESENTATION_EVENT_TYPES.includes(type) && !this.#filter.has(type)) {
+        this.#recorder?.packet(ord, streamId, null, JSON.stringify({ stream_id: streamId, op, t: now(), p }))
+        return undefined
+      }
     }
     const seq = (this.#seq.get(streamId) ?? 0) + 1
     this.#seq.set(streamId, seq)
-    return sink.write({ stream_id: streamId, seq, op, t: now(), p } as StreamPacket)
+    const packet = { stream_id: streamId, seq, op, t: now(), p } as StreamPacket
+    const json = JSON.stringify(packet)
+    this.#recorder?.packet(ord, streamId, seq, json)
+    if (this.#sinks.size === 0) return undefined
+    const waits: Array<Promise<void>> = []
+    for (const sink of this.#sinks) {
+      const wait = sink.write(packet, json)
+      if (wait !== undefined) waits.push(wait)
+    }
+    return waits.length === 0 ? undefined : Promise.all(waits).then(() => undefined)
   }
 
   /** Close every open sub-stream, then the main stream, with `reason`. */
@@ -192,7 +240,8 @@ export class AssistRun {
     this.#open.clear()
     this.#send(this.mainStreamId, 'CLOSE', reason)
     this.#endReason = reason
-    this.#sink?.end()
+    for (const sink of this.#sinks) sink.end()
+    this.#sinks.clear()
     this.#resolveEnded(reason)
   }
 
@@ -329,14 +378,36 @@ export class AssistRun {
           return run.#event(event as PresentationEvent)
         }
         if (!isPlainObject(event)) throw new EventInvalidError('emit() takes an event object')
-        log.info({ requestId: run.requestId, agentEvent: event }, 'agent event')
+        let kind: 'cloudevent' | 'graph'
+        if ('specversion' in event) {
+          if (!checkCloudEvent(event)) throw new EventInvalidError(`CloudEvent: ${toIssues(checkCloudEvent.errors).map((i) => `${i.path} ${i.message}`).join('; ')}`)
+          kind = 'cloudevent'
+        } else if ('event_type' in event) {
+          if (!checkGraphEvent(event)) throw new EventInvalidError(`graph event: ${toIssues(checkGraphEvent.errors).map((i) => `${i.path} ${i.message}`).join('; ')}`)
+          kind = 'graph'
+        } else {
+          throw new EventInvalidError('emit() takes a presentation event, a CloudEvent (specversion "1.0") or a graph event (event_type)')
+        }
+        run.#recorder?.event(kind, event)
+        log.debug({ requestId: run.requestId, agentEvent: event }, 'agent event')
       },
       async log (level, message, metadata) {
         const lvl: LogLevel = LOG_LEVELS.has(level) ? level : 'info'
-        log[lvl]({ requestId: run.requestId, ...(isPlainObject(metadata) ? { agent: metadata } : {}) }, String(message))
+        const meta = isPlainObject(metadata) ? metadata : undefined
+        log[lvl]({ requestId: run.requestId, ...(meta !== undefined ? { agent: meta } : {}) }, String(message))
+        run.#recorder?.event('cloudevent', {
+          specversion: '1.0',
+          id: randomUUID(),
+          source: 'agent-host/agent',
+          type: 'agent.log',
+          time: now(),
+          datacontenttype: 'application/json',
+          data: { level: lvl, message: String(message), ...(meta !== undefined ? { metadata: meta } : {}) }
+        })
       },
       async audit (actor, action, resource, success) {
         log.info({ requestId: run.requestId, audit: { actor, action, resource, success: Boolean(success) } }, 'agent audit')
+        run.#recorder?.audit(String(actor), String(action), String(resource), Boolean(success))
       }
     }
   }

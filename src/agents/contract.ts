@@ -84,11 +84,20 @@ export interface ResponseHandler extends EventSink {
 
 /** One recorded exchange of a session (newest last in `history()`). */
 export interface Interaction {
+  /** The envelope's `request_id` (the HTTP transaction). */
   request_id: string
+  /** The agent that answered (manifest id). */
+  agent_id: string
+  /** `payload.request_id` as the agent saw it, and its lineage. */
+  agent_request_id: string
+  root_request_id: string
+  parent_request_id?: string
   timestamp: string
+  /** How the run ended: `done`, `aborted`, `cancelled`, `shutdown` or `interrupted`. */
+  status: string
   /** The agent's arguments (`payload.payload`). */
   input: JsonObject
-  /** The JSON output or stream transcript the agent produced. */
+  /** The `result()` object, or the transcript `{ text, events, streams, errors }`. */
   output: JsonObject
 }
 

@@ -1,5 +1,5 @@
 import type { Transcript, TranscriptStream } from '../protocol/response.js'
-import type { CloseReason, EventPayload, StreamError } from '../protocol/packets.js'
+import type { CloseReason, EventPayload, StreamError, StreamPacket } from '../protocol/packets.js'
 
 /**
  * Collects everything a run emits into the lossless JSON transcript of CAP.md §4, in both delivery
@@ -46,6 +46,16 @@ export class TranscriptBuilder {
     if (stream === undefined || reason === 'done') return
     stream.state = 'aborted'
     stream.reason ??= reason
+  }
+
+  /** Feed one packet (rebuilding a transcript from a journal). */
+  add (packet: StreamPacket): void {
+    switch (packet.op) {
+      case 'DELTA': this.delta(packet.p, packet.stream_id); break
+      case 'EVENT': this.event(packet.p, packet.stream_id); break
+      case 'ERROR': this.error(packet.p, packet.stream_id); break
+      case 'CLOSE': this.close(packet.p, packet.stream_id); break
+    }
   }
 
   build (): Transcript {

@@ -10,9 +10,9 @@ export const SSE_HEADERS = {
   connection: 'keep-alive'
 } as const
 
-/** One packet as one SSE event: three lines and a blank line. */
-export function formatPacket (packet: StreamPacket): string {
-  return `event: ${SSE_EVENT_NAME}\nid: ${packet.stream_id}\ndata: ${JSON.stringify(packet)}\n\n`
+/** One SSE event: `event:`, `id:` and `data:` lines and a blank line (`data` must be one line). */
+export function formatEvent (event: string, id: string, data: string): string {
+  return `event: ${event}\nid: ${id}\ndata: ${data}\n\n`
 }
 
 export interface SseWriterOptions {
@@ -24,7 +24,7 @@ export interface SseWriterOptions {
   /** Bytes that may wait in the socket's buffer before the client counts as too slow. */
   maxBufferBytes: number
   /** The client went away (`client_disconnected`) or stopped reading (`slow_consumer`). */
-  onGone: (why: 'client_disconnected' | 'slow_consumer') => void
+  onGone: (why: 'client_disconnected' | 'slow_consumer', writer: SseWriter) => void
 }
 
 /**
@@ -54,9 +54,14 @@ export class SseWriter implements PacketSink {
   /** True once the response has ended or the client has gone. */
   get finished (): boolean { return this.#finished }
 
-  write (packet: StreamPacket): Promise<void> | undefined {
+  write (packet: StreamPacket, json: string): Promise<void> | undefined {
+    return this.send(SSE_EVENT_NAME, packet.stream_id, json)
+  }
+
+  /** Send one event (a packet, a replayed journal frame, a stored event). */
+  send (event: string, id: string, data: string): Promise<void> | undefined {
     if (this.#finished) return undefined
-    const ok = this.#res.write(formatPacket(packet))
+    const ok = this.#res.write(formatEvent(event, id, data))
     this.#heartbeat.refresh()
     if (this.#res.writableLength > this.#options.maxBufferBytes) {
       this.#gone('slow_consumer')
@@ -94,6 +99,6 @@ export class SseWriter implements PacketSink {
     if (this.#finished) return
     this.#finished = true
     clearTimeout(this.#heartbeat)
-    this.#options.onGone(why)
+    this.#options.onGone(why, this)
   }
 }

@@ -1,8 +1,7 @@
-import { STATUS_CODES } from 'node:http'
 import fp from 'fastify-plugin'
 import type { FastifyError, FastifyInstance, FastifyReply, FastifyRequest } from 'fastify'
 import {
-  BodyMalformedError, BodyTooLargeError, InternalError, MediaTypeUnsupportedError, RequestInvalidError,
+  BodyMalformedError, errorBody, BodyTooLargeError, InternalError, MediaTypeUnsupportedError, RequestInvalidError,
   RouteNotFoundError, ValidationError, withDetails
 } from '../errors.js'
 import { toIssues } from '../agents/json-schema.js'
@@ -41,19 +40,12 @@ async function errorHandler (app: FastifyInstance): Promise<void> {
     const statusCode = error.statusCode ?? 500
     if (statusCode >= 500) request.log.error({ err }, 'request failed')
     else request.log.info({ code: error.code, message: error.message }, 'request rejected')
-    const body: ErrorBody = {
-      statusCode,
-      code: error.code,
-      error: STATUS_CODES[statusCode] ?? 'Error',
-      message: error.message
-    }
-    if (error.details !== undefined) body.details = error.details
+    const body: ErrorBody = errorBody({ ...error, statusCode, code: error.code, message: error.message, details: error.details })
     if (statusCode === 503) reply.header('retry-after', '5')
     return reply.code(statusCode).type('application/json; charset=utf-8').send(body)
   })
   app.setNotFoundHandler((request, reply) => {
-    const error = new RouteNotFoundError(request.method, request.url)
-    return reply.code(404).send({ statusCode: 404, code: error.code, error: 'Not Found', message: error.message } satisfies ErrorBody)
+    return reply.code(404).send(errorBody(new RouteNotFoundError(request.method, request.url)))
   })
 }
 

@@ -1,13 +1,17 @@
 import type { FastifyPluginAsyncTypebox } from '@fastify/type-provider-typebox'
 import type { OutgoingHttpHeaders } from 'node:http'
-import type { FastifyReply, FastifyRequest } from 'fastify'
+import type { FastifyBaseLogger, FastifyReply, FastifyRequest } from 'fastify'
 import { Type } from 'typebox'
-import { AssistRun } from '../../agents/assist-run.js'
+import { setTimeout as sleep } from 'node:timers/promises'
+import type { DisconnectPolicy } from '../../agents/assist-run.js'
+import { envelopeHash, type RunAnswer } from '../../agents/run-service.js'
+import type { RunRecord } from '../../storage/runs.js'
+import { SSE_EVENT_NAME, type StreamPacket } from '../../protocol/packets.js'
 import type { HostedAgent, HostedCapability } from '../../agents/hosted-agent.js'
 import { toIssues } from '../../agents/json-schema.js'
 import { resolveAgentRequest } from '../../agents/resolve-request.js'
 import {
-  AgentFailedError, AgentNotFoundError, NotAcceptableError, RequestConflictError, RunNotFoundError,
+  AgentNotFoundError, NotAcceptableError, RequestConflictError, RunNotFoundError,
   ShuttingDownError, ValidationError, withDetails
 } from '../../errors.js'
 import { chooseDeliveryMode } from '../../http/negotiate.js'
@@ -18,6 +22,33 @@ import { ASSIST_ERROR_RESPONSES } from '../../protocol/openapi.js'
 import { ErrorBody, ServiceResponse } from '../../protocol/response.js'
 
 const errorResponses = Object.fromEntries(Object.keys(ASSIST_ERROR_RESPONSES).map((status) => [status, ErrorBody]))
+
+/** A `Last-Event-ID`: a stream id, optionally with the last `seq` the client has (`<stream_id>:<seq>`). */
+interface Cursor {
+  streamId: string
+  seq?: number
+}
+
+const CURSOR = /^([0-9a-f]{8}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{12})(?::(\d{1,15}))?$/i
+
+function parseCursor (header: string | string[] | undefined): Cursor | undefined {
+  if (header === undefined || header === '') return undefined
+  const match = CURSOR.exec(Array.isArray(header) ? header.join(',') : header)
+  if (match === null) {
+    const path = '/headers/last-event-id'
+    throw withDetails(new ValidationError(`Invalid request: ${path} must be <stream_id> or <stream_id>:<seq>`), { errors: [{ path, message: 'must be <stream_id> or <stream_id>:<seq>' }] })
+  }
+  const cursor: Cursor = { streamId: (match[1] as string).toLowerCase() }
+  if (match[2] !== undefined) cursor.seq = Number(match[2])
+  return cursor
+}
+
+function disconnectPolicy (value: unknown): DisconnectPolicy | undefined {
+  if (value === undefined) return undefined
+  if (value === 'continue' || value === 'cancel') return value
+  const path = '/payload/metadata/on_disconnect'
+  throw withDetails(new ValidationError(`Invalid request: ${path} must be "continue" or "cancel"`), { errors: [{ path, message: 'must be "continue" or "cancel"' }] })
+}
 
 /** The capability named by `metadata.capability`, else the agent's first. */
 function pickCapability (hosted: HostedAgent, name: unknown): HostedCapability {
@@ -38,6 +69,73 @@ function pickCapability (hosted: HostedAgent, name: unknown): HostedCapability {
 const assistRoutes: FastifyPluginAsyncTypebox = async (app) => {
   const config = app.config
 
+  function openWriter (reply: FastifyReply, onGone: (why: 'client_disconnected' | 'slow_consumer', writer: SseWriter) => void): SseWriter {
+    reply.hijack()
+    return new SseWriter(reply.raw, {
+      headers: reply.getHeaders() as OutgoingHttpHeaders,
+      heartbeatMs: config.SSE_HEARTBEAT_MS,
+      retryMs: config.SSE_RETRY_MS,
+      maxBufferBytes: config.SSE_MAX_BUFFER_BYTES,
+      onGone
+    })
+  }
+
+  /** Write journaled wire packets after `afterOrd`; returns the last `ord` written. */
+  function writeJournal (writer: SseWriter, requestId: string, afterOrd: number): number {
+    let last = afterOrd
+    for (const row of app.runStore.rows(requestId, afterOrd)) {
+      if (row.seq !== null) writer.send(SSE_EVENT_NAME, row.stream_id, row.frame)
+      last = row.ord
+    }
+    return last
+  }
+
+  /**
+   * A known request id with the same envelope, in SSE mode: replay its journal after the cursor,
+   * then follow the run while it is still going (here, or in another process on the same DATA_DIR).
+   */
+  async function replay (reply: FastifyReply, record: RunRecord, cursor: Cursor | undefined, log: FastifyBaseLogger): Promise<void> {
+    const id = record.request_id
+    const live = app.runs.get(id)
+    const writer = openWriter(reply, (why, w) => { live?.detach(w, why) })
+    let after = cursor?.seq === undefined ? 0 : (app.runStore.ordOf(id, cursor.streamId, cursor.seq) ?? 0)
+    log.info({ requestId: id, after, live: live !== undefined }, 'resuming a known request')
+    after = writeJournal(writer, id, after)
+    if (live !== undefined) {
+      live.attach(writer)
+      await live.ended
+      return
+    }
+    let current: RunRecord | undefined = record
+    while (current !== undefined && current.state === 'running' && !writer.finished) {
+      if (app.runService.orphaned(current)) {
+        current = app.runService.recover(current)
+      } else {
+        await sleep(100)
+        current = app.runStore.get(id)
+      }
+      after = writeJournal(writer, id, after)
+    }
+    writer.end()
+  }
+
+  /** A resume cursor for a request the journal no longer holds: ERROR `resume_gap`, then CLOSE. */
+  function resumeGap (reply: FastifyReply, cursor: Cursor): void {
+    const writer = openWriter(reply, () => {})
+    const seq = (cursor.seq ?? 0) + 1
+    const packets: StreamPacket[] = [
+      { stream_id: cursor.streamId, seq, op: 'ERROR', t: new Date().toISOString(), p: { code: 'resume_gap', message: 'This request is no longer in the journal (it is older than its retention); send a new request', severity: 'FATAL' } },
+      { stream_id: cursor.streamId, seq: seq + 1, op: 'CLOSE', t: new Date().toISOString(), p: 'aborted' }
+    ]
+    for (const packet of packets) writer.write(packet, JSON.stringify(packet))
+    writer.end()
+  }
+
+  async function sendAnswer (reply: FastifyReply, answer: RunAnswer): Promise<FastifyReply> {
+    if (answer.status === 503) reply.header('retry-after', '5')
+    return await reply.code(answer.status).send(answer.body)
+  }
+
   async function assist (request: FastifyRequest<{ Body: ServiceRequest }>, reply: FastifyReply) {
     const envelope = request.body
     const resolved = resolveAgentRequest(envelope)
@@ -48,62 +146,42 @@ const assistRoutes: FastifyPluginAsyncTypebox = async (app) => {
       const errors = toIssues(capability.validateInput.errors, '/payload/payload')
       throw withDetails(new ValidationError(`Invalid agent input: ${errors.slice(0, 3).map((e) => `${e.path} ${e.message}`).join('; ')}`), { errors })
     }
+    const onDisconnect = disconnectPolicy(resolved.metadata.on_disconnect) ?? config.DISCONNECT_POLICY
     const mode = chooseDeliveryMode(request.headers.accept, capability.capability.delivery_mode)
     if (mode === undefined) throw new NotAcceptableError(request.headers.accept ?? '')
+    const cursor = parseCursor(request.headers['last-event-id'])
     if (app.runs.closing) throw new ShuttingDownError()
-    if (app.runs.has(envelope.request_id)) throw new RequestConflictError(envelope.request_id)
 
+    const hash = envelopeHash(envelope)
     const log = request.log.child({ agent: hosted.manifest.metadata.name, requestId: envelope.request_id, mode })
-    const run = new AssistRun({
-      requestId: envelope.request_id,
-      capability,
-      log,
-      supportedEvents: resolved.capabilities.supported_events
-    })
-    const session = app.sessions.open(resolved.session_id, envelope.context.user)
+    const known = app.runService.find(envelope.request_id)
+    if (known !== undefined) {
+      if (known.envelope_hash !== hash) throw new RequestConflictError(envelope.request_id)
+      if (mode === 'request_response') return await sendAnswer(reply, await app.runService.answer(known))
+      await replay(reply, known, cursor, log)
+      return reply
+    }
+    if (cursor !== undefined && mode === 'server_sent_events') {
+      resumeGap(reply, cursor)
+      return reply
+    }
+
     if (mode === 'server_sent_events') {
-      reply.hijack()
-      run.attach(new SseWriter(reply.raw, {
-        headers: reply.getHeaders() as OutgoingHttpHeaders,
-        heartbeatMs: config.SSE_HEARTBEAT_MS,
-        retryMs: config.SSE_RETRY_MS,
-        maxBufferBytes: config.SSE_MAX_BUFFER_BYTES,
-        onGone: (why) => {
-          log.info({ why }, 'client gone; aborting the agent')
-          run.detach(why)
-        }
-      }))
-    } else {
-      reply.raw.on('close', () => {
-        if (!reply.raw.writableFinished) run.detach('client_disconnected')
+      const sink = openWriter(reply, (why, writer) => {
+        log.info({ why, policy: onDisconnect }, 'client gone')
+        run.detach(writer, why)
       })
+      const run = app.runService.start({ envelope, envelopeHash: hash, resolved, hosted, capability, log, onDisconnect, sink })
+      const reason = await run.ended
+      log.info({ reason, packets: run.packets }, 'run ended')
+      return reply
     }
-    const settled = run.execute(hosted.agent, resolved, session).then(async () => {
-      await run.ended
-      await app.sessions.record(resolved.session_id, {
-        request_id: envelope.request_id,
-        timestamp: resolved.timestamp,
-        input: resolved.payload,
-        output: run.result ?? run.transcript.build()
-      })
-    }).catch((err: unknown) => { log.error({ err }, 'recording the interaction failed') })
-    app.runs.track(run, settled)
-
-    const reason = await run.ended
-    log.info({ reason, packets: run.packets }, 'run ended')
-    if (mode === 'server_sent_events') return reply
-
-    if (reason !== 'done' && !run.transcript.produced) {
-      if (reason === 'shutdown') throw new ShuttingDownError()
-      throw withDetails(new AgentFailedError(), { error: run.fatalError ?? run.transcript.errors.at(-1) ?? null })
-    }
-    const result = run.result
-    return reply.code(200).send({
-      request_id: envelope.request_id,
-      created_at: new Date().toISOString(),
-      output: reason === 'done' && result !== undefined ? result : run.transcript.build(),
-      metrics: { latency_ms: Math.round((performance.now() - run.startedAt) * 1000) / 1000, packets: run.packets }
+    const run = app.runService.start({ envelope, envelopeHash: hash, resolved, hosted, capability, log, onDisconnect })
+    reply.raw.on('close', () => {
+      if (!reply.raw.writableFinished) run.detach(undefined, 'client_disconnected')
     })
+    const record = app.runService.find(envelope.request_id) as RunRecord
+    return await sendAnswer(reply, await app.runService.answer(record))
   }
 
   const schema = {

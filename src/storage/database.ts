@@ -1,0 +1,56 @@
+import { mkdirSync } from 'node:fs'
+import { join } from 'node:path'
+import Database from 'better-sqlite3'
+import { SchemaTooNewError } from '../errors.js'
+import { MIGRATIONS } from './migrations.js'
+
+export type Db = Database.Database
+
+/** The database file's name inside DATA_DIR. */
+export const DB_FILE = 'agent-host.db'
+
+/** The schema version this code writes (the last migration's). */
+export const SCHEMA_VERSION = MIGRATIONS.at(-1)?.version ?? 0
+
+/**
+ * Apply the migrations the database lacks, each in its own immediate transaction, so several
+ * processes booting on one DATA_DIR apply each step once. Refuses a database newer than the code.
+ * @returns the versions applied now
+ */
+export function migrate (db: Db): number[] {
+  db.exec('CREATE TABLE IF NOT EXISTS schema_migrations (version INTEGER PRIMARY KEY, description TEXT NOT NULL, applied_at TEXT NOT NULL)')
+  const current = (): number => (db.prepare('SELECT max(version) AS v FROM schema_migrations').get() as { v: number | null }).v ?? 0
+  const found = current()
+  if (found > SCHEMA_VERSION) throw new SchemaTooNewError(db.name, found, SCHEMA_VERSION)
+  const applied: number[] = []
+  for (const step of MIGRATIONS) {
+    db.transaction(() => {
+      if (current() >= step.version) return
+      db.exec(step.sql)
+      db.prepare('INSERT INTO schema_migrations (version, description, applied_at) VALUES (?, ?, ?)')
+        .run(step.version, step.description, new Date().toISOString())
+      applied.push(step.version)
+    }).immediate()
+  }
+  return applied
+}
+
+/**
+ * Open (creating if needed) `DATA_DIR/agent-host.db`: WAL journal, a busy timeout so that
+ * processes sharing the file wait for each other, foreign keys on; then migrate.
+ */
+export function openDatabase (dataDir: string, options: { busyTimeoutMs?: number } = {}): Db {
+  mkdirSync(dataDir, { recursive: true })
+  const db = new Database(join(dataDir, DB_FILE))
+  try {
+    db.pragma(`busy_timeout = ${options.busyTimeoutMs ?? 5000}`)
+    db.pragma('journal_mode = WAL')
+    db.pragma('synchronous = NORMAL')
+    db.pragma('foreign_keys = ON')
+    migrate(db)
+  } catch (err) {
+    db.close()
+    throw err
+  }
+  return db
+}

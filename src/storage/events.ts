@@ -1,0 +1,98 @@
+import { EventEmitter } from 'node:events'
+import type { StoredEvent } from '../protocol/events.js'
+import type { Db } from './database.js'
+
+/** An event to append, with what ties it to a request. */
+export interface EventInput {
+  kind: StoredEvent['kind']
+  id: string
+  type: string
+  source: string
+  time: string
+  visibility?: StoredEvent['visibility']
+  session_id?: string | undefined
+  request_id?: string | undefined
+  trace_id?: string | undefined
+  event: Record<string, unknown>
+}
+
+export interface EventQuery {
+  session_id?: string
+  request_id?: string
+  type?: string
+  /** Events whose time is at or after this. */
+  since?: string
+  /** Events after this seq (cursor). */
+  after?: number
+  limit?: number
+}
+
+interface Row {
+  seq: number
+  kind: StoredEvent['kind']
+  type: string
+  time: string
+  visibility: StoredEvent['visibility']
+  session_id: string | null
+  request_id: string | null
+  trace_id: string | null
+  body: string
+}
+
+function toStored (row: Row): StoredEvent {
+  const stored: StoredEvent = { seq: row.seq, kind: row.kind, type: row.type, time: row.time, visibility: row.visibility, event: JSON.parse(row.body) }
+  if (row.session_id !== null) stored.session_id = row.session_id
+  if (row.request_id !== null) stored.request_id = row.request_id
+  if (row.trace_id !== null) stored.trace_id = row.trace_id
+  return stored
+}
+
+/**
+ * The event log: CloudEvents and graph events from agents and the host, with the request,
+ * session and trace they belong to. `appended` fires after each local append (followers also poll,
+ * to see other processes' writes).
+ */
+export class EventStore {
+  readonly #db: Db
+  readonly #insert
+  readonly appended = new EventEmitter()
+
+  constructor (db: Db) {
+    this.#db = db
+    this.#insert = db.prepare(`INSERT INTO events (id, kind, type, source, time, visibility, session_id, request_id, trace_id, body)
+      VALUES (@id, @kind, @type, @source, @time, @visibility, @session_id, @request_id, @trace_id, @body)`)
+    this.appended.setMaxListeners(0)
+  }
+
+  append (input: EventInput): number {
+    const seq = Number(this.#insert.run({
+      id: input.id,
+      kind: input.kind,
+      type: input.type,
+      source: input.source,
+      time: new Date(input.time).toISOString(),
+      visibility: input.visibility ?? 'internal',
+      session_id: input.session_id ?? null,
+      request_id: input.request_id ?? null,
+      trace_id: input.trace_id ?? null,
+      body: JSON.stringify(input.event)
+    }).lastInsertRowid)
+    this.appended.emit('event', seq)
+    return seq
+  }
+
+  /** Events matching `query`, oldest first. */
+  list (query: EventQuery = {}): StoredEvent[] {
+    const where = ['seq > @after']
+    for (const key of ['session_id', 'request_id', 'type'] as const) if (query[key] !== undefined) where.push(`${key} = @${key}`)
+    if (query.since !== undefined) where.push('time >= @since')
+    const rows = this.#db.prepare(`SELECT * FROM events WHERE ${where.join(' AND ')} ORDER BY seq LIMIT @limit`)
+      .all({ ...query, after: query.after ?? 0, limit: query.limit ?? 100 }) as Row[]
+    return rows.map(toStored)
+  }
+
+  /** Delete a session's events (session erasure). */
+  eraseSession (sessionId: string): number {
+    return this.#db.prepare('DELETE FROM events WHERE session_id = ?').run(sessionId).changes
+  }
+}

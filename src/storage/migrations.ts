@@ -1,0 +1,107 @@
+/**
+ * The schema, as numbered steps. Append a step to change it; never edit one that has shipped.
+ */
+export const MIGRATIONS: ReadonlyArray<{ version: number, description: string, sql: string }> = [
+  {
+    version: 1,
+    description: 'sessions, interactions, values, search index, events, audit log, runs and their journal',
+    sql: `
+CREATE TABLE sessions (
+  session_id TEXT PRIMARY KEY,
+  user_id TEXT NOT NULL,
+  created_at TEXT NOT NULL,
+  updated_at TEXT NOT NULL
+);
+
+CREATE TABLE interactions (
+  id INTEGER PRIMARY KEY,
+  request_id TEXT NOT NULL UNIQUE,
+  session_id TEXT NOT NULL REFERENCES sessions(session_id) ON DELETE CASCADE,
+  agent_id TEXT NOT NULL,
+  agent_request_id TEXT NOT NULL,
+  root_request_id TEXT NOT NULL,
+  parent_request_id TEXT,
+  timestamp TEXT NOT NULL,
+  status TEXT NOT NULL,
+  input TEXT NOT NULL,
+  output TEXT NOT NULL
+);
+CREATE INDEX interactions_by_session ON interactions(session_id, id);
+
+CREATE TABLE session_values (
+  session_id TEXT NOT NULL REFERENCES sessions(session_id) ON DELETE CASCADE,
+  key TEXT NOT NULL,
+  value TEXT NOT NULL,
+  updated_at TEXT NOT NULL,
+  PRIMARY KEY (session_id, key)
+) WITHOUT ROWID;
+
+CREATE VIRTUAL TABLE memory_fts USING fts5(content, session_id UNINDEXED, kind UNINDEXED, ref UNINDEXED);
+
+CREATE TABLE events (
+  seq INTEGER PRIMARY KEY AUTOINCREMENT,
+  id TEXT NOT NULL,
+  kind TEXT NOT NULL,
+  type TEXT NOT NULL,
+  source TEXT NOT NULL,
+  time TEXT NOT NULL,
+  visibility TEXT NOT NULL DEFAULT 'internal',
+  session_id TEXT,
+  request_id TEXT,
+  trace_id TEXT,
+  body TEXT NOT NULL
+);
+CREATE INDEX events_by_session ON events(session_id, seq);
+CREATE INDEX events_by_request ON events(request_id, seq);
+CREATE INDEX events_by_type ON events(type, seq);
+
+CREATE TABLE audit_log (
+  audit_id INTEGER PRIMARY KEY,
+  timestamp TEXT NOT NULL,
+  actor TEXT NOT NULL,
+  action TEXT NOT NULL,
+  resource TEXT NOT NULL,
+  success INTEGER NOT NULL,
+  request_id TEXT,
+  root_request_id TEXT,
+  trace_id TEXT,
+  details TEXT,
+  previous_hash TEXT NOT NULL,
+  integrity_hash TEXT NOT NULL
+);
+CREATE TABLE audit_head (
+  id INTEGER PRIMARY KEY CHECK (id = 1),
+  audit_id INTEGER NOT NULL,
+  integrity_hash TEXT NOT NULL
+);
+CREATE TRIGGER audit_log_no_update BEFORE UPDATE ON audit_log BEGIN SELECT RAISE(ABORT, 'audit_log is append-only'); END;
+CREATE TRIGGER audit_log_no_delete BEFORE DELETE ON audit_log BEGIN SELECT RAISE(ABORT, 'audit_log is append-only'); END;
+
+CREATE TABLE runs (
+  request_id TEXT PRIMARY KEY,
+  envelope_hash TEXT NOT NULL,
+  session_id TEXT NOT NULL,
+  agent_id TEXT NOT NULL,
+  main_stream_id TEXT NOT NULL,
+  state TEXT NOT NULL,
+  end_reason TEXT,
+  owner_instance TEXT NOT NULL,
+  owner_pid INTEGER NOT NULL,
+  started_at INTEGER NOT NULL,
+  ended_at INTEGER,
+  response_status INTEGER,
+  response TEXT
+);
+CREATE INDEX runs_by_end ON runs(state, ended_at);
+
+CREATE TABLE journal (
+  request_id TEXT NOT NULL REFERENCES runs(request_id) ON DELETE CASCADE,
+  ord INTEGER NOT NULL,
+  stream_id TEXT NOT NULL,
+  seq INTEGER,
+  frame TEXT NOT NULL,
+  PRIMARY KEY (request_id, ord)
+) WITHOUT ROWID;
+`
+  }
+]

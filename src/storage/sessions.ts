@@ -1,0 +1,177 @@
+import { ValueTooLargeError } from '../errors.js'
+import type { Interaction, JsonObject, RecallHit, SessionHandle, SessionIdentity } from '../agents/contract.js'
+import type { InteractionRecord, SessionStore } from '../agents/session-store.js'
+import type { Db } from './database.js'
+
+/** The largest JSON value `store()` accepts, in bytes of its JSON text. */
+export const MAX_VALUE_BYTES = 1024 * 1024
+
+interface InteractionRow {
+  request_id: string
+  agent_id: string
+  agent_request_id: string
+  root_request_id: string
+  parent_request_id: string | null
+  timestamp: string
+  status: string
+  input: string
+  output: string
+}
+
+function toInteraction (row: InteractionRow): Interaction {
+  const interaction: Interaction = {
+    request_id: row.request_id,
+    agent_id: row.agent_id,
+    agent_request_id: row.agent_request_id,
+    root_request_id: row.root_request_id,
+    timestamp: row.timestamp,
+    status: row.status,
+    input: JSON.parse(row.input) as JsonObject,
+    output: JSON.parse(row.output) as JsonObject
+  }
+  if (row.parent_request_id !== null) interaction.parent_request_id = row.parent_request_id
+  return interaction
+}
+
+/** Words of `query` as an FTS5 expression matching any of them (each quoted: no query syntax leaks through). */
+export function ftsQuery (query: string): string | undefined {
+  const words = query.toLowerCase().match(/[\p{L}\p{N}]+/gu) ?? []
+  if (words.length === 0) return undefined
+  return [...new Set(words)].map((w) => `"${w}"`).join(' OR ')
+}
+
+/**
+ * BM25 gives 0 or less (more negative is better). We report `s / (1 + s)` with `s = -bm25`: it
+ * grows with relevance, lies in 0..1, and does not depend on the other hits.
+ */
+export function normaliseRank (bm25: number): number {
+  const s = Math.max(0, -bm25)
+  return s / (1 + s)
+}
+
+/**
+ * Sessions in SQLite: interactions (history), JSON values, and an FTS5 index over both for
+ * `recall()`. Everything survives restarts; {@link erase} removes a session completely.
+ */
+export class SqliteSessionStore implements SessionStore {
+  readonly #db: Db
+  readonly #touch
+  readonly #history
+  readonly #insertInteraction
+  readonly #getValue
+  readonly #putValue
+  readonly #ftsDelete
+  readonly #ftsInsert
+  readonly #recall
+
+  constructor (db: Db) {
+    this.#db = db
+    this.#touch = db.prepare(`INSERT INTO sessions (session_id, user_id, created_at, updated_at) VALUES (@session_id, @user_id, @now, @now)
+      ON CONFLICT (session_id) DO UPDATE SET updated_at = @now`)
+    this.#history = db.prepare('SELECT * FROM interactions WHERE session_id = ? ORDER BY id DESC LIMIT ? OFFSET ?')
+    this.#insertInteraction = db.prepare(`INSERT INTO interactions (request_id, session_id, agent_id, agent_request_id, root_request_id,
+      parent_request_id, timestamp, status, input, output)
+      VALUES (@request_id, @session_id, @agent_id, @agent_request_id, @root_request_id, @parent_request_id, @timestamp, @status, @input, @output)
+      ON CONFLICT (request_id) DO NOTHING`)
+    this.#getValue = db.prepare('SELECT value FROM session_values WHERE session_id = ? AND key = ?')
+    this.#putValue = db.prepare(`INSERT INTO session_values (session_id, key, value, updated_at) VALUES (?, ?, ?, ?)
+      ON CONFLICT (session_id, key) DO UPDATE SET value = excluded.value, updated_at = excluded.updated_at`)
+    this.#ftsDelete = db.prepare('DELETE FROM memory_fts WHERE session_id = ? AND kind = ? AND ref = ?')
+    this.#ftsInsert = db.prepare('INSERT INTO memory_fts (content, session_id, kind, ref) VALUES (?, ?, ?, ?)')
+    this.#recall = db.prepare(`SELECT kind, ref, bm25(memory_fts) AS rank FROM memory_fts
+      WHERE memory_fts MATCH ? AND session_id = ? ORDER BY rank LIMIT ?`)
+  }
+
+  #ensure (sessionId: string, userId: string): void {
+    this.#touch.run({ session_id: sessionId, user_id: userId, now: new Date().toISOString() })
+  }
+
+  open (sessionId: string, identity: SessionIdentity): SessionHandle {
+    const store = this
+    return {
+      session_id: sessionId,
+      identity,
+      async history (limit = 10, offset = 0) {
+        return store.history(sessionId, limit, offset)
+      },
+      async recall (query, limit = 5, threshold = 0) {
+        const match = ftsQuery(String(query))
+        if (match === undefined) return []
+        const rows = store.#recall.all(match, sessionId, Math.max(1, Math.min(limit, 100)) * 4) as Array<{ kind: 'interaction' | 'value', ref: string, rank: number }>
+        const hits: RecallHit[] = []
+        for (const row of rows) {
+          const score = normaliseRank(row.rank)
+          if (score < threshold) continue
+          const content = row.kind === 'value'
+            ? { key: row.ref, value: store.#readValue(sessionId, row.ref) }
+            : store.#interaction(row.ref)
+          if (content === undefined) continue
+          hits.push({ kind: row.kind, ref: row.ref, score, content: content as JsonObject })
+          if (hits.length >= limit) break
+        }
+        return hits
+      },
+      async store (key, value) {
+        const text = JSON.stringify(value)
+        if (text === undefined) throw new ValueTooLargeError(String(key), 'a JSON value', 0)
+        if (Buffer.byteLength(text) > MAX_VALUE_BYTES) throw new ValueTooLargeError(String(key), `at most ${MAX_VALUE_BYTES} bytes of JSON`, Buffer.byteLength(text))
+        store.#db.transaction(() => {
+          store.#ensure(sessionId, identity.user_id)
+          store.#putValue.run(sessionId, String(key), text, new Date().toISOString())
+          store.#ftsDelete.run(sessionId, 'value', String(key))
+          store.#ftsInsert.run(`${String(key)} ${text}`, sessionId, 'value', String(key))
+        })()
+      },
+      async get<T>(key: string, fallback?: T) {
+        const value = store.#readValue(sessionId, key)
+        return value === undefined ? fallback : value as T
+      }
+    }
+  }
+
+  #readValue (sessionId: string, key: string): unknown {
+    const row = this.#getValue.get(sessionId, key) as { value: string } | undefined
+    return row === undefined ? undefined : JSON.parse(row.value)
+  }
+
+  #interaction (requestId: string): Interaction | undefined {
+    const row = this.#db.prepare('SELECT * FROM interactions WHERE request_id = ?').get(requestId) as InteractionRow | undefined
+    return row === undefined ? undefined : toInteraction(row)
+  }
+
+  /** The session's interactions, newest last, skipping the `offset` newest. */
+  history (sessionId: string, limit = 10, offset = 0): Interaction[] {
+    const rows = this.#history.all(sessionId, Math.max(0, limit), Math.max(0, offset)) as InteractionRow[]
+    return rows.reverse().map(toInteraction)
+  }
+
+  /** How many interactions the session has. */
+  count (sessionId: string): number {
+    return (this.#db.prepare('SELECT count(*) AS n FROM interactions WHERE session_id = ?').get(sessionId) as { n: number }).n
+  }
+
+  async record (record: InteractionRecord): Promise<void> {
+    const input = JSON.stringify(record.input)
+    const output = JSON.stringify(record.output)
+    this.#db.transaction(() => {
+      this.#ensure(record.session_id, record.user_id)
+      const result = this.#insertInteraction.run({ ...record, parent_request_id: record.parent_request_id ?? null, input, output })
+      if (result.changes === 1) this.#ftsInsert.run(`${input} ${output}`, record.session_id, 'interaction', record.request_id)
+    })()
+  }
+
+  /** Remove everything of one session: history, values and their search entries. Returns whether it existed. */
+  erase (sessionId: string): boolean {
+    return this.#db.transaction(() => {
+      this.#db.prepare('DELETE FROM memory_fts WHERE session_id = ?').run(sessionId)
+      return this.#db.prepare('DELETE FROM sessions WHERE session_id = ?').run(sessionId).changes > 0
+    })()
+  }
+
+  /** The owner of a session, if it exists. */
+  owner (sessionId: string): string | undefined {
+    return (this.#db.prepare('SELECT user_id FROM sessions WHERE session_id = ?').get(sessionId) as { user_id: string } | undefined)?.user_id
+  }
+
+  async close (): Promise<void> {}
+}
