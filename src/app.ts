@@ -11,6 +11,9 @@ import runs from './plugins/runs.js'
 import healthRoutes from './routes/health.js'
 import agentRoutes from './routes/v1/agents.js'
 import assistRoutes from './routes/v1/assist.js'
+import auditRoutes from './routes/v1/audit.js'
+import eventRoutes from './routes/v1/events.js'
+import sessionRoutes from './routes/v1/sessions.js'
 
 export interface BuildOptions {
   /** Logger settings; defaults to pino at LOG_LEVEL with auth headers redacted. */
@@ -47,5 +50,8 @@ export async function buildApp (config: Config, options: BuildOptions = {}): Pro
   await app.register(healthRoutes)
   await app.register(agentRoutes)
   await app.register(assistRoutes)
+  await app.register(sessionRoutes)
+  await app.register(eventRoutes)
+  await app.register(auditRoutes)
   return app
 }

@@ -31,6 +31,8 @@ export const AgentNotFoundError = define('AH_ERR_AGENT_NOT_FOUND', 404, 'No agen
   '`context.agent_id` (or the `:id` path parameter) names no registered agent.')
 export const RouteNotFoundError = define('AH_ERR_ROUTE_NOT_FOUND', 404, 'Route %s %s not found',
   'No route matches the method and path.')
+export const SessionNotFoundError = define('AH_ERR_SESSION_NOT_FOUND', 404, 'No session with id "%s"',
+  'The session id names no stored session (never used, or erased).')
 export const RunNotFoundError = define('AH_ERR_RUN_NOT_FOUND', 404, 'No running request with id "%s"',
   'The request id names no run that is still going (cancel).')
 export const RequestConflictError = define('AH_ERR_REQUEST_CONFLICT', 409, 'Request id "%s" was already used with a different envelope',

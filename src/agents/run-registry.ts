@@ -5,7 +5,12 @@ import type { AssistRun } from './assist-run.js'
  */
 export class RunRegistry {
   readonly #runs = new Map<string, { run: AssistRun, settled: Promise<void> }>()
+  readonly #closers = new Set<() => void>()
   #closing = false
+
+  /** Call `fn` when shutdown begins (long-lived responses that are not runs, such as event tails). */
+  onClose (fn: () => void): void { this.#closers.add(fn) }
+  offClose (fn: () => void): void { this.#closers.delete(fn) }
 
   /** True once shutdown has begun: new runs are refused. */
   get closing (): boolean { return this.#closing }
@@ -20,6 +25,11 @@ export class RunRegistry {
     return this.#runs.get(requestId)?.run
   }
 
+  /** The runs in flight. */
+  list (): AssistRun[] {
+    return [...this.#runs.values()].map((e) => e.run)
+  }
+
   /** Track `run` until `settled` (its agent's `assist()` has returned or thrown). */
   track (run: AssistRun, settled: Promise<void>): void {
     const entry = { run, settled: settled.finally(() => { if (this.#runs.get(run.requestId) === entry) this.#runs.delete(run.requestId) }) }
@@ -32,6 +42,7 @@ export class RunRegistry {
    */
   async shutdown (graceMs: number): Promise<void> {
     this.#closing = true
+    for (const fn of [...this.#closers]) fn()
     const settled = [...this.#runs.values()].map(({ run, settled }) => { run.shutdown(); return settled })
     if (settled.length === 0) return
     let timer: NodeJS.Timeout | undefined

@@ -184,6 +184,18 @@ export class RunService {
     return store.get(record.request_id) as RunRecord
   }
 
+  /** Cancel this process's live runs of a session and wait until they are recorded (before erasure). */
+  async cancelSession (sessionId: string): Promise<void> {
+    const pending: Array<Promise<RunAnswer>> = []
+    for (const run of this.#o.live.list()) {
+      if (this.#o.store.get(run.requestId)?.session_id !== sessionId) continue
+      run.cancel()
+      const answer = this.#answers.get(run.requestId)
+      if (answer !== undefined) pending.push(answer)
+    }
+    await Promise.all(pending)
+  }
+
   /** Finish every orphaned run (at boot). */
   recoverOrphans (): number {
     let n = 0

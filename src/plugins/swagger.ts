@@ -21,6 +21,9 @@ async function docs (app: FastifyInstance): Promise<void> {
       tags: [
         { name: 'assist', description: 'Invoke agents' },
         { name: 'agents', description: 'Hosted agent manifests' },
+        { name: 'sessions', description: 'Session history and erasure' },
+        { name: 'events', description: 'The event log' },
+        { name: 'audit', description: 'The tamper-evident audit log' },
         { name: 'operations', description: 'Health and documentation' }
       ]
     },
