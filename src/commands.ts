@@ -41,4 +41,3 @@ export function main (argv: string[], env: Record<string, string | undefined>, o
   err(`unknown command: ${parsed.positionals.join(' ')}\n\n${USAGE}`)
   return 2
 }
-

@@ -22,7 +22,8 @@ export function brokenAgentsDir (name: string): string {
   return fileURLToPath(new URL(`./fixtures/broken/${name}/`, import.meta.url))
 }
 
-interface Teardown { teardown: (fn: () => unknown) => void }
+/** The part of a tap test the helpers need. */
+export interface Teardown { teardown: (fn: () => unknown) => void }
 
 /** A fresh temporary DATA_DIR, removed after the test. */
 export function tempDataDir (t: Teardown): string {

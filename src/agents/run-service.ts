@@ -11,6 +11,7 @@ import type { HostedAgent, HostedCapability } from './hosted-agent.js'
 import type { RunRegistry } from './run-registry.js'
 import type { SessionStore } from './session-store.js'
 import { TranscriptBuilder } from './transcript.js'
+import { resolveAgentRequest } from './resolve-request.js'
 
 /** The JSON answer of a run: what the first request and every retry of it get. */
 export interface RunAnswer {
@@ -107,6 +108,7 @@ export class RunService {
     store.start({
       request_id: requestId,
       envelope_hash: options.envelopeHash,
+      envelope: JSON.stringify(envelope),
       session_id: resolved.session_id,
       agent_id: hosted.manifest.metadata.id,
       main_stream_id: run.mainStreamId,
@@ -179,6 +181,21 @@ export class RunService {
       ? { status: 200, body: { request_id: record.request_id, created_at: new Date().toISOString(), output: transcript.build(), metrics: { latency_ms: Date.now() - record.started_at, packets: rows.length } } }
       : { status: 502, body: errorBody(withDetails(new AgentFailedError(), { error: transcript.errors.at(-1) ?? null })) }
     store.finish(record.request_id, 'interrupted', answer.status, answer.body)
+    const envelope = JSON.parse(record.envelope) as ServiceRequest
+    const resolved = resolveAgentRequest(envelope)
+    this.#o.sessions.record({
+      request_id: record.request_id,
+      session_id: record.session_id,
+      user_id: envelope.context.user.user_id,
+      agent_id: record.agent_id,
+      agent_request_id: resolved.request_id,
+      root_request_id: resolved.root_request_id,
+      ...(resolved.parent_request_id !== undefined ? { parent_request_id: resolved.parent_request_id } : {}),
+      timestamp: resolved.timestamp,
+      status: 'interrupted',
+      input: resolved.payload,
+      output: transcript.build()
+    }).catch((err: unknown) => { this.#o.log.error({ err }, 'recording an interrupted run failed') })
     this.#o.audit.append({ actor: 'agent-host', action: 'assist.interrupted', resource: record.agent_id, success: false, request_id: record.request_id })
     this.#o.log.warn({ requestId: record.request_id }, 'finished a run left behind by a process that died')
     return store.get(record.request_id) as RunRecord

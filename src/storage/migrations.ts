@@ -80,6 +80,7 @@ CREATE TRIGGER audit_log_no_delete BEFORE DELETE ON audit_log BEGIN SELECT RAISE
 CREATE TABLE runs (
   request_id TEXT PRIMARY KEY,
   envelope_hash TEXT NOT NULL,
+  envelope TEXT NOT NULL,
   session_id TEXT NOT NULL,
   agent_id TEXT NOT NULL,
   main_stream_id TEXT NOT NULL,

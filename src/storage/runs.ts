@@ -4,6 +4,8 @@ import type { Db } from './database.js'
 export interface RunRecord {
   request_id: string
   envelope_hash: string
+  /** The validated envelope, as JSON. */
+  envelope: string
   session_id: string
   agent_id: string
   /** The run's main stream (its CLOSE ends the response). */
@@ -42,8 +44,8 @@ export class RunStore {
   constructor (db: Db) {
     this.#db = db
     this.#get = db.prepare('SELECT * FROM runs WHERE request_id = ?')
-    this.#start = db.prepare(`INSERT INTO runs (request_id, envelope_hash, session_id, agent_id, main_stream_id, state, owner_instance, owner_pid, started_at)
-      VALUES (@request_id, @envelope_hash, @session_id, @agent_id, @main_stream_id, 'running', @owner_instance, @owner_pid, @started_at)`)
+    this.#start = db.prepare(`INSERT INTO runs (request_id, envelope_hash, envelope, session_id, agent_id, main_stream_id, state, owner_instance, owner_pid, started_at)
+      VALUES (@request_id, @envelope_hash, @envelope, @session_id, @agent_id, @main_stream_id, 'running', @owner_instance, @owner_pid, @started_at)`)
     this.#append = db.prepare('INSERT INTO journal (request_id, ord, stream_id, seq, frame) VALUES (?, ?, ?, ?, ?)')
     this.#finish = db.prepare(`UPDATE runs SET state = 'ended', end_reason = @end_reason, ended_at = @ended_at,
       response_status = @response_status, response = @response WHERE request_id = @request_id`)
@@ -55,7 +57,7 @@ export class RunStore {
   }
 
   /** Record a new run. Throws (SQLite constraint) if the request id is taken. */
-  start (run: Pick<RunRecord, 'request_id' | 'envelope_hash' | 'session_id' | 'agent_id' | 'main_stream_id' | 'owner_instance' | 'owner_pid'>): void {
+  start (run: Pick<RunRecord, 'request_id' | 'envelope_hash' | 'envelope' | 'session_id' | 'agent_id' | 'main_stream_id' | 'owner_instance' | 'owner_pid'>): void {
     this.#start.run({ ...run, started_at: Date.now() })
   }
 
