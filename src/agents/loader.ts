@@ -24,6 +24,14 @@ function importFailure (file: string, err: unknown): string {
   return `import failed: ${e.message}`
 }
 
+/** A CommonJS module compiled from `export default x` arrives as `{ __esModule: true, default: x }`. */
+function unwrapDefault (value: unknown): unknown {
+  if (typeof value === 'object' && value !== null && (value as { __esModule?: unknown }).__esModule === true && 'default' in value) {
+    return (value as { default: unknown }).default
+  }
+  return value
+}
+
 /** What a folder scan found. */
 export interface LoadResult {
   registry: AgentRegistry
@@ -61,7 +69,7 @@ export async function loadAgents (dir: string): Promise<LoadResult> {
     }
     let hosted
     try {
-      hosted = hostAgent(mod.default, file)
+      hosted = hostAgent(unwrapDefault(mod.default), file)
     } catch (err) {
       throw new AgentInvalidError(file, (err as Error).message, { cause: err })
     }

@@ -1,0 +1,97 @@
+import t from 'tap'
+import { readFileSync } from 'node:fs'
+import { spawn } from 'node:child_process'
+import { once } from 'node:events'
+import { resolve } from 'node:path'
+import { fileURLToPath } from 'node:url'
+import { BUNDLED_AGENTS_DIR, ConfigSchema, loadConfig } from '../src/config.js'
+import { tempDataDir } from './helper.js'
+
+const ROOT = fileURLToPath(new URL('..', import.meta.url))
+
+t.test('every key has its default', async (t) => {
+  const config = loadConfig({})
+  t.match(config, {
+    HOST: '127.0.0.1',
+    PORT: 3000,
+    LOG_LEVEL: 'info',
+    DATA_DIR: resolve('data'),
+    AGENTS_DIR: BUNDLED_AGENTS_DIR,
+    BODY_LIMIT: 1048576,
+    SSE_HEARTBEAT_MS: 15000,
+    SSE_RETRY_MS: 3000,
+    SSE_MAX_BUFFER_BYTES: 8388608,
+    JOURNAL_RETENTION_MS: 86400000,
+    DISCONNECT_POLICY: 'continue',
+    CLOSE_GRACE_MS: 10000,
+    INSTANCE_ID: '',
+    TRUST_PROXY: false
+  })
+  t.ok(BUNDLED_AGENTS_DIR.endsWith('/agents/'))
+})
+
+t.test('values are parsed from strings; paths are resolved; unknown keys are ignored', async (t) => {
+  const config = loadConfig({ PORT: '8080', TRUST_PROXY: 'true', DATA_DIR: 'x/y', AGENTS_DIR: 'my-agents', INSTANCE_ID: 'AAAAAAAA-0000-4000-8000-000000000000', NODE_ENV: 'production' })
+  t.equal(config.PORT, 8080)
+  t.equal(config.TRUST_PROXY, true)
+  t.equal(config.DATA_DIR, resolve('x/y'))
+  t.equal(config.AGENTS_DIR, resolve('my-agents'))
+  t.notOk('NODE_ENV' in config)
+})
+
+for (const [key, value] of [['PORT', 'abc'], ['PORT', '70000'], ['LOG_LEVEL', 'loud'], ['BODY_LIMIT', '10'], ['INSTANCE_ID', 'not-a-uuid'], ['DISCONNECT_POLICY', 'maybe'], ['SSE_HEARTBEAT_MS', '-1']] as const) {
+  t.test(`an invalid ${key} (${value}) is refused naming the key`, async (t) => {
+    t.throws(() => loadConfig({ [key]: value }), { code: 'AH_ERR_CONFIG_INVALID', message: new RegExp(key) })
+  })
+}
+
+t.test('.env.example lists every key with its default, and nothing else', async (t) => {
+  const text = readFileSync(new URL('../.env.example', import.meta.url), 'utf8')
+  const entries = Object.fromEntries(text.split('\n').filter((l) => l.trim() !== '' && !l.startsWith('#')).map((l) => {
+    const i = l.indexOf('=')
+    return [l.slice(0, i), l.slice(i + 1)]
+  }))
+  const properties = ConfigSchema.properties as Record<string, { default: unknown }>
+  t.same(Object.keys(entries).sort(), Object.keys(properties).sort())
+  for (const [key, schema] of Object.entries(properties)) t.equal(entries[key], String(schema.default), key)
+})
+
+t.test('the README configuration table lists every key with its default', async (t) => {
+  const readme = readFileSync(new URL('../README.md', import.meta.url), 'utf8')
+  const properties = ConfigSchema.properties as Record<string, { default: unknown }>
+  for (const [key, schema] of Object.entries(properties)) {
+    const row = readme.split('\n').find((l) => l.startsWith(`| \`${key}\` |`))
+    t.ok(row, key)
+    const shown = row?.split('|')[2]?.trim()
+    t.equal(shown, schema.default === '' ? '*(empty)*' : `\`${String(schema.default)}\``, `${key} default`)
+  }
+})
+
+async function runServer (env: Record<string, string>): Promise<{ code: number | null, stderr: string }> {
+  const child = spawn(process.execPath, [...process.execArgv, 'src/server.ts'], { cwd: ROOT, env: { ...process.env, LOG_LEVEL: 'silent', ...env }, stdio: ['ignore', 'ignore', 'pipe'] })
+  let stderr = ''
+  child.stderr.on('data', (c: Buffer) => { stderr += c.toString() })
+  const [code] = await once(child, 'exit') as [number | null]
+  return { code, stderr }
+}
+
+t.test('the server refuses to start on invalid configuration, naming the key', async (t) => {
+  const { code, stderr } = await runServer({ PORT: 'abc', DATA_DIR: tempDataDir(t) })
+  t.equal(code, 1)
+  t.match(stderr, /agent-host: Invalid configuration: .*PORT/)
+})
+
+t.test('the server refuses to start with a broken agent, naming its file', async (t) => {
+  const { code, stderr } = await runServer({ AGENTS_DIR: resolve(tempDataDir(t), 'missing'), DATA_DIR: tempDataDir(t) })
+  t.equal(code, 1)
+  t.match(stderr, /agent-host: cannot start: Invalid agent at .*missing/)
+})
+
+t.test('the server exits 1 when it cannot listen', async (t) => {
+  const blocker = (await import('node:net')).createServer()
+  await new Promise<void>((resolve) => blocker.listen(0, '127.0.0.1', resolve))
+  t.teardown(() => blocker.close())
+  const port = (blocker.address() as { port: number }).port
+  const { code } = await runServer({ PORT: String(port), DATA_DIR: tempDataDir(t) })
+  t.equal(code, 1)
+})
