@@ -51,14 +51,14 @@ t.test('.env.example lists every key with its default, and nothing else', async 
     const i = l.indexOf('=')
     return [l.slice(0, i), l.slice(i + 1)]
   }))
-  const properties = ConfigSchema.properties as Record<string, { default: unknown }>
+  const properties = ConfigSchema.properties as unknown as Record<string, { default: unknown }>
   t.same(Object.keys(entries).sort(), Object.keys(properties).sort())
   for (const [key, schema] of Object.entries(properties)) t.equal(entries[key], String(schema.default), key)
 })
 
 t.test('the README configuration table lists every key with its default', async (t) => {
   const readme = readFileSync(new URL('../README.md', import.meta.url), 'utf8')
-  const properties = ConfigSchema.properties as Record<string, { default: unknown }>
+  const properties = ConfigSchema.properties as unknown as Record<string, { default: unknown }>
   for (const [key, schema] of Object.entries(properties)) {
     const row = readme.split('\n').find((l) => l.startsWith(`| \`${key}\` |`))
     t.ok(row, key)

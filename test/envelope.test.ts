@@ -5,6 +5,7 @@ import { checkErrorBody, checkServiceResponse } from './sse.js'
 
 const INSPECT = 'f0000000-0000-4000-8000-000000000001'
 type Body = ReturnType<typeof envelope>
+type TapTest = Pick<typeof t, 'equal' | 'ok'>
 
 async function send (app: FastifyInstance, payload: unknown, headers: Record<string, string> = {}) {
   return await app.inject({ method: 'POST', url: '/v1/assist', headers, payload: payload as Record<string, unknown> })
@@ -37,7 +38,7 @@ function withValue (body: Body, path: string, value: unknown): unknown {
   return copy
 }
 
-async function expect400 (t: Tap.Test, app: FastifyInstance, payload: unknown, path: string): Promise<void> {
+async function expect400 (t: TapTest, app: FastifyInstance, payload: unknown, path: string): Promise<void> {
   const res = await send(app, payload)
   t.equal(res.statusCode, 400, `${path}: ${res.body}`)
   const body = checkErrorBody(res.json())
@@ -45,7 +46,6 @@ async function expect400 (t: Tap.Test, app: FastifyInstance, payload: unknown, p
   const paths = (body.details?.errors as Array<{ path: string }>).map((e) => e.path)
   t.ok(paths.includes(path), `${path} in ${JSON.stringify(paths)}`)
 }
-declare namespace Tap { type Test = Parameters<Parameters<typeof t.test>[1]>[0] }
 
 t.test('a minimal envelope is accepted and the agent sees CAP\'s defaults', async (t) => {
   const app = await build(t, { AGENTS_DIR: FIXTURE_AGENTS_DIR })
