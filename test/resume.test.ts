@@ -190,3 +190,21 @@ t.test('a run whose process was killed is finished as run_interrupted, and a re-
   t.match(app.audit.list({ action: 'assist.interrupted' }), [{ request_id: body.request_id, success: false }])
   t.match(app.sessions.history(body.context.session_id), [{ request_id: body.request_id, status: 'interrupted', input: { query: 'one two three four five six seven eight' } }])
 })
+
+t.test('a run live in another process on the same DATA_DIR is replayed and followed through its journal', async (t) => {
+  const dataDir = tempDataDir(t)
+  const { url } = await listen(t, { AGENTS_DIR: FIXTURE_AGENTS_DIR, DATA_DIR: dataDir })
+  const other = await buildApp(testConfig(t, { AGENTS_DIR: FIXTURE_AGENTS_DIR, DATA_DIR: dataDir }))
+  t.teardown(() => other.close())
+  const body = envelope(SCRIPTED, { script: slowScript(6, 40) })
+  const owner = await post(url, body)
+  await until(() => owner.text().includes('"DELTA"'))
+  const [sse, json] = await Promise.all([
+    other.inject({ method: 'POST', url: '/v1/assist', headers: { accept: 'text/event-stream' }, payload: body }),
+    other.inject({ method: 'POST', url: '/v1/assist', headers: { accept: 'application/json' }, payload: body })
+  ])
+  await owner.ended
+  t.same(parseSse(sse.body).packets, parseSse(owner.text()).packets, 'the follower saw the whole run')
+  t.match(json.json(), { output: { text: 'w0 w1 w2 w3 w4 w5 ' } })
+  t.equal(observed.started.filter((s) => s === body.context.session_id).length, 1)
+})
