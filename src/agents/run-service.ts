@@ -9,7 +9,8 @@ import type { RunRecord, RunStore } from '../storage/runs.js'
 import { AssistRun, type DisconnectPolicy, type PacketSink, type RunLogger } from './assist-run.js'
 import type { HostedAgent, HostedCapability } from './hosted-agent.js'
 import type { RunRegistry } from './run-registry.js'
-import type { SessionStore } from './session-store.js'
+import type { Db } from '../storage/database.js'
+import type { SqliteSessionStore } from '../storage/sessions.js'
 import { TranscriptBuilder } from './transcript.js'
 import { resolveAgentRequest } from './resolve-request.js'
 
@@ -34,8 +35,9 @@ function pidAlive (pid: number): boolean {
 }
 
 export interface RunServiceOptions {
+  db: Db
   store: RunStore
-  sessions: SessionStore
+  sessions: SqliteSessionStore
   audit: AuditLog
   events: EventStore
   live: RunRegistry
@@ -180,23 +182,25 @@ export class RunService {
     const answer = transcript.produced
       ? { status: 200, body: { request_id: record.request_id, created_at: new Date().toISOString(), output: transcript.build(), metrics: { latency_ms: Date.now() - record.started_at, packets: rows.length } } }
       : { status: 502, body: errorBody(withDetails(new AgentFailedError(), { error: transcript.errors.at(-1) ?? null })) }
-    store.finish(record.request_id, 'interrupted', answer.status, answer.body)
     const envelope = JSON.parse(record.envelope) as ServiceRequest
     const resolved = resolveAgentRequest(envelope)
-    this.#o.sessions.record({
-      request_id: record.request_id,
-      session_id: record.session_id,
-      user_id: envelope.context.user.user_id,
-      agent_id: record.agent_id,
-      agent_request_id: resolved.request_id,
-      root_request_id: resolved.root_request_id,
-      ...(resolved.parent_request_id !== undefined ? { parent_request_id: resolved.parent_request_id } : {}),
-      timestamp: resolved.timestamp,
-      status: 'interrupted',
-      input: resolved.payload,
-      output: transcript.build()
-    }).catch((err: unknown) => { this.#o.log.error({ err }, 'recording an interrupted run failed') })
-    this.#o.audit.append({ actor: 'agent-host', action: 'assist.interrupted', resource: record.agent_id, success: false, request_id: record.request_id })
+    this.#o.db.transaction(() => {
+      store.finish(record.request_id, 'interrupted', answer.status, answer.body)
+      this.#o.sessions.recordNow({
+        request_id: record.request_id,
+        session_id: record.session_id,
+        user_id: envelope.context.user.user_id,
+        agent_id: record.agent_id,
+        agent_request_id: resolved.request_id,
+        root_request_id: resolved.root_request_id,
+        ...(resolved.parent_request_id !== undefined ? { parent_request_id: resolved.parent_request_id } : {}),
+        timestamp: resolved.timestamp,
+        status: 'interrupted',
+        input: resolved.payload,
+        output: transcript.build()
+      })
+      this.#o.audit.append({ actor: 'agent-host', action: 'assist.interrupted', resource: record.agent_id, success: false, request_id: record.request_id })
+    }).immediate()
     this.#o.log.warn({ requestId: record.request_id }, 'finished a run left behind by a process that died')
     return store.get(record.request_id) as RunRecord
   }
@@ -222,13 +226,14 @@ export class RunService {
     return n
   }
 
+  /** Store the answer, record the interaction and audit the call, in one transaction. */
   async #finish (run: AssistRun, options: StartOptions): Promise<RunAnswer> {
     const { envelope, resolved, hosted } = options
     const reason = run.endReason ?? 'aborted'
     const answer = this.#jsonAnswer(run, envelope.request_id)
-    this.#o.store.finish(envelope.request_id, reason, answer.status, answer.body)
-    try {
-      await this.#o.sessions.record({
+    const record = this.#o.db.transaction(() => {
+      this.#o.store.finish(envelope.request_id, reason, answer.status, answer.body)
+      this.#o.sessions.recordNow({
         request_id: envelope.request_id,
         session_id: resolved.session_id,
         user_id: envelope.context.user.user_id,
@@ -251,6 +256,9 @@ export class RunService {
         trace_id: envelope.context.trace.trace_id,
         details: { agent: hosted.manifest.metadata.name, end: reason, packets: run.packets }
       })
+    })
+    try {
+      record.immediate()
     } catch (err) {
       options.log.error({ err }, 'recording the run failed')
     }

@@ -21,6 +21,7 @@ declare module 'fastify' {
 async function runs (app: FastifyInstance): Promise<void> {
   const registry = new RunRegistry()
   const service = new RunService({
+    db: app.db,
     store: app.runStore,
     sessions: app.sessions,
     audit: app.audit,

@@ -24,7 +24,8 @@ CREATE TABLE interactions (
   timestamp TEXT NOT NULL,
   status TEXT NOT NULL,
   input TEXT NOT NULL,
-  output TEXT NOT NULL
+  output TEXT NOT NULL,
+  fts_rowid INTEGER
 );
 CREATE INDEX interactions_by_session ON interactions(session_id, id);
 
@@ -33,9 +34,11 @@ CREATE TABLE session_values (
   key TEXT NOT NULL,
   value TEXT NOT NULL,
   updated_at TEXT NOT NULL,
+  fts_rowid INTEGER,
   PRIMARY KEY (session_id, key)
 ) WITHOUT ROWID;
 
+-- rows are found again by rowid (kept in fts_rowid above): filtering an FTS5 table on an UNINDEXED column scans it
 CREATE VIRTUAL TABLE memory_fts USING fts5(content, session_id UNINDEXED, kind UNINDEXED, ref UNINDEXED);
 
 CREATE TABLE events (

@@ -35,6 +35,9 @@ export interface JournalRow {
  */
 export class RunStore {
   readonly #db: Db
+  readonly #pending: Array<[string, JournalRow]> = []
+  readonly #flushMany: () => void
+  #scheduled = false
   readonly #get
   readonly #start
   readonly #append
@@ -50,6 +53,10 @@ export class RunStore {
     this.#finish = db.prepare(`UPDATE runs SET state = 'ended', end_reason = @end_reason, ended_at = @ended_at,
       response_status = @response_status, response = @response WHERE request_id = @request_id`)
     this.#rowsAfter = db.prepare('SELECT ord, stream_id, seq, frame FROM journal WHERE request_id = ? AND ord > ? ORDER BY ord')
+    this.#flushMany = db.transaction(() => {
+      for (const [requestId, row] of this.#pending) this.#append.run(requestId, row.ord, row.stream_id, row.seq, row.frame)
+      this.#pending.length = 0
+    })
   }
 
   get (requestId: string): RunRecord | undefined {
@@ -61,23 +68,40 @@ export class RunStore {
     this.#start.run({ ...run, started_at: Date.now() })
   }
 
-  /** Journal one packet (or one event kept off the wire). */
+  /**
+   * Journal one packet (or one event kept off the wire). Packets are written in batches, one
+   * transaction per turn of the event loop (and before anything reads the journal), so a fast
+   * stream costs one commit per turn rather than one per packet.
+   */
   append (requestId: string, row: JournalRow): void {
-    this.#append.run(requestId, row.ord, row.stream_id, row.seq, row.frame)
+    this.#pending.push([requestId, row])
+    if (!this.#scheduled) {
+      this.#scheduled = true
+      setImmediate(() => { this.flush() })
+    }
   }
 
-  /** The run is over: store how, and the JSON answer every retry of it gets. */
+  /** Write the packets appended so far. */
+  flush (): void {
+    this.#scheduled = false
+    if (this.#pending.length > 0) this.#flushMany()
+  }
+
+  /** The run is over: store how, and the JSON answer every retry of it gets (its journal is flushed first). */
   finish (requestId: string, endReason: string, status: number, response: unknown): void {
+    this.flush()
     this.#finish.run({ request_id: requestId, end_reason: endReason, ended_at: Date.now(), response_status: status, response: JSON.stringify(response) })
   }
 
   /** Journal rows after `ord` (0: all), in order. */
   rows (requestId: string, afterOrd = 0): JournalRow[] {
+    this.flush()
     return this.#rowsAfter.all(requestId, afterOrd) as JournalRow[]
   }
 
   /** The `ord` of the wire packet `streamId`/`seq`, if journaled. */
   ordOf (requestId: string, streamId: string, seq: number): number | undefined {
+    this.flush()
     return (this.#db.prepare('SELECT ord FROM journal WHERE request_id = ? AND stream_id = ? AND seq = ?').get(requestId, streamId, seq) as { ord: number } | undefined)?.ord
   }
 
@@ -88,11 +112,13 @@ export class RunStore {
 
   /** Delete ended runs (and their journals) that ended before `before` (ms since epoch). */
   prune (before: number): number {
+    this.flush()
     return this.#db.prepare("DELETE FROM runs WHERE state = 'ended' AND ended_at < ?").run(before).changes
   }
 
   /** Delete a session's runs and journals (session erasure). */
   eraseSession (sessionId: string): number {
+    this.flush()
     return this.#db.prepare("DELETE FROM runs WHERE session_id = ? AND state = 'ended'").run(sessionId).changes
   }
 }

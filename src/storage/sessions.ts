@@ -63,6 +63,7 @@ export class SqliteSessionStore implements SessionStore {
   readonly #ftsDelete
   readonly #ftsInsert
   readonly #recall
+  readonly #setFtsRowid
 
   constructor (db: Db) {
     this.#db = db
@@ -74,10 +75,11 @@ export class SqliteSessionStore implements SessionStore {
       VALUES (@request_id, @session_id, @agent_id, @agent_request_id, @root_request_id, @parent_request_id, @timestamp, @status, @input, @output)
       ON CONFLICT (request_id) DO NOTHING`)
     this.#getValue = db.prepare('SELECT value FROM session_values WHERE session_id = ? AND key = ?')
-    this.#putValue = db.prepare(`INSERT INTO session_values (session_id, key, value, updated_at) VALUES (?, ?, ?, ?)
-      ON CONFLICT (session_id, key) DO UPDATE SET value = excluded.value, updated_at = excluded.updated_at`)
-    this.#ftsDelete = db.prepare('DELETE FROM memory_fts WHERE session_id = ? AND kind = ? AND ref = ?')
+    this.#putValue = db.prepare(`INSERT INTO session_values (session_id, key, value, updated_at, fts_rowid) VALUES (?, ?, ?, ?, ?)
+      ON CONFLICT (session_id, key) DO UPDATE SET value = excluded.value, updated_at = excluded.updated_at, fts_rowid = excluded.fts_rowid`)
+    this.#ftsDelete = db.prepare('DELETE FROM memory_fts WHERE rowid = (SELECT fts_rowid FROM session_values WHERE session_id = ? AND key = ?)')
     this.#ftsInsert = db.prepare('INSERT INTO memory_fts (content, session_id, kind, ref) VALUES (?, ?, ?, ?)')
+    this.#setFtsRowid = db.prepare('UPDATE interactions SET fts_rowid = ? WHERE id = ?')
     this.#recall = db.prepare(`SELECT kind, ref, bm25(memory_fts) AS rank FROM memory_fts
       WHERE memory_fts MATCH ? AND session_id = ? ORDER BY rank LIMIT ?`)
   }
@@ -117,9 +119,9 @@ export class SqliteSessionStore implements SessionStore {
         if (Buffer.byteLength(text) > MAX_VALUE_BYTES) throw new ValueTooLargeError(String(key), `at most ${MAX_VALUE_BYTES} bytes of JSON`, Buffer.byteLength(text))
         store.#db.transaction(() => {
           store.#ensure(sessionId, identity.user_id)
-          store.#putValue.run(sessionId, String(key), text, new Date().toISOString())
-          store.#ftsDelete.run(sessionId, 'value', String(key))
-          store.#ftsInsert.run(`${String(key)} ${text}`, sessionId, 'value', String(key))
+          store.#ftsDelete.run(sessionId, String(key))
+          const rowid = store.#ftsInsert.run(`${String(key)} ${text}`, sessionId, 'value', String(key)).lastInsertRowid
+          store.#putValue.run(sessionId, String(key), text, new Date().toISOString(), rowid)
         })()
       },
       async get<T>(key: string, fallback?: T) {
@@ -151,19 +153,28 @@ export class SqliteSessionStore implements SessionStore {
   }
 
   async record (record: InteractionRecord): Promise<void> {
+    this.recordNow(record)
+  }
+
+  /** {@link record}, synchronously (to join a caller's transaction). */
+  recordNow (record: InteractionRecord): void {
     const input = JSON.stringify(record.input)
     const output = JSON.stringify(record.output)
     this.#db.transaction(() => {
       this.#ensure(record.session_id, record.user_id)
       const result = this.#insertInteraction.run({ ...record, parent_request_id: record.parent_request_id ?? null, input, output })
-      if (result.changes === 1) this.#ftsInsert.run(`${input} ${output}`, record.session_id, 'interaction', record.request_id)
+      if (result.changes === 1) {
+        const rowid = this.#ftsInsert.run(`${input} ${output}`, record.session_id, 'interaction', record.request_id).lastInsertRowid
+        this.#setFtsRowid.run(rowid, result.lastInsertRowid)
+      }
     })()
   }
 
   /** Remove everything of one session: history, values and their search entries. Returns whether it existed. */
   erase (sessionId: string): boolean {
     return this.#db.transaction(() => {
-      this.#db.prepare('DELETE FROM memory_fts WHERE session_id = ?').run(sessionId)
+      this.#db.prepare(`DELETE FROM memory_fts WHERE rowid IN (SELECT fts_rowid FROM interactions WHERE session_id = @id
+        UNION ALL SELECT fts_rowid FROM session_values WHERE session_id = @id)`).run({ id: sessionId })
       return this.#db.prepare('DELETE FROM sessions WHERE session_id = ?').run(sessionId).changes > 0
     })()
   }
