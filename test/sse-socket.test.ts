@@ -34,11 +34,11 @@ async function open (url: string, body: unknown, accept = 'text/event-stream'): 
   })
 }
 
-async function until (what: string, check: () => boolean, ms = 5000): Promise<void> {
+async function until (what: string, check: () => boolean, ms = 5000, every = 2): Promise<void> {
   const deadline = Date.now() + ms
   while (!check()) {
     if (Date.now() > deadline) throw new Error(`timed out waiting for ${what}`)
-    await sleep(2)
+    await sleep(every)
   }
 }
 
@@ -57,7 +57,7 @@ t.test('a heartbeat comment is sent on an idle stream, after the retry line', as
 })
 
 t.test('no heartbeat while packets keep flowing', async (t) => {
-  const { url } = await listen(t, { AGENTS_DIR: FIXTURE_AGENTS_DIR, SSE_HEARTBEAT_MS: '100', SSE_RETRY_MS: '0' })
+  const { url } = await listen(t, { AGENTS_DIR: FIXTURE_AGENTS_DIR, SSE_HEARTBEAT_MS: '600', SSE_RETRY_MS: '0' })
   const script = Array.from({ length: 8 }, () => [{ op: 'sleep', ms: 20 }, { op: 'thought', content: 'busy' }]).flat()
   const s = await open(url, envelope(SCRIPTED, { script }))
   await s.ended
@@ -121,8 +121,14 @@ t.test('a slow reader: the server stops writing until the socket drains', async 
   s.res.pause()
   const key = body.context.session_id
   await until('some progress', () => (observed.progress.get(key) ?? 0) > 0)
-  await sleep(300)
-  const stalled = observed.progress.get(key) ?? 0
+  // wait until the socket buffers are full and the agent is held
+  let stalled = -1
+  await until('the agent to stall', () => {
+    const now = observed.progress.get(key) ?? 0
+    const same = now === stalled
+    stalled = now
+    return same
+  }, 10000, 200)
   await sleep(300)
   t.equal(observed.progress.get(key), stalled, `the agent is held at chunk ${stalled} while the client does not read`)
   t.ok(stalled < count / 2, 'well before the end')
