@@ -47,6 +47,14 @@ export const InternalError = define('AH_ERR_INTERNAL', 500, 'Internal server err
   'An unexpected failure inside the host; details are in the server log, never in the response.')
 export const AgentFailedError = define('AH_ERR_AGENT_FAILED', 502, 'The agent failed before producing any output',
   'JSON mode: the agent failed fatally and produced nothing; the body carries the agent error in `details`.')
+export const TaskInvalidError = define('AH_ERR_TASK_INVALID', 400, 'Invalid task graph: %s',
+  'A task to create is malformed, repeats an id, depends on an unknown task, or the graph has a cycle.')
+export const TaskNotFoundError = define('AH_ERR_TASK_NOT_FOUND', 404, 'No task with id "%s"',
+  'The task id names no task.')
+export const StaleClaimError = define('AH_ERR_TASK_STALE_CLAIM', 409, 'Task "%s" is no longer held by %s at attempt %s',
+  'A worker presented a claim (owner, attempt) that is no longer current: its lease expired and the task moved on. Nothing was changed.')
+export const TaskStateError = define('AH_ERR_TASK_STATE', 409, 'Task "%s" is %s: cannot %s',
+  'The task is not in a state that allows the operation (for example cancelling a completed task).')
 export const ShuttingDownError = define('AH_ERR_SHUTTING_DOWN', 503, 'The server is shutting down',
   'The server is draining; retry against another instance (`Retry-After` is set).')
 

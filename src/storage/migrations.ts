@@ -107,5 +107,25 @@ CREATE TABLE journal (
   PRIMARY KEY (request_id, ord)
 ) WITHOUT ROWID;
 `
+  },
+  {
+    version: 2,
+    description: 'the task graph (TASK_STORE=sqlite)',
+    sql: `
+CREATE TABLE tasks (
+  id TEXT PRIMARY KEY,
+  type TEXT NOT NULL,
+  status TEXT NOT NULL,
+  priority REAL NOT NULL,
+  created_at TEXT NOT NULL,
+  available_at TEXT NOT NULL,
+  lease_expires_at TEXT,
+  conversation_id TEXT,
+  node TEXT NOT NULL
+);
+CREATE INDEX tasks_claim ON tasks(type, status, priority DESC, created_at, id);
+CREATE INDEX tasks_lease ON tasks(status, lease_expires_at);
+CREATE INDEX tasks_conversation ON tasks(conversation_id, created_at);
+`
   }
 ]

@@ -1,0 +1,143 @@
+import { StaleClaimError, TaskInvalidError, TaskStateError } from '../errors.js'
+import { newTaskNode, type ClaimToken, type JsonObject, type NewTask, type TaskFailure, type TaskNode } from './task.js'
+
+/**
+ * The task graph's rules as pure functions over task nodes, shared by every TaskStore: what may be
+ * created, which task a worker gets, and each state transition with its fencing check. Stores
+ * supply atomicity; these functions supply the semantics.
+ */
+
+const ID = /^[A-Za-z0-9][A-Za-z0-9._:-]{0,127}$/
+
+/**
+ * Check a batch of new tasks and make their nodes. Dependencies must name a task that exists or one
+ * of the batch; the batch must not repeat ids or reuse existing ones, and must not form a cycle
+ * (existing tasks never depend on new ones, so a cycle can only lie within the batch).
+ */
+export function createNodes (batch: NewTask[], exists: (id: string) => boolean, now: Date): TaskNode[] {
+  if (!Array.isArray(batch) || batch.length === 0) throw new TaskInvalidError('no tasks given')
+  const nodes = batch.map((task) => newTaskNode(task, now))
+  const ids = new Set<string>()
+  for (const node of nodes) {
+    if (typeof node.type !== 'string' || node.type === '') throw new TaskInvalidError(`task ${node.id} has no type`)
+    if (!ID.test(node.id)) throw new TaskInvalidError(`task id "${node.id}" must be 1-128 letters, digits, ".", "_", ":" or "-"`)
+    if (ids.has(node.id) || exists(node.id)) throw new TaskInvalidError(`task id "${node.id}" is already used`)
+    if (!Number.isInteger(node.max_attempts) || node.max_attempts < 1) throw new TaskInvalidError(`task ${node.id}: max_attempts must be a positive integer`)
+    if (!Number.isFinite(node.priority)) throw new TaskInvalidError(`task ${node.id}: priority must be a number`)
+    ids.add(node.id)
+  }
+  for (const node of nodes) {
+    for (const dep of node.dependency_ids) {
+      if (dep === node.id) throw new TaskInvalidError(`task ${node.id} depends on itself`)
+      if (!ids.has(dep) && !exists(dep)) throw new TaskInvalidError(`task ${node.id} depends on unknown task "${dep}"`)
+    }
+    if (node.parent_id !== null && !ids.has(node.parent_id) && !exists(node.parent_id)) {
+      throw new TaskInvalidError(`task ${node.id} has unknown parent "${node.parent_id}"`)
+    }
+  }
+  const cycle = findCycle(nodes)
+  if (cycle !== undefined) throw new TaskInvalidError(`dependency cycle: ${cycle.join(' -> ')}`)
+  return nodes
+}
+
+/** A dependency cycle among `nodes` (as a path that ends where it starts), if there is one. */
+export function findCycle (nodes: TaskNode[]): string[] | undefined {
+  const deps = new Map(nodes.map((n) => [n.id, n.dependency_ids.filter((d) => d !== n.id)]))
+  const state = new Map<string, 'visiting' | 'done'>()
+  const path: string[] = []
+  const visit = (id: string): string[] | undefined => {
+    if (state.get(id) === 'done' || !deps.has(id)) return undefined
+    if (state.get(id) === 'visiting') return [...path.slice(path.indexOf(id)), id]
+    state.set(id, 'visiting')
+    path.push(id)
+    for (const dep of deps.get(id) ?? []) {
+      const found = visit(dep)
+      if (found !== undefined) return found
+    }
+    path.pop()
+    state.set(id, 'done')
+    return undefined
+  }
+  for (const id of deps.keys()) {
+    const found = visit(id)
+    if (found !== undefined) return found
+  }
+  return undefined
+}
+
+/** Claim order: highest priority, then oldest, then id. */
+export function claimOrder (a: TaskNode, b: TaskNode): number {
+  return b.priority - a.priority || a.created_at.localeCompare(b.created_at) || a.id.localeCompare(b.id)
+}
+
+/** PENDING, of `type`, available now, and every dependency COMPLETED. */
+export function claimable (task: TaskNode, type: string, now: Date, status: (id: string) => TaskNode['status'] | undefined): boolean {
+  return task.status === 'PENDING' && task.type === type && Date.parse(task.available_at) <= now.getTime() &&
+    task.dependency_ids.every((dep) => status(dep) === 'COMPLETED')
+}
+
+/** PENDING → IN_PROGRESS for `owner`, attempt + 1, leased until now + `leaseMs`. */
+export function claimNode (task: TaskNode, owner: string, leaseMs: number, now: Date): TaskNode {
+  const at = now.toISOString()
+  return {
+    ...task,
+    status: 'IN_PROGRESS',
+    owner,
+    attempt: task.attempt + 1,
+    lease_expires_at: new Date(now.getTime() + leaseMs).toISOString(),
+    last_heartbeat_at: at,
+    updated_at: at
+  }
+}
+
+/** The fencing check: the task is IN_PROGRESS under exactly this claim. */
+export function assertClaim (task: TaskNode, token: ClaimToken): void {
+  if (task.status !== 'IN_PROGRESS' || task.owner !== token.owner || task.attempt !== token.attempt) {
+    throw new StaleClaimError(task.id, token.owner, token.attempt)
+  }
+}
+
+/** A heartbeat: the lease is extended and `last_heartbeat_at` stamped. */
+export function heartbeatNode (task: TaskNode, token: ClaimToken, leaseMs: number, now: Date): TaskNode {
+  assertClaim(task, token)
+  return { ...task, last_heartbeat_at: now.toISOString(), lease_expires_at: new Date(now.getTime() + leaseMs).toISOString(), updated_at: now.toISOString() }
+}
+
+export function completeNode (task: TaskNode, token: ClaimToken, outputs: JsonObject, now: Date): TaskNode {
+  assertClaim(task, token)
+  return { ...task, status: 'COMPLETED', outputs, lease_expires_at: null, error: null, updated_at: now.toISOString() }
+}
+
+/**
+ * Back to PENDING after `delayMs` when the failure is retryable and attempts remain, else FAILED.
+ * Used for a worker's failure and for the reaper's expired lease alike.
+ */
+export function retryOrFail (task: TaskNode, failure: TaskFailure, delayMs: number, now: Date): TaskNode {
+  const error = { reason: failure.reason, retryable: failure.retryable, attempt: task.attempt, ...(failure.details !== undefined ? { details: failure.details } : {}) }
+  const retry = failure.retryable && task.attempt < task.max_attempts
+  return {
+    ...task,
+    status: retry ? 'PENDING' : 'FAILED',
+    owner: retry ? null : task.owner,
+    lease_expires_at: null,
+    available_at: retry ? new Date(now.getTime() + delayMs).toISOString() : task.available_at,
+    error,
+    updated_at: now.toISOString()
+  }
+}
+
+export function failNode (task: TaskNode, token: ClaimToken, failure: TaskFailure, delayMs: number, now: Date): TaskNode {
+  assertClaim(task, token)
+  return retryOrFail(task, failure, delayMs, now)
+}
+
+/** An IN_PROGRESS task whose lease has run out. */
+export function leaseExpired (task: TaskNode, now: Date): boolean {
+  return task.status === 'IN_PROGRESS' && task.lease_expires_at !== null && Date.parse(task.lease_expires_at) <= now.getTime()
+}
+
+/** PENDING or IN_PROGRESS → CANCELLED; anything else is final. */
+export function cancelNode (task: TaskNode, now: Date): TaskNode {
+  if (task.status !== 'PENDING' && task.status !== 'IN_PROGRESS') throw new TaskStateError(task.id, task.status, 'cancel')
+  return { ...task, status: 'CANCELLED', lease_expires_at: null, updated_at: now.toISOString() }
+}

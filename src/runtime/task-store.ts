@@ -1,0 +1,34 @@
+import type { ClaimToken, JsonObject, NewTask, TaskFailure, TaskNode, TaskQuery } from './task.js'
+
+/**
+ * Where the task graph lives. Every operation is atomic across the processes sharing DATA_DIR.
+ * Mutations by a worker present its {@link ClaimToken}; a stale one throws `StaleClaimError` and
+ * changes nothing. Two implementations pass the same contract tests: the file store (default) and
+ * the SQLite store (`TASK_STORE=sqlite`).
+ */
+export interface TaskStore {
+  /** Create tasks (one, or a graph whose members depend on each other). All or nothing. */
+  create(batch: NewTask[]): Promise<TaskNode[]>
+  get(id: string): Promise<TaskNode | undefined>
+  /** Tasks matching `query`, oldest first. */
+  list(query?: TaskQuery): Promise<TaskNode[]>
+  /** Claim the best claimable task of `type` for `owner`: highest priority, then oldest. */
+  claim(type: string, owner: string, leaseMs: number): Promise<TaskNode | undefined>
+  /** Extend the lease and stamp `last_heartbeat_at`. */
+  heartbeat(id: string, token: ClaimToken, leaseMs: number): Promise<TaskNode>
+  complete(id: string, token: ClaimToken, outputs: JsonObject): Promise<TaskNode>
+  /** Back to PENDING with backoff when retryable and attempts remain, else FAILED. */
+  fail(id: string, token: ClaimToken, failure: TaskFailure): Promise<TaskNode>
+  cancel(id: string): Promise<TaskNode>
+  /** Return IN_PROGRESS tasks whose lease expired to PENDING (or FAILED after max_attempts). */
+  reap(): Promise<TaskNode[]>
+  close(): Promise<void>
+}
+
+/** Knobs shared by the stores (tests set a clock and short backoffs). */
+export interface TaskStoreOptions {
+  now?: () => Date
+  /** First retry delay; doubles per attempt, with jitter. */
+  retryBaseMs?: number
+  retryCapMs?: number
+}

@@ -1,0 +1,107 @@
+import { randomUUID } from 'node:crypto'
+
+/** Where a task is in its life. */
+export const TASK_STATUSES = ['PENDING', 'IN_PROGRESS', 'COMPLETED', 'FAILED', 'CANCELLED'] as const
+export type TaskStatus = typeof TASK_STATUSES[number]
+
+export type JsonObject = Record<string, unknown>
+
+/**
+ * A node of the task graph (`DATA_DIR/tasks.graph.json` holds `{ "tasks": [TaskNode, ...] }`).
+ * `attempt` doubles as the fencing token: a worker must present the attempt it claimed.
+ */
+export interface TaskNode {
+  id: string
+  /** Routes the task to agents of this `agentType`. */
+  type: string
+  status: TaskStatus
+  /** The agent id holding the task while IN_PROGRESS. */
+  owner: string | null
+  /** Higher runs first. */
+  priority: number
+  attempt: number
+  max_attempts: number
+  inputs: JsonObject
+  outputs: JsonObject | null
+  context: JsonObject
+  /** `conversation_id` ties the task to a conversation's event feed. */
+  metadata: JsonObject
+  parent_id: string | null
+  dependency_ids: string[]
+  created_at: string
+  updated_at: string
+  lease_expires_at: string | null
+  last_heartbeat_at: string | null
+  /** Not claimable before this (retry backoff). */
+  available_at: string
+  /** The last failure, if any. */
+  error: JsonObject | null
+}
+
+/** What a caller gives to create a task; `input` is accepted as an alias of `inputs`. */
+export interface NewTask {
+  id?: string
+  type: string
+  priority?: number
+  max_attempts?: number
+  inputs?: JsonObject
+  input?: JsonObject
+  context?: JsonObject
+  metadata?: JsonObject
+  parent_id?: string | null
+  dependency_ids?: string[]
+}
+
+/** A claim's proof of ownership: who holds the task and which attempt. */
+export interface ClaimToken {
+  owner: string
+  attempt: number
+}
+
+/** Why a task failed, and whether to try again. */
+export interface TaskFailure {
+  reason: string
+  retryable: boolean
+  details?: JsonObject
+}
+
+/** Filters of `list()`. */
+export interface TaskQuery {
+  status?: TaskStatus
+  type?: string
+  conversation_id?: string
+  limit?: number
+  offset?: number
+}
+
+/** Backoff before retry `attempt` (1-based): exponential from `baseMs`, capped, with full jitter. */
+export function retryDelayMs (attempt: number, baseMs = 1000, capMs = 60_000, random = Math.random): number {
+  const ceiling = Math.min(capMs, baseMs * 2 ** Math.max(0, attempt - 1))
+  return Math.floor(ceiling / 2 + random() * ceiling / 2)
+}
+
+/** Fill a new task's defaults. */
+export function newTaskNode (task: NewTask, now: Date): TaskNode {
+  const at = now.toISOString()
+  return {
+    id: task.id ?? randomUUID(),
+    type: task.type,
+    status: 'PENDING',
+    owner: null,
+    priority: task.priority ?? 0,
+    attempt: 0,
+    max_attempts: task.max_attempts ?? 3,
+    inputs: task.inputs ?? task.input ?? {},
+    outputs: null,
+    context: task.context ?? {},
+    metadata: task.metadata ?? {},
+    parent_id: task.parent_id ?? null,
+    dependency_ids: task.dependency_ids ?? [],
+    created_at: at,
+    updated_at: at,
+    lease_expires_at: null,
+    last_heartbeat_at: null,
+    available_at: at,
+    error: null
+  }
+}

@@ -1,0 +1,79 @@
+import t from 'tap'
+import { spawn } from 'node:child_process'
+import { once } from 'node:events'
+import { readFileSync } from 'node:fs'
+import { fileURLToPath } from 'node:url'
+import { setTimeout as sleep } from 'node:timers/promises'
+import { openDatabase } from '../../src/storage/database.js'
+import { FileTaskStore } from '../../src/runtime/file-task-store.js'
+import { SqliteTaskStore } from '../../src/runtime/sqlite-task-store.js'
+import type { TaskStore } from '../../src/runtime/task-store.js'
+import { tempDataDir } from '../helper.js'
+
+const ROOT = fileURLToPath(new URL('../..', import.meta.url))
+const TASKS = 500
+const WORKERS = 4
+
+for (const kind of ['file', 'sqlite'] as const) {
+  t.test(`${kind} store: ${WORKERS} processes drain ${TASKS} tasks, each completed exactly once`, async (t) => {
+    const dir = tempDataDir(t)
+    const db = kind === 'sqlite' ? openDatabase(dir) : undefined
+    t.teardown(() => db?.close())
+    const store: TaskStore = db !== undefined ? new SqliteTaskStore(db) : new FileTaskStore(dir)
+    await store.create(Array.from({ length: TASKS }, (_, i) => ({ id: `t${i}`, type: 'w' })))
+
+    const workers = Array.from({ length: WORKERS }, (_, i) => {
+      const child = spawn(process.execPath, [...process.execArgv, 'test/fixtures/scripts/task-drainer.ts', kind, dir, `worker-${i}`], { cwd: ROOT, stdio: ['ignore', 'pipe', 'inherit'] })
+      let out = ''
+      child.stdout.on('data', (c: Buffer) => { out += c.toString() })
+      return once(child, 'exit').then(([code]) => ({ code, lines: out.trim().split('\n').filter((l) => l !== '') }))
+    })
+    let reads = 0
+    let torn = 0
+    let running = true
+    const reader = (async () => {
+      while (running && kind === 'file') {
+        try {
+          JSON.parse(readFileSync((store as FileTaskStore).file, 'utf8'))
+          reads++
+        } catch {
+          torn++
+        }
+        await sleep(1)
+      }
+    })()
+    const results = await Promise.all(workers)
+    running = false
+    await reader
+
+    t.same(results.map((r) => r.code), [0, 0, 0, 0])
+    const done = results.flatMap((r) => r.lines)
+    t.equal(done.length, TASKS, 'as many completions as tasks')
+    t.equal(new Set(done.map((l) => l.split(':')[0])).size, TASKS, 'no task completed twice')
+    t.ok(done.every((l) => l.endsWith(':1')), 'every task on its first attempt: no claim was shared')
+    const tasks = await store.list({ limit: TASKS })
+    t.ok(tasks.every((task) => task.status === 'COMPLETED' && task.attempt === 1 && task.outputs?.by === task.owner))
+    t.ok(results.filter((r) => r.lines.length > 0).length >= 2, 'the work was shared')
+    if (kind === 'file') {
+      t.equal(torn, 0, `the file parsed on every one of ${reads} reads during the run`)
+      t.ok(reads > 0)
+    }
+  })
+}
+
+t.test('a process killed while holding the file lock: another proceeds once the lock is stale', async (t) => {
+  const dir = tempDataDir(t)
+  const store = new FileTaskStore(dir, { staleMs: 2000 })
+  await store.create([{ id: 'before', type: 'w' }])
+  const holder = spawn(process.execPath, [...process.execArgv, 'test/fixtures/scripts/hold-lock.ts', store.file], { cwd: ROOT, stdio: ['ignore', 'pipe', 'inherit'] })
+  await once(holder.stdout, 'data')
+  holder.kill('SIGKILL')
+  await once(holder, 'exit')
+  const started = Date.now()
+  const [task] = await store.create([{ id: 'after', type: 'w' }])
+  const waited = Date.now() - started
+  t.equal(task?.id, 'after')
+  t.ok(waited >= 1000, `waited ${waited} ms for the stale lock`)
+  t.ok(waited < 10_000)
+  t.same((await store.list()).map((x) => x.id), ['before', 'after'])
+})

@@ -1,0 +1,174 @@
+import t from 'tap'
+import { readFileSync } from 'node:fs'
+import { openDatabase } from '../../src/storage/database.js'
+import { FileTaskStore } from '../../src/runtime/file-task-store.js'
+import { SqliteTaskStore } from '../../src/runtime/sqlite-task-store.js'
+import { findCycle } from '../../src/runtime/task-graph.js'
+import { newTaskNode, retryDelayMs } from '../../src/runtime/task.js'
+import type { TaskStore } from '../../src/runtime/task-store.js'
+import { tempDataDir, type Teardown } from '../helper.js'
+
+/** A clock the tests move by hand. */
+function clock (start = Date.parse('2026-11-22T10:00:00.000Z')): { now: () => Date, advance: (ms: number) => void } {
+  let at = start
+  return { now: () => new Date(at), advance: (ms) => { at += ms } }
+}
+
+const stores: Record<string, (t: Teardown, now: () => Date) => TaskStore> = {
+  file: (t, now) => new FileTaskStore(tempDataDir(t), { now, retryBaseMs: 1000, retryCapMs: 8000 }),
+  sqlite: (t, now) => {
+    const db = openDatabase(tempDataDir(t))
+    t.teardown(() => db.close())
+    return new SqliteTaskStore(db, { now, retryBaseMs: 1000, retryCapMs: 8000 })
+  }
+}
+
+for (const [kind, make] of Object.entries(stores)) {
+  t.test(`${kind} store: the TaskStore contract`, async (t) => {
+    t.test('create fills defaults, accepts input as an alias, and lists', async (t) => {
+      const c = clock()
+      const store = make(t, c.now)
+      const [a] = await store.create([{ id: 'a', type: 'wordcount', input: { text: 'x' }, metadata: { conversation_id: 'conv-1' } }])
+      t.match(a, { id: 'a', type: 'wordcount', status: 'PENDING', owner: null, priority: 0, attempt: 0, max_attempts: 3, inputs: { text: 'x' }, outputs: null, parent_id: null, dependency_ids: [], available_at: '2026-11-22T10:00:00.000Z' })
+      const [b] = await store.create([{ type: 'summarize', priority: 5 }])
+      t.match(b?.id, /^[0-9a-f-]{36}$/)
+      t.same((await store.list()).map((x) => x.id), ['a', b?.id])
+      t.same((await store.list({ type: 'summarize' })).map((x) => x.id), [b?.id])
+      t.same((await store.list({ conversation_id: 'conv-1' })).map((x) => x.id), ['a'])
+      t.same((await store.list({ status: 'COMPLETED' })), [])
+      t.same((await store.list({ limit: 1, offset: 1 })).map((x) => x.id), [b?.id])
+      t.same(await store.get('a'), a)
+      t.equal(await store.get('nope'), undefined)
+    })
+
+    t.test('bad graphs are refused whole: unknown dependencies, cycles, repeated ids', async (t) => {
+      const store = make(t, clock().now)
+      await store.create([{ id: 'base', type: 'x' }])
+      const refuse = async (batch: Parameters<TaskStore['create']>[0], message: RegExp) => {
+        await t.rejects(store.create(batch), { code: 'AH_ERR_TASK_INVALID', statusCode: 400, message })
+      }
+      await refuse([{ id: 'a', type: 'x', dependency_ids: ['ghost'] }], /unknown task "ghost"/)
+      await refuse([{ id: 'a', type: 'x', dependency_ids: ['b'] }, { id: 'b', type: 'x', dependency_ids: ['c'] }, { id: 'c', type: 'x', dependency_ids: ['a'] }], /cycle: a -> b -> c -> a/)
+      await refuse([{ id: 'a', type: 'x', dependency_ids: ['a'] }], /depends on itself/)
+      await refuse([{ id: 'base', type: 'x' }], /already used/)
+      await refuse([{ id: 'a', type: 'x' }, { id: 'a', type: 'x' }], /already used/)
+      await refuse([{ id: 'a', type: '' }], /no type/)
+      await refuse([{ id: 'bad id!', type: 'x' }], /must be 1-128/)
+      await refuse([{ id: 'a', type: 'x', max_attempts: 0 }], /max_attempts/)
+      await refuse([{ id: 'a', type: 'x', parent_id: 'ghost' }], /unknown parent/)
+      await refuse([], /no tasks/)
+      t.same((await store.list()).map((x) => x.id), ['base'], 'nothing of a refused batch was written')
+      const ok = await store.create([{ id: 'a', type: 'x', dependency_ids: ['base', 'b'] }, { id: 'b', type: 'x', dependency_ids: ['base'], parent_id: 'base' }])
+      t.equal(ok.length, 2)
+    })
+
+    t.test('claims go by priority, then age, only when dependencies are completed and the task is available', async (t) => {
+      const c = clock()
+      const store = make(t, c.now)
+      await store.create([{ id: 'old-low', type: 'w', priority: 1 }])
+      c.advance(10)
+      await store.create([{ id: 'new-high', type: 'w', priority: 9 }, { id: 'blocked', type: 'w', priority: 99, dependency_ids: ['old-low'] }, { id: 'other', type: 'v', priority: 100 }])
+      c.advance(10)
+      await store.create([{ id: 'newer-high', type: 'w', priority: 9 }])
+      const first = await store.claim('w', 'agent-1', 5000)
+      t.match(first, { id: 'new-high', status: 'IN_PROGRESS', owner: 'agent-1', attempt: 1, lease_expires_at: '2026-11-22T10:00:05.020Z', last_heartbeat_at: '2026-11-22T10:00:00.020Z' })
+      t.equal((await store.claim('w', 'agent-1', 5000))?.id, 'newer-high')
+      const low = await store.claim('w', 'agent-2', 5000)
+      t.equal(low?.id, 'old-low', 'blocked waits for its dependency')
+      t.equal(await store.claim('w', 'agent-2', 5000), undefined)
+      await store.complete('old-low', { owner: 'agent-2', attempt: 1 }, { words: 3 })
+      t.equal((await store.claim('w', 'agent-2', 5000))?.id, 'blocked')
+      t.equal((await store.claim('v', 'agent-3', 5000))?.id, 'other')
+    })
+
+    t.test('heartbeat, complete and fail check the claim; a stale claim changes nothing', async (t) => {
+      const c = clock()
+      const store = make(t, c.now)
+      await store.create([{ id: 't', type: 'w', max_attempts: 2 }])
+      const claimed = await store.claim('w', 'me', 1000)
+      const token = { owner: 'me', attempt: 1 }
+      c.advance(500)
+      t.match(await store.heartbeat('t', token, 1000), { last_heartbeat_at: '2026-11-22T10:00:00.500Z', lease_expires_at: '2026-11-22T10:00:01.500Z' })
+      for (const bad of [{ owner: 'you', attempt: 1 }, { owner: 'me', attempt: 2 }]) {
+        await t.rejects(store.heartbeat('t', bad, 1000), { code: 'AH_ERR_TASK_STALE_CLAIM', statusCode: 409 })
+        await t.rejects(store.complete('t', bad, {}), { code: 'AH_ERR_TASK_STALE_CLAIM' })
+        await t.rejects(store.fail('t', bad, { reason: 'x', retryable: true }), { code: 'AH_ERR_TASK_STALE_CLAIM' })
+      }
+      t.equal((await store.get('t'))?.lease_expires_at, '2026-11-22T10:00:01.500Z', 'unchanged')
+      t.ok(claimed)
+      const failed = await store.fail('t', token, { reason: 'flaky', retryable: true, details: { code: 503 } })
+      t.match(failed, { status: 'PENDING', owner: null, lease_expires_at: null, error: { reason: 'flaky', retryable: true, attempt: 1, details: { code: 503 } } })
+      const delay = Date.parse(failed.available_at) - c.now().getTime()
+      t.ok(delay >= 500 && delay <= 1000, `retry backoff ${delay} ms`)
+      t.equal(await store.claim('w', 'me', 1000), undefined, 'not before available_at')
+      c.advance(delay)
+      const again = await store.claim('w', 'me', 1000)
+      t.equal(again?.attempt, 2)
+      await t.rejects(store.complete('t', token, {}), { code: 'AH_ERR_TASK_STALE_CLAIM' }, 'the old attempt is stale')
+      const final = await store.fail('t', { owner: 'me', attempt: 2 }, { reason: 'flaky', retryable: true })
+      t.equal(final.status, 'FAILED', 'max_attempts reached')
+      await store.create([{ id: 'u', type: 'w' }])
+      await store.claim('w', 'me', 1000)
+      t.equal((await store.fail('u', { owner: 'me', attempt: 1 }, { reason: 'bad input', retryable: false })).status, 'FAILED', 'not retryable')
+      await store.create([{ id: 'v', type: 'w' }])
+      await store.claim('w', 'me', 1000)
+      t.match(await store.complete('v', { owner: 'me', attempt: 1 }, { ok: true }), { status: 'COMPLETED', outputs: { ok: true }, lease_expires_at: null })
+      await t.rejects(store.complete('missing', token, {}), { code: 'AH_ERR_TASK_NOT_FOUND' })
+    })
+
+    t.test('the reaper returns expired leases to PENDING with backoff, then FAILED after max_attempts', async (t) => {
+      const c = clock()
+      const store = make(t, c.now)
+      await store.create([{ id: 'r', type: 'w', max_attempts: 2 }, { id: 's-alive', type: 'w' }])
+      await store.claim('w', 'crashed', 1000)
+      await store.claim('w', 'healthy', 10_000)
+      c.advance(999)
+      t.same(await store.reap(), [])
+      c.advance(1)
+      const [reaped] = await store.reap()
+      t.match(reaped, { id: 'r', status: 'PENDING', owner: null, error: { reason: 'lease_expired', details: { owner: 'crashed' } } })
+      t.equal((await store.get('s-alive'))?.status, 'IN_PROGRESS')
+      await t.rejects(store.complete('r', { owner: 'crashed', attempt: 1 }, {}), { code: 'AH_ERR_TASK_STALE_CLAIM' }, 'the crashed worker cannot complete it')
+      c.advance(60_000)
+      await store.claim('w', 'second', 1000)
+      c.advance(1000)
+      const reapedAgain = await store.reap()
+      t.same(reapedAgain.map((x) => [x.id, x.status]), [['r', 'FAILED'], ['s-alive', 'PENDING']])
+    })
+
+    t.test('cancel: pending and running tasks only', async (t) => {
+      const store = make(t, clock().now)
+      await store.create([{ id: 'p', type: 'w' }, { id: 'q', type: 'w' }])
+      t.equal((await store.cancel('p')).status, 'CANCELLED')
+      await store.claim('w', 'me', 1000)
+      t.equal((await store.cancel('q')).status, 'CANCELLED')
+      await t.rejects(store.complete('q', { owner: 'me', attempt: 1 }, {}), { code: 'AH_ERR_TASK_STALE_CLAIM' })
+      await t.rejects(store.cancel('q'), { code: 'AH_ERR_TASK_STATE', statusCode: 409 })
+      await t.rejects(store.cancel('nope'), { code: 'AH_ERR_TASK_NOT_FOUND' })
+      await store.close()
+    })
+  })
+}
+
+t.test('the file store writes {"tasks": [...]} atomically and refuses a corrupt file', async (t) => {
+  const dir = tempDataDir(t)
+  const store = new FileTaskStore(dir)
+  await store.create([{ id: 'a', type: 'w' }])
+  const parsed = JSON.parse(readFileSync(store.file, 'utf8'))
+  t.same(Object.keys(parsed), ['tasks'])
+  t.equal(parsed.tasks[0].id, 'a')
+  const { writeFileSync, readdirSync } = await import('node:fs')
+  t.same(readdirSync(dir).filter((f) => f.endsWith('.tmp') || f.endsWith('.lock')), [], 'no temp file or lock left behind')
+  writeFileSync(store.file, '{"tasks": 5}')
+  await t.rejects(store.list(), /is not \{"tasks": \[...\]\}/)
+  await t.rejects(store.create([{ type: 'w' }]), /is not/)
+  t.equal(readFileSync(store.file, 'utf8'), '{"tasks": 5}', 'a corrupt file is never overwritten')
+})
+
+t.test('retry delays grow exponentially with jitter, capped', async (t) => {
+  t.equal(retryDelayMs(1, 1000, 60_000, () => 0), 500)
+  t.equal(retryDelayMs(1, 1000, 60_000, () => 1), 1000)
+  t.equal(retryDelayMs(3, 1000, 60_000, () => 1), 4000)
+  t.equal(retryDelayMs(30, 1000, 60_000, () => 1), 60_000)
+  t.same(findCycle([newTaskNode({ id: 'a', type: 'x' }, new Date())]), undefined)
+})
