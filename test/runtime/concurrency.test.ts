@@ -30,9 +30,9 @@ for (const kind of ['file', 'sqlite'] as const) {
     })
     let reads = 0
     let torn = 0
-    let running = true
+    const state = { running: kind === 'file' }
     const reader = (async () => {
-      while (running && kind === 'file') {
+      while (state.running) {
         try {
           JSON.parse(readFileSync((store as FileTaskStore).file, 'utf8'))
           reads++
@@ -43,7 +43,7 @@ for (const kind of ['file', 'sqlite'] as const) {
       }
     })()
     const results = await Promise.all(workers)
-    running = false
+    state.running = false
     await reader
 
     t.same(results.map((r) => r.code), [0, 0, 0, 0])
