@@ -55,6 +55,8 @@ export const StaleClaimError = define('AH_ERR_TASK_STALE_CLAIM', 409, 'Task "%s"
   'A worker presented a claim (owner, attempt) that is no longer current: its lease expired and the task moved on. Nothing was changed.')
 export const TaskStateError = define('AH_ERR_TASK_STATE', 409, 'Task "%s" is %s: cannot %s',
   'The task is not in a state that allows the operation (for example cancelling a completed task).')
+export const PolicyViolationError = define('AH_ERR_POLICY_VIOLATION', 422, 'Refused by the narrator-only policy: %s',
+  'An agent event tried to speak to the user (a truthy `render_to_user`, or `visibility: "user"` from anyone but the narrator). Nothing was stored.')
 export const ShuttingDownError = define('AH_ERR_SHUTTING_DOWN', 503, 'The server is shutting down',
   'The server is draining; retry against another instance (`Retry-After` is set).')
 

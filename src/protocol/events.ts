@@ -34,7 +34,7 @@ export type GraphEvent = Static<typeof GraphEvent>
 export const StoredEvent = Type.Object({
   /** Position in the event log: the cursor for `after` and `Last-Event-ID`. */
   seq: Type.Integer({ minimum: 1 }),
-  kind: Type.Union([Type.Literal('cloudevent'), Type.Literal('graph')]),
+  kind: Type.Union([Type.Literal('cloudevent'), Type.Literal('graph'), Type.Literal('task')]),
   type: Type.String(),
   time: DateTime,
   visibility: Type.Union([Type.Literal('internal'), Type.Literal('user')]),

@@ -1,4 +1,5 @@
 import { EventEmitter } from 'node:events'
+import { PolicyViolationError } from '../errors.js'
 import type { StoredEvent } from '../protocol/events.js'
 import type { Db } from './database.js'
 
@@ -47,6 +48,30 @@ function toStored (row: Row): StoredEvent {
   return stored
 }
 
+/** Event types that agents' task work produces: always stored internal (seed S36). */
+export const INTERNAL_ONLY_TYPES: ReadonlySet<string> = new Set(['AGENT_UPDATE', 'AGENT_RESULT'])
+
+/** The path of the first truthy `render_to_user` in `value`, at any depth. */
+export function findRenderToUser (value: unknown, path = ''): string | undefined {
+  if (Array.isArray(value)) {
+    for (let i = 0; i < value.length; i++) {
+      const found = findRenderToUser(value[i], `${path}/${i}`)
+      if (found !== undefined) return found
+    }
+    return undefined
+  }
+  if (value === null || typeof value !== 'object') return undefined
+  for (const [key, child] of Object.entries(value)) {
+    if (key === 'render_to_user' && Boolean(child)) return `${path}/${key}`
+    const found = findRenderToUser(child, `${path}/${key}`)
+    if (found !== undefined) return found
+  }
+  return undefined
+}
+
+/** Who writes an event: `narrator` is the only author allowed `visibility: "user"`. */
+export type EventAuthor = 'agent' | 'host' | 'narrator'
+
 /**
  * The event log: CloudEvents and graph events from agents and the host, with the request,
  * session and trace they belong to. `appended` fires after each local append (followers also poll,
@@ -64,14 +89,27 @@ export class EventStore {
     this.appended.setMaxListeners(0)
   }
 
-  append (input: EventInput): number {
+  /**
+   * Append one event. The narrator-only policy (seed S36) is enforced here, where every path ends:
+   * AGENT_UPDATE and AGENT_RESULT are stored internal whatever they ask; a truthy `render_to_user`
+   * anywhere in the event is refused; only the narrator may store `visibility: "user"`.
+   * @throws `AH_ERR_POLICY_VIOLATION` (with `policy_error: true`); nothing is stored
+   */
+  append (input: EventInput, author: EventAuthor = 'agent'): number {
+    const flagged = findRenderToUser(input.event)
+    if (flagged !== undefined) throw Object.assign(new PolicyViolationError(`render_to_user at ${flagged}`), { policy_error: true })
+    let visibility = input.visibility ?? 'internal'
+    if (INTERNAL_ONLY_TYPES.has(input.type)) visibility = 'internal'
+    if (visibility === 'user' && author !== 'narrator') {
+      throw Object.assign(new PolicyViolationError(`only the narrator may write visibility "user" (${author} tried, type ${input.type})`), { policy_error: true })
+    }
     const seq = Number(this.#insert.run({
       id: input.id,
       kind: input.kind,
       type: input.type,
       source: input.source,
       time: new Date(input.time).toISOString(),
-      visibility: input.visibility ?? 'internal',
+      visibility,
       session_id: input.session_id ?? null,
       request_id: input.request_id ?? null,
       trace_id: input.trace_id ?? null,

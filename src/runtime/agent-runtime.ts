@@ -1,0 +1,167 @@
+import { randomUUID } from 'node:crypto'
+import { StaleClaimError } from '../errors.js'
+import type { AuditInput } from '../storage/audit.js'
+import { findRenderToUser, type EventAuthor, type EventInput } from '../storage/events.js'
+import { PolicyViolationError } from '../errors.js'
+import type { ClaimToken, JsonObject, TaskFailure, TaskNode } from './task.js'
+import type { TaskStore } from './task-store.js'
+
+/** The event log as the runtime needs it. */
+export interface TaskEventSink {
+  append(input: EventInput, author?: EventAuthor): number
+}
+
+export interface AgentRuntimeOptions {
+  agentId: string
+  agentType: string
+  store: TaskStore
+  events: TaskEventSink
+  audit?: { append(input: AuditInput): unknown }
+  /** How often a running task's lease is extended. */
+  heartbeatMs?: number
+  /** How long a claim lasts without a heartbeat. */
+  leaseMs?: number
+  now?: () => Date
+}
+
+/** What `completeTask` records (seed S34's AgentResult). */
+export interface AgentResult {
+  task_id: string
+  outcome: 'completed' | 'failed'
+  artifacts?: JsonObject[]
+  notes?: string
+  /** Follow-up tasks to create, with the finished task as their parent. */
+  next_actions?: Array<{ type: string, inputs?: JsonObject, priority?: number, metadata?: JsonObject }>
+}
+
+/**
+ * One agent's view of the task graph (seed S35): claim work of its type, report progress
+ * (heartbeats), complete or fail it. Every mutation presents the claim it holds; a worker whose
+ * lease expired and whose task was reclaimed gets `StaleClaimError` and changes nothing (the
+ * attempt is audited). AGENT_UPDATE and AGENT_RESULT events are always internal.
+ */
+export class AgentRuntime {
+  readonly agentId: string
+  readonly agentType: string
+  readonly heartbeatMs: number
+  readonly leaseMs: number
+  readonly #o: AgentRuntimeOptions
+  readonly #claims = new Map<string, ClaimToken>()
+  readonly #now: () => Date
+
+  constructor (options: AgentRuntimeOptions) {
+    this.#o = options
+    this.agentId = options.agentId
+    this.agentType = options.agentType
+    this.heartbeatMs = options.heartbeatMs ?? 5000
+    this.leaseMs = options.leaseMs ?? Math.max(this.heartbeatMs * 3, 1000)
+    this.#now = options.now ?? (() => new Date())
+  }
+
+  /** The claim held on a task (its fencing token), if any. */
+  tokenOf (taskId: string): ClaimToken | undefined {
+    return this.#claims.get(taskId)
+  }
+
+  /** Claim the next task of this agent's type (PENDING → IN_PROGRESS), or undefined when there is none. */
+  async claimTask (): Promise<TaskNode | undefined> {
+    const task = await this.#o.store.claim(this.agentType, this.agentId, this.leaseMs)
+    if (task !== undefined) this.#claims.set(task.id, { owner: this.agentId, attempt: task.attempt })
+    return task
+  }
+
+  /** Seed name for {@link claimTask}. */
+  async pollNextTask (): Promise<TaskNode | undefined> {
+    return await this.claimTask()
+  }
+
+  #token (taskId: string): ClaimToken {
+    return this.#claims.get(taskId) ?? { owner: this.agentId, attempt: -1 }
+  }
+
+  async #guard<T>(task: string, op: string, fn: (token: ClaimToken) => Promise<T>): Promise<T> {
+    const token = this.#token(task)
+    try {
+      return await fn(token)
+    } catch (err) {
+      if (err instanceof StaleClaimError) {
+        this.#claims.delete(task)
+        this.#o.audit?.append({ actor: this.agentId, action: `task.${op}.stale`, resource: task, success: false, details: { attempt: token.attempt } })
+      }
+      throw err
+    }
+  }
+
+  #event (task: TaskNode, type: string, data: JsonObject): void {
+    const conversation = task.metadata.conversation_id
+    this.#o.events.append({
+      kind: 'task',
+      id: randomUUID(),
+      type,
+      source: `agents/${this.agentId}`,
+      time: this.#now().toISOString(),
+      visibility: 'internal',
+      session_id: typeof conversation === 'string' ? conversation : undefined,
+      event: { task_id: task.id, task_type: task.type, agent_id: this.agentId, attempt: task.attempt, ...data }
+    })
+  }
+
+  /** Refuse, before anything changes, what the event log would refuse (seed S36). */
+  #policy (data: unknown): void {
+    const flagged = findRenderToUser(data)
+    if (flagged !== undefined) throw Object.assign(new PolicyViolationError(`render_to_user at ${flagged}`), { policy_error: true })
+  }
+
+  /** AGENT_UPDATE: progress on a task; also a heartbeat (the lease is extended). */
+  async emitUpdate (taskId: string, message: string, progress?: number): Promise<TaskNode> {
+    this.#policy(message)
+    return await this.#guard(taskId, 'update', async (token) => {
+      const task = await this.#o.store.heartbeat(taskId, token, this.leaseMs)
+      this.#event(task, 'AGENT_UPDATE', { message, ...(progress !== undefined ? { progress } : {}) })
+      return task
+    })
+  }
+
+  /** Extend the lease without an event. */
+  async heartbeat (taskId: string): Promise<TaskNode> {
+    return await this.#guard(taskId, 'heartbeat', async (token) => await this.#o.store.heartbeat(taskId, token, this.leaseMs))
+  }
+
+  /** AGENT_RESULT, COMPLETED, and any `next_actions` created as child tasks. Returns the stored node. */
+  async completeTask (taskId: string, result: AgentResult): Promise<TaskNode> {
+    this.#policy(result)
+    return await this.#guard(taskId, 'complete', async (token) => {
+      const outputs: JsonObject = { outcome: result.outcome, artifacts: result.artifacts ?? [], notes: result.notes ?? '', next_actions: result.next_actions ?? [] }
+      const task = await this.#o.store.complete(taskId, token, outputs)
+      this.#claims.delete(taskId)
+      this.#event(task, 'AGENT_RESULT', { outcome: 'completed', result: outputs })
+      if ((result.next_actions ?? []).length > 0) {
+        await this.#o.store.create((result.next_actions ?? []).map((action) => ({
+          type: action.type,
+          inputs: action.inputs ?? {},
+          priority: action.priority ?? task.priority,
+          metadata: { ...task.metadata, ...action.metadata },
+          parent_id: task.id
+        })))
+      }
+      return task
+    })
+  }
+
+  /** AGENT_RESULT with `outcome: "failed"`; back to PENDING with backoff when retryable and attempts remain, else FAILED. */
+  async failTask (taskId: string, error: TaskFailure): Promise<TaskNode> {
+    this.#policy(error)
+    return await this.#guard(taskId, 'fail', async (token) => {
+      const task = await this.#o.store.fail(taskId, token, error)
+      this.#claims.delete(taskId)
+      this.#event(task, 'AGENT_RESULT', { outcome: 'failed', error: { reason: error.reason, retryable: error.retryable, ...(error.details !== undefined ? { details: error.details } : {}) }, status: task.status })
+      return task
+    })
+  }
+
+  /** Whether a heartbeat is due since `lastTs` (ms since epoch, or a date). */
+  heartbeatDue (lastTs: number | Date | string): boolean {
+    const last = typeof lastTs === 'number' ? lastTs : new Date(lastTs).getTime()
+    return this.#now().getTime() - last >= this.heartbeatMs
+  }
+}

@@ -1,0 +1,84 @@
+import type { AgentResult, AgentRuntime } from './agent-runtime.js'
+import type { JsonObject, TaskNode } from './task.js'
+
+/** A failure a task agent reports on purpose (seed S34): why, and whether trying again may help. */
+export class AgentError extends Error {
+  readonly reason: string
+  readonly retryable: boolean
+  readonly details: JsonObject | undefined
+  constructor (reason: string, options: { retryable?: boolean, details?: JsonObject, cause?: unknown } = {}) {
+    super(reason, { cause: options.cause })
+    this.name = 'AgentError'
+    this.reason = reason
+    this.retryable = options.retryable ?? false
+    this.details = options.details
+  }
+}
+
+/** What `handleTask` gets besides the task. */
+export interface TaskContext {
+  runtime: AgentRuntime
+  /** Fires on cancel, shutdown, or a lost claim: stop and return. */
+  signal: AbortSignal
+  /** Report progress (AGENT_UPDATE, and a heartbeat). */
+  progress(message: string, fraction?: number): Promise<void>
+}
+
+/**
+ * A task agent (seed S34): declares `agentType` and implements `handleTask`. `executeOnce`
+ * claims a task, runs the lifecycle hooks, keeps the lease alive with heartbeats while
+ * `handleTask` runs, and completes or fails the task — for any error, not only AgentError.
+ */
+export abstract class BaseAgent {
+  abstract readonly agentType: string
+  abstract handleTask (task: TaskNode, context: TaskContext): Promise<AgentResult>
+
+  /** Called after a task is claimed. */
+  async onAssign (task: TaskNode, runtime: AgentRuntime): Promise<void> {
+    await runtime.emitUpdate(task.id, 'assigned')
+  }
+
+  /** Called for each progress report. */
+  async onProgress (task: TaskNode, runtime: AgentRuntime, message: string, fraction?: number): Promise<void> {
+    await runtime.emitUpdate(task.id, message, fraction)
+  }
+
+  /** Called before the task is marked COMPLETED. */
+  async onComplete (_task: TaskNode, _runtime: AgentRuntime, _result: AgentResult): Promise<void> {}
+
+  /** Called before the task is failed. */
+  async onError (_task: TaskNode, _runtime: AgentRuntime, _error: AgentError): Promise<void> {}
+
+  /**
+   * Do one task, if there is one. Returns the finished task node, or `null` when there was no work.
+   * @param signal aborts the running handler (cancel, shutdown)
+   */
+  async executeOnce (runtime: AgentRuntime, signal?: AbortSignal): Promise<TaskNode | null> {
+    const task = await runtime.claimTask()
+    if (task === undefined) return null
+    const controller = new AbortController()
+    const abort = (): void => { controller.abort(signal?.reason) }
+    signal?.addEventListener('abort', abort, { once: true })
+    const beat = setInterval(() => {
+      runtime.heartbeat(task.id).catch((err: unknown) => { controller.abort(err) })
+    }, runtime.heartbeatMs)
+    beat.unref()
+    try {
+      await this.onAssign(task, runtime)
+      const result = await this.handleTask(task, {
+        runtime,
+        signal: controller.signal,
+        progress: async (message, fraction) => { await this.onProgress(task, runtime, message, fraction) }
+      })
+      await this.onComplete(task, runtime, result)
+      return await runtime.completeTask(task.id, { ...result, task_id: task.id })
+    } catch (err) {
+      const error = err instanceof AgentError ? err : new AgentError((err as Error)?.message ?? String(err), { retryable: true, cause: err })
+      await this.onError(task, runtime, error)
+      return await runtime.failTask(task.id, { reason: error.reason, retryable: error.retryable, ...(error.details !== undefined ? { details: error.details } : {}) })
+    } finally {
+      clearInterval(beat)
+      signal?.removeEventListener('abort', abort)
+    }
+  }
+}

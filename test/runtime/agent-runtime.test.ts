@@ -1,0 +1,145 @@
+import t from 'tap'
+import { setTimeout as sleep } from 'node:timers/promises'
+import { openDatabase } from '../../src/storage/database.js'
+import { AuditLog } from '../../src/storage/audit.js'
+import { EventStore } from '../../src/storage/events.js'
+import { FileTaskStore } from '../../src/runtime/file-task-store.js'
+import { AgentRuntime, type AgentResult } from '../../src/runtime/agent-runtime.js'
+import { AgentError, BaseAgent, type TaskContext } from '../../src/runtime/base-agent.js'
+import type { TaskNode } from '../../src/runtime/task.js'
+import { tempDataDir, type Teardown } from '../helper.js'
+
+function setup (t: Teardown, options: { heartbeatMs?: number, leaseMs?: number } = {}) {
+  const dir = tempDataDir(t)
+  const db = openDatabase(dir)
+  t.teardown(() => db.close())
+  const events = new EventStore(db)
+  const audit = new AuditLog(db)
+  const store = new FileTaskStore(dir, { retryBaseMs: 20, retryCapMs: 40 })
+  const runtime = new AgentRuntime({ agentId: 'agent-1', agentType: 'count', store, events, audit, heartbeatMs: options.heartbeatMs ?? 1000, leaseMs: options.leaseMs ?? 5000 })
+  return { store, events, audit, runtime }
+}
+
+class Recorder extends BaseAgent {
+  readonly agentType = 'count'
+  readonly calls: string[] = []
+  constructor (readonly behaviour: (task: TaskNode, context: TaskContext) => Promise<AgentResult>) { super() }
+  override async onAssign (task: TaskNode, runtime: AgentRuntime): Promise<void> { this.calls.push('assign'); await super.onAssign(task, runtime) }
+  override async onProgress (task: TaskNode, runtime: AgentRuntime, message: string, fraction?: number): Promise<void> { this.calls.push(`progress:${message}`); await super.onProgress(task, runtime, message, fraction) }
+  override async onComplete (): Promise<void> { this.calls.push('complete') }
+  override async onError (_task: TaskNode, _runtime: AgentRuntime, error: AgentError): Promise<void> { this.calls.push(`error:${error.reason}`) }
+  async handleTask (task: TaskNode, context: TaskContext): Promise<AgentResult> { return await this.behaviour(task, context) }
+}
+
+t.test('executeOnce: claim, hooks, events, completion (S34)', async (t) => {
+  const { store, events, runtime } = setup(t)
+  await store.create([{ id: 'c1', type: 'count', inputs: { text: 'a b c' }, metadata: { conversation_id: 'conv' } }])
+  const agent = new Recorder(async (task, context) => {
+    await context.progress('counting', 0.5)
+    return { task_id: task.id, outcome: 'completed', artifacts: [{ words: 3 }], notes: 'done' }
+  })
+  const done = await agent.executeOnce(runtime)
+  t.match(done, { id: 'c1', status: 'COMPLETED', owner: 'agent-1', outputs: { outcome: 'completed', artifacts: [{ words: 3 }], notes: 'done' } })
+  t.same(agent.calls, ['assign', 'progress:counting', 'complete'])
+  const log = events.list({ session_id: 'conv' })
+  t.same(log.map((e) => [e.type, e.visibility, e.kind]), [['AGENT_UPDATE', 'internal', 'task'], ['AGENT_UPDATE', 'internal', 'task'], ['AGENT_RESULT', 'internal', 'task']])
+  t.match(log[1]?.event, { task_id: 'c1', message: 'counting', progress: 0.5, attempt: 1 })
+  t.equal(await agent.executeOnce(runtime), null, 'null when there is no work')
+})
+
+t.test('failures: AgentError carries retryable; any other error is retried; attempts run out', async (t) => {
+  const { store, events, runtime } = setup(t)
+  await store.create([{ id: 'hard', type: 'count' }, { id: 'soft', type: 'count', max_attempts: 2 }])
+  const fatal = new Recorder(async () => { throw new AgentError('bad input', { retryable: false, details: { field: 'text' } }) })
+  t.match(await fatal.executeOnce(runtime), { id: 'hard', status: 'FAILED', error: { reason: 'bad input', retryable: false, details: { field: 'text' } } })
+  t.same(fatal.calls, ['assign', 'error:bad input'])
+  const crashing = new Recorder(async () => { throw new TypeError('undefined is not a function') })
+  const retried = await crashing.executeOnce(runtime)
+  t.match(retried, { id: 'soft', status: 'PENDING', error: { reason: 'undefined is not a function', retryable: true } })
+  await sleep(50)
+  t.match(await crashing.executeOnce(runtime), { id: 'soft', status: 'FAILED', attempt: 2 })
+  t.match(events.list({ type: 'AGENT_RESULT' }).map((e) => e.event.outcome), ['failed', 'failed', 'failed'])
+})
+
+t.test('emitUpdate persists the heartbeat and extends the lease; heartbeatDue (S35)', async (t) => {
+  const { store, runtime } = setup(t, { heartbeatMs: 100, leaseMs: 300 })
+  await store.create([{ id: 'h', type: 'count' }])
+  const claimed = await runtime.pollNextTask()
+  t.same(runtime.tokenOf('h'), { owner: 'agent-1', attempt: 1 })
+  await sleep(20)
+  const updated = await runtime.emitUpdate('h', 'still here', 0.1)
+  t.ok(Date.parse(updated.last_heartbeat_at ?? '') > Date.parse(claimed?.last_heartbeat_at ?? ''))
+  t.ok(Date.parse(updated.lease_expires_at ?? '') > Date.parse(claimed?.lease_expires_at ?? ''))
+  t.equal(runtime.heartbeatDue(Date.now()), false)
+  t.equal(runtime.heartbeatDue(Date.now() - 100), true)
+  t.equal(runtime.heartbeatDue(new Date(Date.now() - 500).toISOString()), true)
+  const again = await runtime.heartbeat('h')
+  t.equal(again.status, 'IN_PROGRESS')
+})
+
+t.test('next_actions become child tasks of the finished one', async (t) => {
+  const { store, runtime } = setup(t)
+  await store.create([{ id: 'parent', type: 'count', priority: 3, metadata: { conversation_id: 'c' } }])
+  await runtime.claimTask()
+  await runtime.completeTask('parent', { task_id: 'parent', outcome: 'completed', next_actions: [{ type: 'summarize', inputs: { from: 'parent' } }] })
+  const [child] = await store.list({ type: 'summarize' })
+  t.match(child, { parent_id: 'parent', inputs: { from: 'parent' }, priority: 3, metadata: { conversation_id: 'c' }, status: 'PENDING' })
+})
+
+t.test('the heartbeat keeps a long task\'s lease alive; a lost claim is stale, changes nothing and is audited', async (t) => {
+  const { store, runtime, audit } = setup(t, { heartbeatMs: 40, leaseMs: 150 })
+  await store.create([{ id: 'long', type: 'count' }, { id: 'lost', type: 'count' }])
+  const agent = new Recorder(async (task) => {
+    await sleep(400)
+    t.same(await store.reap(), [], 'never reaped while heartbeats flow')
+    return { task_id: task.id, outcome: 'completed' }
+  })
+  t.equal((await agent.executeOnce(runtime))?.status, 'COMPLETED')
+
+  await runtime.claimTask()
+  await sleep(200)
+  t.equal((await store.reap())[0]?.id, 'lost')
+  await sleep(60)
+  const thief = new AgentRuntime({ agentId: 'agent-2', agentType: 'count', store, events: { append: () => 0 } })
+  t.equal((await thief.claimTask())?.attempt, 2)
+  await t.rejects(runtime.completeTask('lost', { task_id: 'lost', outcome: 'completed' }), { code: 'AH_ERR_TASK_STALE_CLAIM', statusCode: 409 })
+  t.match(await store.get('lost'), { owner: 'agent-2', attempt: 2, status: 'IN_PROGRESS' })
+  t.match(audit.list({ action: 'task.complete.stale' }), [{ actor: 'agent-1', resource: 'lost', success: false, details: { attempt: 1 } }])
+})
+
+t.test('cancel reaches the running handler through its signal', async (t) => {
+  const { store, runtime } = setup(t)
+  await store.create([{ id: 'x', type: 'count' }])
+  const controller = new AbortController()
+  let sawAbort = false
+  const agent = new Recorder(async (_task, context) => {
+    setTimeout(() => { controller.abort(new Error('cancelled')) }, 20)
+    await new Promise((resolve) => context.signal.addEventListener('abort', resolve))
+    sawAbort = true
+    throw new AgentError('cancelled', { retryable: false })
+  })
+  const done = await agent.executeOnce(runtime, controller.signal)
+  t.ok(sawAbort)
+  t.equal(done?.status, 'FAILED')
+})
+
+t.test('guardrails (S36): task events are internal; render_to_user anywhere is refused; only the narrator speaks to users', async (t) => {
+  const { events, store, runtime } = setup(t)
+  const base = { kind: 'task' as const, id: 'e', source: 's', time: new Date().toISOString() }
+  const seq = events.append({ ...base, type: 'AGENT_UPDATE', visibility: 'user', event: { message: 'hi' } }, 'narrator')
+  t.equal(events.list({ after: seq - 1 })[0]?.visibility, 'internal', 'forced internal, even for the narrator')
+  for (const event of [{ render_to_user: true }, { deep: { list: [{ render_to_user: 'yes' }] } }]) {
+    t.throws(() => events.append({ ...base, type: 'AGENT_RESULT', event }), { code: 'AH_ERR_POLICY_VIOLATION', statusCode: 422, policy_error: true })
+  }
+  t.doesNotThrow(() => events.append({ ...base, type: 'AGENT_UPDATE', event: { render_to_user: false } }), 'a falsy flag is fine')
+  t.throws(() => events.append({ ...base, type: 'NARRATION', visibility: 'user', event: {} }), { code: 'AH_ERR_POLICY_VIOLATION', message: /only the narrator/ })
+  t.throws(() => events.append({ ...base, type: 'NARRATION', visibility: 'user', event: {} }, 'host'), { code: 'AH_ERR_POLICY_VIOLATION' })
+  const narrated = events.append({ ...base, type: 'NARRATION', visibility: 'user', event: { text: 'Working on it' } }, 'narrator')
+  t.equal(events.list({ after: narrated - 1 })[0]?.visibility, 'user')
+  const before = events.list({ limit: 1000 }).length
+  await store.create([{ id: 'g', type: 'count' }])
+  await runtime.claimTask()
+  await t.rejects(runtime.completeTask('g', { task_id: 'g', outcome: 'completed', artifacts: [{ render_to_user: true }] }), { code: 'AH_ERR_POLICY_VIOLATION' })
+  t.equal(events.list({ limit: 1000 }).length, before, 'the refused result was not stored')
+  t.equal((await store.get('g'))?.status, 'IN_PROGRESS', 'and the task was not changed')
+})
