@@ -8,12 +8,14 @@ import docs from './plugins/swagger.js'
 import storage from './plugins/storage.js'
 import agents from './plugins/agents.js'
 import runs from './plugins/runs.js'
+import tasks from './plugins/tasks.js'
 import healthRoutes from './routes/health.js'
 import agentRoutes from './routes/v1/agents.js'
 import assistRoutes from './routes/v1/assist.js'
 import auditRoutes from './routes/v1/audit.js'
 import eventRoutes from './routes/v1/events.js'
 import sessionRoutes from './routes/v1/sessions.js'
+import taskRoutes from './routes/v1/tasks.js'
 
 export interface BuildOptions {
   /** Logger settings; defaults to pino at LOG_LEVEL with auth headers redacted. */
@@ -46,6 +48,7 @@ export async function buildApp (config: Config, options: BuildOptions = {}): Pro
   await app.register(storage)
   await app.register(agents)
   await app.register(runs)
+  await app.register(tasks)
 
   await app.register(healthRoutes)
   await app.register(agentRoutes)
@@ -53,5 +56,6 @@ export async function buildApp (config: Config, options: BuildOptions = {}): Pro
   await app.register(sessionRoutes)
   await app.register(eventRoutes)
   await app.register(auditRoutes)
+  await app.register(taskRoutes)
   return app
 }

@@ -29,6 +29,16 @@ export const ConfigSchema = Type.Object({
   JOURNAL_RETENTION_MS: Type.Integer({ default: 86400000, minimum: 1000 }),
   /** What a run does when its last client goes away: go on (a re-POST picks it up) or be cancelled. */
   DISCONNECT_POLICY: Type.Union([Type.Literal('continue'), Type.Literal('cancel')], { default: 'continue' }),
+  /** Where the task graph lives: `file` (DATA_DIR/tasks.graph.json, file-locked) or `sqlite`. */
+  TASK_STORE: Type.Union([Type.Literal('file'), Type.Literal('sqlite')], { default: 'file' }),
+  /** Worker loops per task agent in the server (0: the server runs none; use `agent-host worker`). */
+  WORKERS_PER_TYPE: Type.Integer({ default: 1, minimum: 0, maximum: 64 }),
+  /** How long a task claim lasts without a heartbeat; the reaper runs every half of it. */
+  TASK_LEASE_MS: Type.Integer({ default: 30000, minimum: 200 }),
+  /** How often a running task's lease is extended. */
+  TASK_HEARTBEAT_MS: Type.Integer({ default: 10000, minimum: 50 }),
+  /** How long an idle worker waits before looking for work again. */
+  TASK_POLL_MS: Type.Integer({ default: 500, minimum: 10 }),
   /** How long shutdown may take before the process exits anyway. */
   CLOSE_GRACE_MS: Type.Integer({ default: 10000, minimum: 0 }),
   /** This instance's id in `/health`; empty means a new UUID at each boot. */
@@ -49,10 +59,15 @@ export const BUNDLED_AGENTS_DIR = fileURLToPath(new URL('../agents/', import.met
  */
 export function loadConfig (env: Record<string, string | undefined>, dotenv = false): Config {
   let raw: Config
+  // STREAMING_LLM_DATA_DIR is the seed's name for DATA_DIR (seed 002, S35)
+  const data = env.DATA_DIR === undefined && env.STREAMING_LLM_DATA_DIR !== undefined ? { ...env, DATA_DIR: env.STREAMING_LLM_DATA_DIR } : env
   try {
-    raw = envSchema<Config>({ schema: structuredClone(ConfigSchema), data: env, env: false, dotenv })
+    raw = envSchema<Config>({ schema: structuredClone(ConfigSchema), data, env: false, dotenv })
   } catch (err) {
     throw new ConfigInvalidError((err as Error).message, { cause: err })
+  }
+  if (raw.TASK_HEARTBEAT_MS >= raw.TASK_LEASE_MS) {
+    throw new ConfigInvalidError('env/TASK_HEARTBEAT_MS must be shorter than TASK_LEASE_MS, or leases lapse between heartbeats')
   }
   if (raw.INSTANCE_ID !== '' && !/^[0-9a-f]{8}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{12}$/i.test(raw.INSTANCE_ID)) {
     throw new ConfigInvalidError('env/INSTANCE_ID must be a UUID or empty')

@@ -10,3 +10,7 @@ export type {
   Agent, AgentDefinition, AgentRequest, AgentSpec, EventSink, Interaction, JsonObject, LogLevel, ManifestSpec,
   RecallHit, ResponseHandler, SessionHandle, SessionIdentity, StreamHandle
 } from './contract.js'
+export { AgentError, BaseAgent } from '../runtime/base-agent.js'
+export type { TaskContext } from '../runtime/base-agent.js'
+export type { AgentResult, AgentRuntime } from '../runtime/agent-runtime.js'
+export type { TaskNode } from '../runtime/task.js'

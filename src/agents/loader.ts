@@ -4,6 +4,7 @@ import { pathToFileURL } from 'node:url'
 import { AgentDuplicateError, AgentInvalidError } from '../errors.js'
 import { hostAgent } from './hosted-agent.js'
 import { AgentRegistry } from './registry.js'
+import { asBaseAgent, isTaskAgent, type BaseAgent } from '../runtime/base-agent.js'
 
 /** Entry files looked for in each agent folder, in this order. */
 export const AGENT_ENTRY_FILES = ['index.js', 'index.mjs', 'index.ts'] as const
@@ -32,20 +33,30 @@ function unwrapDefault (value: unknown): unknown {
   return value
 }
 
+/** A task agent found in a folder. */
+export interface LoadedTaskAgent {
+  agent: BaseAgent
+  source: string
+}
+
 /** What a folder scan found. */
 export interface LoadResult {
   registry: AgentRegistry
+  /** Agents that work the task graph (`agentType` + `handleTask`). */
+  taskAgents: LoadedTaskAgent[]
   /** Sub-folders without an entry file (not agents; listed so the boot log can say so). */
   skipped: string[]
 }
 
 /**
  * Register every agent in `dir`: each sub-folder with an `index.js`, `index.mjs` or `index.ts` whose
- * default export is an agent. Folders whose names start with `.` or `_` are not agents.
+ * default export is an agent: a CAP agent (`manifest` + `assist`), a task agent (`agentType` +
+ * `handleTask`, such as a BaseAgent), or both. Folders whose names start with `.` or `_` are not agents.
  * A broken agent (bad export, invalid manifest, duplicate id or name) throws with its file path.
  */
 export async function loadAgents (dir: string): Promise<LoadResult> {
   const registry = new AgentRegistry()
+  const taskAgents: LoadedTaskAgent[] = []
   const skipped: string[] = []
   let entries
   try {
@@ -67,9 +78,20 @@ export async function loadAgents (dir: string): Promise<LoadResult> {
     } catch (err) {
       throw new AgentInvalidError(file, importFailure(file, err), { cause: err })
     }
+    const value = unwrapDefault(mod.default)
+    const task = isTaskAgent(value)
+    const cap = typeof value === 'object' && value !== null && ('manifest' in value || 'assist' in value)
+    if (task) {
+      try {
+        taskAgents.push({ agent: asBaseAgent(value), source: file })
+      } catch (err) {
+        throw new AgentInvalidError(file, (err as Error).message, { cause: err })
+      }
+    }
+    if (task && !cap) continue
     let hosted
     try {
-      hosted = hostAgent(unwrapDefault(mod.default), file)
+      hosted = hostAgent(value, file)
     } catch (err) {
       throw new AgentInvalidError(file, (err as Error).message, { cause: err })
     }
@@ -79,5 +101,5 @@ export async function loadAgents (dir: string): Promise<LoadResult> {
       throw new AgentDuplicateError(file, (err as Error).message, { cause: err })
     }
   }
-  return { registry, skipped }
+  return { registry, taskAgents, skipped }
 }

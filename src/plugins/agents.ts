@@ -1,7 +1,7 @@
 import fp from 'fastify-plugin'
 import type { FastifyInstance } from 'fastify'
 import { AgentStartupError } from '../errors.js'
-import { loadAgents } from '../agents/loader.js'
+import { loadAgents, type LoadedTaskAgent } from '../agents/loader.js'
 import type { AgentRegistry } from '../agents/registry.js'
 import type { HostedAgent } from '../agents/hosted-agent.js'
 
@@ -9,6 +9,8 @@ declare module 'fastify' {
   interface FastifyInstance {
     /** The hosted agents, by manifest id or name. */
     agents: AgentRegistry
+    /** The task agents (they work the task graph). */
+    taskAgents: LoadedTaskAgent[]
   }
 }
 
@@ -27,7 +29,7 @@ async function stopAll (app: FastifyInstance, started: HostedAgent[]): Promise<v
  * their `shutdown()` hooks when it closes. A broken agent stops the boot with its path.
  */
 async function agents (app: FastifyInstance): Promise<void> {
-  const { registry, skipped } = await loadAgents(app.config.AGENTS_DIR)
+  const { registry, taskAgents, skipped } = await loadAgents(app.config.AGENTS_DIR)
   for (const folder of skipped) app.log.warn({ folder }, 'folder has no index.js, index.mjs or index.ts: not an agent')
   const started: HostedAgent[] = []
   for (const hosted of registry.list()) {
@@ -39,8 +41,9 @@ async function agents (app: FastifyInstance): Promise<void> {
     }
     started.push(hosted)
   }
-  app.log.info({ agents: registry.list().map((h) => h.manifest.metadata.name), dir: app.config.AGENTS_DIR }, 'agents loaded')
+  app.log.info({ agents: registry.list().map((h) => h.manifest.metadata.name), taskAgents: taskAgents.map((t) => t.agent.agentType), dir: app.config.AGENTS_DIR }, 'agents loaded')
   app.decorate('agents', registry)
+  app.decorate('taskAgents', taskAgents)
   app.addHook('onClose', async () => { await stopAll(app, started) })
 }
 

@@ -24,6 +24,7 @@ async function docs (app: FastifyInstance): Promise<void> {
         { name: 'sessions', description: 'Session history and erasure' },
         { name: 'events', description: 'The event log' },
         { name: 'audit', description: 'The tamper-evident audit log' },
+        { name: 'tasks', description: 'The task graph and conversation feeds' },
         { name: 'operations', description: 'Health and documentation' }
       ]
     },

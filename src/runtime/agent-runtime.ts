@@ -70,6 +70,11 @@ export class AgentRuntime {
     return task
   }
 
+  /** Read any task (for example a dependency's outputs). */
+  async getTask (taskId: string): Promise<TaskNode | undefined> {
+    return await this.#o.store.get(taskId)
+  }
+
   /** Seed name for {@link claimTask}. */
   async pollNextTask (): Promise<TaskNode | undefined> {
     return await this.claimTask()

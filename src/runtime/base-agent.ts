@@ -53,10 +53,11 @@ export abstract class BaseAgent {
    * Do one task, if there is one. Returns the finished task node, or `null` when there was no work.
    * @param signal aborts the running handler (cancel, shutdown)
    */
-  async executeOnce (runtime: AgentRuntime, signal?: AbortSignal): Promise<TaskNode | null> {
+  async executeOnce (runtime: AgentRuntime, signal?: AbortSignal, onClaimed?: (task: TaskNode, controller: AbortController) => () => void): Promise<TaskNode | null> {
     const task = await runtime.claimTask()
     if (task === undefined) return null
     const controller = new AbortController()
+    const forget = onClaimed?.(task, controller)
     const abort = (): void => { controller.abort(signal?.reason) }
     signal?.addEventListener('abort', abort, { once: true })
     const beat = setInterval(() => {
@@ -79,6 +80,33 @@ export abstract class BaseAgent {
     } finally {
       clearInterval(beat)
       signal?.removeEventListener('abort', abort)
+      forget?.()
     }
   }
+}
+
+/** Whether a default export is a task agent: a BaseAgent, or an object with `agentType` and `handleTask`. */
+export function isTaskAgent (value: unknown): value is Pick<BaseAgent, 'agentType' | 'handleTask'> {
+  if (value instanceof BaseAgent) return true
+  if (typeof value !== 'object' || value === null) return false
+  const v = value as { agentType?: unknown, handleTask?: unknown }
+  return typeof v.agentType === 'string' && typeof v.handleTask === 'function'
+}
+
+/** A task agent as a BaseAgent (plain objects get the default hooks unless they bring their own). */
+export function asBaseAgent (value: Pick<BaseAgent, 'agentType' | 'handleTask'> & Partial<BaseAgent>): BaseAgent {
+  if (value instanceof BaseAgent) return value
+  if (value.agentType.trim() === '') throw new Error('agentType must not be empty')
+  const plain = value
+  return new (class extends BaseAgent {
+    readonly agentType = plain.agentType
+    async handleTask (task: TaskNode, context: TaskContext): Promise<AgentResult> { return await plain.handleTask.call(plain, task, context) }
+    override async onAssign (task: TaskNode, runtime: AgentRuntime): Promise<void> {
+      if (plain.onAssign !== undefined) await plain.onAssign.call(plain, task, runtime)
+      else await super.onAssign(task, runtime)
+    }
+
+    override async onComplete (task: TaskNode, runtime: AgentRuntime, result: AgentResult): Promise<void> { await plain.onComplete?.call(plain, task, runtime, result) }
+    override async onError (task: TaskNode, runtime: AgentRuntime, error: AgentError): Promise<void> { await plain.onError?.call(plain, task, runtime, error) }
+  })()
 }

@@ -115,7 +115,7 @@ export class EventStore {
       trace_id: input.trace_id ?? null,
       body: JSON.stringify(input.event)
     }).lastInsertRowid)
-    this.appended.emit('event', seq)
+    this.appended.emit('event', { seq, type: input.type, session_id: input.session_id, event: input.event })
     return seq
   }
 

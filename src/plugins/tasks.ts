@@ -1,0 +1,64 @@
+import fp from 'fastify-plugin'
+import type { FastifyInstance } from 'fastify'
+import { FileTaskStore } from '../runtime/file-task-store.js'
+import { SqliteTaskStore } from '../runtime/sqlite-task-store.js'
+import { Narrator } from '../runtime/narrator.js'
+import { Reaper } from '../runtime/reaper.js'
+import { WorkerPool } from '../runtime/worker-pool.js'
+import type { TaskStore } from '../runtime/task-store.js'
+
+declare module 'fastify' {
+  interface FastifyInstance {
+    /** The task graph. */
+    tasks: TaskStore
+    /** The in-process workers of the task agents. */
+    workers: WorkerPool
+    /** The only writer of user-visible events. */
+    narrator: Narrator
+  }
+}
+
+/**
+ * The task-graph runtime inside the server: the store (TASK_STORE), the reaper (every lease/2),
+ * the narrator (it narrates each task result of a conversation), and WORKERS_PER_TYPE worker loops
+ * per task agent. On close the workers are aborted and waited for before the database closes.
+ */
+async function tasks (app: FastifyInstance): Promise<void> {
+  const config = app.config
+  const store: TaskStore = config.TASK_STORE === 'sqlite' ? new SqliteTaskStore(app.db) : new FileTaskStore(config.DATA_DIR)
+  const narrator = new Narrator(app.events)
+  const reaper = new Reaper(store, app.events, app.audit)
+  const pool = new WorkerPool({
+    store,
+    events: app.events,
+    audit: app.audit,
+    workersPerType: config.WORKERS_PER_TYPE,
+    heartbeatMs: config.TASK_HEARTBEAT_MS,
+    leaseMs: config.TASK_LEASE_MS,
+    pollMs: config.TASK_POLL_MS,
+    log: app.log
+  })
+  app.decorate('tasks', store)
+  app.decorate('workers', pool)
+  app.decorate('narrator', narrator)
+
+  const onEvent = (e: { type: string, session_id?: string, event: Record<string, unknown> }): void => {
+    if (e.type !== 'AGENT_RESULT' || e.session_id === undefined) return
+    try {
+      narrator.narrate(e.session_id, e.event.outcome === 'failed' ? 'agent_failed' : 'task_completed')
+    } catch (err) {
+      app.log.error({ err }, 'narration failed')
+    }
+  }
+  app.events.appended.on('event', onEvent)
+  reaper.start(Math.max(100, Math.floor(config.TASK_LEASE_MS / 2)), (err) => { app.log.error({ err }, 'reaper failed') })
+  pool.start(app.taskAgents.map((t) => t.agent))
+  app.addHook('preClose', async () => {
+    await pool.stop()
+    await reaper.stop()
+    app.events.appended.off('event', onEvent)
+    await store.close()
+  })
+}
+
+export default fp(tasks, { name: 'tasks', fastify: '5.x', dependencies: ['config', 'storage', 'agents'] })

@@ -1,0 +1,62 @@
+import { Type, type Static } from 'typebox'
+import { JsonObject } from './common.js'
+
+const closed = { additionalProperties: false } as const
+const TaskId = Type.String({ pattern: '^[A-Za-z0-9][A-Za-z0-9._:-]{0,127}$' })
+
+/** A task to create (`input` is accepted as an alias of `inputs`). */
+export const NewTaskBody = Type.Object({
+  id: Type.Optional(TaskId),
+  type: Type.String({ minLength: 1, maxLength: 128 }),
+  priority: Type.Optional(Type.Number()),
+  max_attempts: Type.Optional(Type.Integer({ minimum: 1, maximum: 100 })),
+  inputs: Type.Optional(JsonObject),
+  input: Type.Optional(JsonObject),
+  context: Type.Optional(JsonObject),
+  /** `conversation_id` ties the task to a conversation's event feed. */
+  metadata: Type.Optional(JsonObject),
+  parent_id: Type.Optional(TaskId),
+  dependency_ids: Type.Optional(Type.Array(TaskId, { maxItems: 1000 }))
+}, { ...closed, title: 'NewTask' })
+
+/**
+ * `POST /v1/tasks`: one task, or `{ "tasks": [...] }` for a graph whose members depend on each other.
+ * (One object rather than a union, because the validator drops unknown keys branch by branch.)
+ */
+export const CreateTasksBody = Type.Object({
+  ...Type.Partial(NewTaskBody).properties,
+  tasks: Type.Optional(Type.Array(NewTaskBody, { minItems: 1, maxItems: 10000 }))
+}, { ...closed, title: 'CreateTasks' })
+
+/** Where a task is in its life. */
+export const TaskStatus = Type.Union([Type.Literal('PENDING'), Type.Literal('IN_PROGRESS'), Type.Literal('COMPLETED'), Type.Literal('FAILED'), Type.Literal('CANCELLED')])
+const Status = TaskStatus
+const Time = Type.String({ format: 'date-time' })
+const Nullable = <T extends ReturnType<typeof Type.String>>(t: T) => Type.Union([t, Type.Null()])
+
+/** A node of the task graph. */
+export const Task = Type.Object({
+  id: Type.String(),
+  type: Type.String(),
+  status: Status,
+  owner: Nullable(Type.String()),
+  priority: Type.Number(),
+  /** Attempts so far; also the fencing token of the current claim. */
+  attempt: Type.Integer(),
+  max_attempts: Type.Integer(),
+  inputs: JsonObject,
+  outputs: Type.Union([JsonObject, Type.Null()]),
+  context: JsonObject,
+  metadata: JsonObject,
+  parent_id: Nullable(Type.String()),
+  dependency_ids: Type.Array(Type.String()),
+  created_at: Time,
+  updated_at: Time,
+  lease_expires_at: Nullable(Time),
+  last_heartbeat_at: Nullable(Time),
+  available_at: Time,
+  error: Type.Union([JsonObject, Type.Null()])
+}, { ...closed, title: 'Task' })
+export type Task = Static<typeof Task>
+
+export const TaskList = Type.Object({ tasks: Type.Array(Task) }, { ...closed, title: 'TaskList' })

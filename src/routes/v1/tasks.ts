@@ -1,0 +1,108 @@
+import type { FastifyPluginAsyncTypebox } from '@fastify/type-provider-typebox'
+import { Type } from 'typebox'
+import { TaskNotFoundError, ValidationError, withDetails } from '../../errors.js'
+import { EventPage } from '../../protocol/records.js'
+import { ErrorBody } from '../../protocol/response.js'
+import { CreateTasksBody, Task, TaskList, TaskStatus } from '../../protocol/tasks.js'
+import type { NewTask } from '../../runtime/task.js'
+
+function invalid (path: string, message: string): Error {
+  return withDetails(new ValidationError(`Invalid request: ${path} ${message}`), { errors: [{ path, message }] })
+}
+
+const Params = Type.Object({ id: Type.String({ minLength: 1, maxLength: 128 }) })
+const Page = {
+  limit: Type.Integer({ minimum: 1, maximum: 1000, default: 100 }),
+  offset: Type.Integer({ minimum: 0, default: 0 })
+}
+
+/**
+ * The task graph over HTTP: create tasks (one or a graph), list and read them, cancel one (its
+ * running handler is aborted), and read events: a task's, or a conversation's (only what the
+ * narrator made user-visible unless `internal=true`).
+ */
+const taskRoutes: FastifyPluginAsyncTypebox = async (app) => {
+  app.post('/v1/tasks', {
+    schema: {
+      tags: ['tasks'],
+      summary: 'Create a task, or a graph of tasks ({ tasks: [...] }) with dependencies',
+      body: CreateTasksBody,
+      response: { 201: TaskList, 400: ErrorBody }
+    }
+  }, async (request, reply) => {
+    const { tasks: many, ...one } = request.body
+    if (many !== undefined && Object.keys(one).length > 0) throw invalid('/', 'send either one task or { tasks: [...] }, not both')
+    if (many === undefined && one.type === undefined) throw invalid('/type', 'is required')
+    const batch = (many ?? [one]) as NewTask[]
+    const tasks = await app.tasks.create(batch)
+    request.log.info({ tasks: tasks.map((t) => t.id) }, 'tasks created')
+    return await reply.code(201).send({ tasks })
+  })
+
+  app.get('/v1/tasks', {
+    schema: {
+      tags: ['tasks'],
+      summary: 'Tasks, oldest first',
+      querystring: Type.Object({
+        status: Type.Optional(TaskStatus),
+        type: Type.Optional(Type.String()),
+        conversation_id: Type.Optional(Type.String()),
+        ...Page
+      }),
+      response: { 200: TaskList, 400: ErrorBody }
+    }
+  }, async (request) => ({ tasks: await app.tasks.list(request.query) }))
+
+  app.get('/v1/tasks/:id', {
+    schema: { tags: ['tasks'], summary: 'One task', params: Params, response: { 200: Task, 404: ErrorBody } }
+  }, async (request) => {
+    const task = await app.tasks.get(request.params.id)
+    if (task === undefined) throw new TaskNotFoundError(request.params.id)
+    return task
+  })
+
+  app.post('/v1/tasks/:id/cancel', {
+    schema: {
+      tags: ['tasks'],
+      summary: 'Cancel a pending or running task (a running handler gets its AbortSignal)',
+      params: Params,
+      response: { 200: Task, 404: ErrorBody, 409: ErrorBody }
+    }
+  }, async (request) => {
+    const task = await app.tasks.cancel(request.params.id)
+    const aborted = app.workers.cancel(task.id)
+    app.audit.append({ actor: 'anonymous', action: 'task.cancel', resource: task.id, success: true, details: { aborted_handler: aborted } })
+    return task
+  })
+
+  app.get('/v1/tasks/:id/events', {
+    schema: {
+      tags: ['tasks'],
+      summary: 'The events of one task (internal: AGENT_UPDATE, AGENT_RESULT, task.stalled)',
+      params: Params,
+      querystring: Type.Object(Page),
+      response: { 200: EventPage, 404: ErrorBody }
+    }
+  }, async (request) => {
+    if (await app.tasks.get(request.params.id) === undefined) throw new TaskNotFoundError(request.params.id)
+    const events = app.events.list({ limit: 10_000 }).filter((e) => e.kind === 'task' && e.event.task_id === request.params.id)
+    return { events: events.slice(request.query.offset, request.query.offset + request.query.limit) }
+  })
+
+  app.get('/v1/conversations/:id/events', {
+    schema: {
+      tags: ['tasks'],
+      summary: 'A conversation\'s feed: user-visible (narrator) events, or every event with internal=true',
+      params: Params,
+      querystring: Type.Object({ internal: Type.Boolean({ default: false }), after: Type.Optional(Type.Integer({ minimum: 0 })), limit: Page.limit }),
+      response: { 200: EventPage, 400: ErrorBody }
+    }
+  }, async (request) => {
+    const { internal, after, limit } = request.query
+    const events = app.events.list({ session_id: request.params.id, after: after ?? 0, limit: 10_000 })
+      .filter((e) => internal || e.visibility === 'user').slice(0, limit)
+    return { events }
+  })
+}
+
+export default taskRoutes

@@ -1,0 +1,98 @@
+import t from 'tap'
+import { setTimeout as sleep } from 'node:timers/promises'
+import type { FastifyInstance } from 'fastify'
+import { build, FIXTURE_AGENTS_DIR } from '../helper.js'
+import { checkErrorBody } from '../sse.js'
+import { seen } from '../fixtures/agents/sleeper/index.js'
+
+const FAST = { TASK_POLL_MS: '20', TASK_HEARTBEAT_MS: '100', TASK_LEASE_MS: '1000' }
+
+async function until (check: () => Promise<boolean>, ms = 10_000): Promise<void> {
+  const deadline = Date.now() + ms
+  while (!await check()) {
+    if (Date.now() > deadline) throw new Error('timed out')
+    await sleep(20)
+  }
+}
+
+async function status (app: FastifyInstance, id: string): Promise<string> {
+  return (await app.inject({ url: `/v1/tasks/${id}` })).json().status
+}
+
+for (const store of ['file', 'sqlite']) {
+  t.test(`${store} store: a wordcount → summarize graph runs through the example agents`, async (t) => {
+    const app = await build(t, { ...FAST, TASK_STORE: store })
+    const res = await app.inject({
+      method: 'POST',
+      url: '/v1/tasks',
+      payload: {
+        tasks: [
+          { id: 'count-a', type: 'wordcount', input: { text: 'the cat sat on the mat' }, metadata: { conversation_id: 'conv-1' } },
+          { id: 'count-b', type: 'wordcount', inputs: { text: 'the dog ate the cat food' }, metadata: { conversation_id: 'conv-1' } },
+          { id: 'sum', type: 'summarize', dependency_ids: ['count-a', 'count-b'], metadata: { conversation_id: 'conv-1' } }
+        ]
+      }
+    })
+    t.equal(res.statusCode, 201)
+    t.same(res.json().tasks.map((x: { id: string, status: string }) => [x.id, x.status]), [['count-a', 'PENDING'], ['count-b', 'PENDING'], ['sum', 'PENDING']])
+    await until(async () => await status(app, 'sum') === 'COMPLETED')
+    const sum = (await app.inject({ url: '/v1/tasks/sum' })).json()
+    t.match(sum.outputs.artifacts[0], { total_words: 12, summary: '2 texts, 12 words in all; most frequent: "the", "cat", "ate".', sources: ['count-a', 'count-b'] })
+    t.match((await app.inject({ url: '/v1/tasks/count-a' })).json(), { status: 'COMPLETED', attempt: 1, outputs: { artifacts: [{ words: 6, distinct: 5 }] } })
+    t.same((await app.inject({ url: '/v1/tasks?type=wordcount&status=COMPLETED' })).json().tasks.map((x: { id: string }) => x.id), ['count-a', 'count-b'])
+    t.equal((await app.inject({ url: '/v1/tasks?conversation_id=conv-1&limit=1&offset=2' })).json().tasks[0].id, 'sum')
+    const events = (await app.inject({ url: '/v1/tasks/count-a/events' })).json().events as Array<{ type: string, visibility: string }>
+    t.same(events.map((e) => e.type), ['AGENT_UPDATE', 'AGENT_UPDATE', 'AGENT_RESULT'])
+    t.ok(events.every((e) => e.visibility === 'internal'))
+    const feed = (await app.inject({ url: '/v1/conversations/conv-1/events' })).json().events as Array<{ type: string, visibility: string, event: { text: string } }>
+    t.ok(feed.length >= 1 && feed.every((e) => e.type === 'NARRATION' && e.visibility === 'user'), 'users see only the narrator')
+    t.match(feed.map((e) => e.event.text).join('\n'), /summarize sum is done\./)
+    const all = (await app.inject({ url: '/v1/conversations/conv-1/events?internal=true' })).json().events as Array<{ type: string }>
+    t.ok(all.some((e) => e.type === 'AGENT_RESULT'))
+  })
+}
+
+t.test('bad task graphs are 400s with stable codes; unknown tasks 404; final tasks cannot be cancelled', async (t) => {
+  const app = await build(t, { ...FAST, WORKERS_PER_TYPE: '0' })
+  const post = async (payload: unknown) => await app.inject({ method: 'POST', url: '/v1/tasks', payload: payload as Record<string, unknown> })
+  for (const [payload, message] of [
+    [{ tasks: [{ id: 'a', type: 'x', dependency_ids: ['b'] }, { id: 'b', type: 'x', dependency_ids: ['a'] }] }, /cycle/],
+    [{ id: 'a', type: 'x', dependency_ids: ['ghost'] }, /unknown task "ghost"/]
+  ] as const) {
+    const res = await post(payload)
+    t.equal(res.statusCode, 400)
+    t.match(checkErrorBody(res.json()), { code: 'AH_ERR_TASK_INVALID', message })
+  }
+  for (const payload of [{ type: '' }, { tasks: [] }, { id: 'bad id', type: 'x' }, { type: 'x', max_attempts: 0 }]) {
+    t.equal(checkErrorBody((await post(payload)).json()).code, 'AH_ERR_VALIDATION')
+  }
+  t.equal(checkErrorBody((await app.inject({ url: '/v1/tasks/nope' })).json()).code, 'AH_ERR_TASK_NOT_FOUND')
+  t.equal(checkErrorBody((await app.inject({ url: '/v1/tasks/nope/events' })).json()).code, 'AH_ERR_TASK_NOT_FOUND')
+  await post({ id: 'p', type: 'x' })
+  const cancelled = await app.inject({ method: 'POST', url: '/v1/tasks/p/cancel' })
+  t.equal(cancelled.json().status, 'CANCELLED')
+  const again = await app.inject({ method: 'POST', url: '/v1/tasks/p/cancel' })
+  t.equal(again.statusCode, 409)
+  t.equal(checkErrorBody(again.json()).code, 'AH_ERR_TASK_STATE')
+  t.match(app.audit.list({ action: 'task.cancel' }), [{ resource: 'p' }])
+})
+
+t.test('cancelling a running task aborts its handler through the signal', async (t) => {
+  const app = await build(t, { ...FAST, AGENTS_DIR: FIXTURE_AGENTS_DIR })
+  await app.inject({ method: 'POST', url: '/v1/tasks', payload: { id: 'nap', type: 'sleep', inputs: { ms: 60_000 } } })
+  await until(async () => seen.started.includes('nap'))
+  const res = await app.inject({ method: 'POST', url: '/v1/tasks/nap/cancel' })
+  t.equal(res.json().status, 'CANCELLED')
+  await until(async () => seen.aborted.includes('nap'), 2000)
+  t.equal(await status(app, 'nap'), 'CANCELLED', 'the handler\'s failure after cancel changes nothing')
+})
+
+t.test('shutdown aborts running handlers and the server closes', async (t) => {
+  const app = await build(t, { ...FAST, AGENTS_DIR: FIXTURE_AGENTS_DIR })
+  await app.inject({ method: 'POST', url: '/v1/tasks', payload: { id: 'long', type: 'sleep', inputs: { ms: 60_000 } } })
+  await until(async () => seen.started.includes('long'))
+  const started = Date.now()
+  await app.close()
+  t.ok(Date.now() - started < 5000)
+  t.ok(seen.aborted.includes('long'))
+})
