@@ -100,13 +100,13 @@ export function asBaseAgent (value: Pick<BaseAgent, 'agentType' | 'handleTask'> 
   const plain = value
   return new (class extends BaseAgent {
     readonly agentType = plain.agentType
-    async handleTask (task: TaskNode, context: TaskContext): Promise<AgentResult> { return await plain.handleTask.call(plain, task, context) }
+    async handleTask (task: TaskNode, context: TaskContext): Promise<AgentResult> { return await plain.handleTask(task, context) }
     override async onAssign (task: TaskNode, runtime: AgentRuntime): Promise<void> {
-      if (plain.onAssign !== undefined) await plain.onAssign.call(plain, task, runtime)
+      if (plain.onAssign !== undefined) await plain.onAssign(task, runtime)
       else await super.onAssign(task, runtime)
     }
 
-    override async onComplete (task: TaskNode, runtime: AgentRuntime, result: AgentResult): Promise<void> { await plain.onComplete?.call(plain, task, runtime, result) }
-    override async onError (task: TaskNode, runtime: AgentRuntime, error: AgentError): Promise<void> { await plain.onError?.call(plain, task, runtime, error) }
+    override async onComplete (task: TaskNode, runtime: AgentRuntime, result: AgentResult): Promise<void> { await plain.onComplete?.(task, runtime, result) }
+    override async onError (task: TaskNode, runtime: AgentRuntime, error: AgentError): Promise<void> { await plain.onError?.(task, runtime, error) }
   })()
 }
