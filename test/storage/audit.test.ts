@@ -119,18 +119,18 @@ t.test('the chain never forks with three processes appending at once', async (t)
 t.test('agent-host audit verify: exit 0 on an intact chain, 1 on a broken one', async (t) => {
   const { db, dir } = fresh(t, 4)
   const lines: string[] = []
-  t.equal(main(['audit', 'verify', '--data-dir', dir], {}, (l) => lines.push(l)), 0)
+  t.equal(await main(['audit', 'verify', '--data-dir', dir], {}, { out: (l) => lines.push(l), err: () => {} }), 0)
   t.same(JSON.parse(lines[0] ?? ''), { ok: true, rows: 4 })
   dropTriggers(db)
   db.prepare("UPDATE audit_log SET resource = 'x' WHERE audit_id = 2").run()
-  t.equal(main(['audit', 'verify'], { DATA_DIR: dir }, (l) => lines.push(l)), 1)
+  t.equal(await main(['audit', 'verify'], { DATA_DIR: dir }, { out: (l) => lines.push(l), err: () => {} }), 1)
   t.match(JSON.parse(lines[1] ?? ''), { ok: false, first_bad_row: 2 })
   const errors: string[] = []
-  t.equal(main(['nonsense'], {}, () => {}, (l) => errors.push(l)), 2)
+  t.equal(await main(['nonsense'], {}, { out: () => {}, err: (l) => errors.push(l) }), 2)
   t.match(errors[0], /unknown command/)
-  t.equal(main([], {}, () => {}), 2)
-  t.equal(main(['--help'], {}, () => {}), 0)
-  t.equal(main(['--bogus'], {}, () => {}, () => {}), 2)
+  t.equal(await main([], {}, { out: () => {}, err: () => {} }), 2)
+  t.equal(await main(['--help'], {}, { out: () => {}, err: () => {} }), 0)
+  t.equal(await main(['--bogus'], {}, { out: () => {}, err: () => {} }), 2)
 })
 
 t.test('the CLI runs as its own process', async (t) => {
