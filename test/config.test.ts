@@ -22,12 +22,26 @@ t.test('every key has its default', async (t) => {
     SSE_RETRY_MS: 3000,
     SSE_MAX_BUFFER_BYTES: 8388608,
     JOURNAL_RETENTION_MS: 86400000,
+    TASK_STORE: 'file',
+    WORKERS_PER_TYPE: 1,
+    TASK_LEASE_MS: 30000,
+    TASK_HEARTBEAT_MS: 10000,
+    TASK_POLL_MS: 500,
     DISCONNECT_POLICY: 'continue',
     CLOSE_GRACE_MS: 10000,
     INSTANCE_ID: '',
     TRUST_PROXY: false
   })
   t.ok(BUNDLED_AGENTS_DIR.endsWith('/agents/'))
+})
+
+t.test('STREAMING_LLM_DATA_DIR is another name for DATA_DIR; DATA_DIR wins', async (t) => {
+  t.equal(loadConfig({ STREAMING_LLM_DATA_DIR: 'legacy' }).DATA_DIR, resolve('legacy'))
+  t.equal(loadConfig({ STREAMING_LLM_DATA_DIR: 'legacy', DATA_DIR: 'new' }).DATA_DIR, resolve('new'))
+})
+
+t.test('a heartbeat no shorter than the lease is refused', async (t) => {
+  t.throws(() => loadConfig({ TASK_HEARTBEAT_MS: '5000', TASK_LEASE_MS: '5000' }), { code: 'AH_ERR_CONFIG_INVALID', message: /TASK_HEARTBEAT_MS/ })
 })
 
 t.test('values are parsed from strings; paths are resolved; unknown keys are ignored', async (t) => {

@@ -81,6 +81,22 @@ t.test('CommonJS agents (exports.default) load too', async (t) => {
   t.equal(registry.get('good')?.source, join(dir, 'cjs/index.js'))
 })
 
+t.test('task agents load beside CAP agents: a BaseAgent, a plain object, or a CAP agent that also works tasks', async (t) => {
+  const both = `export default { manifest: ${JSON.stringify(manifest({}, { name: 'both', id: 'a0000000-0000-4000-8000-000000000005' }))}, async assist () {}, agentType: 'both', async handleTask (task) { return { task_id: task.id, outcome: 'completed' } } }\n`
+  const dir = agentsDir(t, {
+    'base/index.ts': `import { BaseAgent } from ${JSON.stringify(SRC)}\nexport default new (class extends BaseAgent { agentType = 'base'; async handleTask (task) { return { task_id: task.id, outcome: 'completed' } } })()\n`,
+    'plain/index.js': "export default { agentType: 'plain', async handleTask (task) { return { task_id: task.id, outcome: 'completed' } }, async onAssign () {} }\n",
+    'both/index.js': both,
+    'empty/index.js': "export default { agentType: ' ', async handleTask () {} }\n"
+  })
+  await t.rejects(loadAgents(dir), { code: 'AH_ERR_AGENT_INVALID', message: /empty\/index.js: agentType must not be empty/ })
+  const { rmSync } = await import('node:fs')
+  rmSync(join(dir, 'empty'), { recursive: true })
+  const { registry, taskAgents } = await loadAgents(dir)
+  t.same(taskAgents.map((a) => a.agent.agentType).sort(), ['base', 'both', 'plain'])
+  t.same(registry.list().map((h) => h.manifest.metadata.name), ['both'])
+})
+
 t.test('a missing AGENTS_DIR stops the boot naming it', async (t) => {
   const dir = join(tempDataDir(t), 'nowhere')
   await t.rejects(buildApp(testConfig(t, { AGENTS_DIR: dir })), { code: 'AH_ERR_AGENT_INVALID', message: new RegExp(`${dir}.*cannot read the agents folder`) })
