@@ -63,7 +63,7 @@ t.test('bad task graphs are 400s with stable codes; unknown tasks 404; final tas
     t.equal(res.statusCode, 400)
     t.match(checkErrorBody(res.json()), { code: 'AH_ERR_TASK_INVALID', message })
   }
-  for (const payload of [{ type: '' }, { tasks: [] }, { id: 'bad id', type: 'x' }, { type: 'x', max_attempts: 0 }]) {
+  for (const payload of [{ type: '' }, { tasks: [] }, { id: 'bad id', type: 'x' }, { type: 'x', max_attempts: 0 }, { id: 'no-type' }, { type: 'x', tasks: [{ type: 'y' }] }]) {
     t.equal(checkErrorBody((await post(payload)).json()).code, 'AH_ERR_VALIDATION')
   }
   t.equal(checkErrorBody((await app.inject({ url: '/v1/tasks/nope' })).json()).code, 'AH_ERR_TASK_NOT_FOUND')
