@@ -59,9 +59,13 @@ export abstract class BaseAgent {
     const controller = new AbortController()
     const forget = onClaimed?.(task, controller)
     const abort = (): void => { controller.abort(signal?.reason) }
+    if (signal?.aborted === true) abort()
     signal?.addEventListener('abort', abort, { once: true })
+    let beating: Promise<void> | undefined
     const beat = setInterval(() => {
-      runtime.heartbeat(task.id).catch((err: unknown) => { controller.abort(err) })
+      beating ??= runtime.heartbeat(task.id)
+        .then(() => {}, (err: unknown) => { controller.abort(err) })
+        .finally(() => { beating = undefined })
     }, runtime.heartbeatMs)
     beat.unref()
     try {
@@ -79,6 +83,7 @@ export abstract class BaseAgent {
       return await runtime.failTask(task.id, { reason: error.reason, retryable: error.retryable, ...(error.details !== undefined ? { details: error.details } : {}) })
     } finally {
       clearInterval(beat)
+      await beating
       signal?.removeEventListener('abort', abort)
       forget?.()
     }

@@ -1,7 +1,8 @@
-import { randomBytes } from 'node:crypto'
+import { randomBytes, randomInt } from 'node:crypto'
 import { open, readFile, rename, rm, writeFile } from 'node:fs/promises'
 import { mkdirSync } from 'node:fs'
 import { dirname, join } from 'node:path'
+import { setTimeout as sleep } from 'node:timers/promises'
 import lockfile from 'proper-lockfile'
 import { TaskNotFoundError } from '../errors.js'
 import {
@@ -33,8 +34,9 @@ function filter (tasks: TaskNode[], query: TaskQuery): TaskNode[] {
 
 /**
  * The task graph in `DATA_DIR/tasks.graph.json`, shaped `{ "tasks": [...] }`. Every
- * read-modify-write holds a proper-lockfile lock on the file (`tasks.graph.json.lock`, retried with
- * short randomised waits; a lock left by a dead process is taken over once stale), and the new
+ * read-modify-write holds a proper-lockfile lock on the file (`tasks.graph.json.lock`; while another
+ * holder has it we wait in short randomised steps for up to `lockWaitMs`, any other failure such as
+ * a missing directory is thrown at once; a lock left by a dead process is taken over once stale), and the new
  * content is written to a temporary file, fsynced and renamed over the old one, so a reader never
  * sees a partial file. Tools that take the same lock can share the file safely.
  */
@@ -44,13 +46,19 @@ export class FileTaskStore implements TaskStore {
   readonly #retryBaseMs: number
   readonly #retryCapMs: number
   readonly #staleMs: number
+  readonly #lockWaitMs: number
 
-  constructor (dataDir: string, options: TaskStoreOptions & { staleMs?: number } = {}) {
+  /**
+   * @param options.staleMs age after which a lock whose holder stopped refreshing it is taken over
+   * @param options.lockWaitMs how long an operation waits for a held lock before failing with ELOCKED
+   */
+  constructor (dataDir: string, options: TaskStoreOptions & { staleMs?: number, lockWaitMs?: number } = {}) {
     this.file = join(dataDir, TASK_GRAPH_FILE)
     this.#now = options.now ?? (() => new Date())
     this.#retryBaseMs = options.retryBaseMs ?? 1000
     this.#retryCapMs = options.retryCapMs ?? 60_000
     this.#staleMs = options.staleMs ?? 10_000
+    this.#lockWaitMs = options.lockWaitMs ?? 30_000
     mkdirSync(dirname(this.file), { recursive: true })
   }
 
@@ -80,15 +88,26 @@ export class FileTaskStore implements TaskStore {
     }
   }
 
+  /**
+   * Take the lock. proper-lockfile's own retries would also retry errors that cannot clear (a
+   * deleted DATA_DIR is retried for minutes), so only a held lock (ELOCKED) is waited out here.
+   */
+  async #lock (onCompromised: (err: Error) => void): Promise<() => Promise<void>> {
+    const deadline = Date.now() + this.#lockWaitMs
+    for (let wait = 2; ; wait = Math.min(50, Math.ceil(wait * 1.5))) {
+      try {
+        return await lockfile.lock(this.file, { realpath: false, stale: this.#staleMs, onCompromised })
+      } catch (err) {
+        if ((err as NodeJS.ErrnoException).code !== 'ELOCKED' || Date.now() >= deadline) throw err
+      }
+      await sleep(randomInt(1, wait + 1))
+    }
+  }
+
   /** Run `change` on the graph under the lock; write the graph back when it says so. */
   async #locked<T>(change: (data: GraphFile, now: Date) => { result: T, write: boolean }): Promise<T> {
     let compromised: unknown
-    const release = await lockfile.lock(this.file, {
-      realpath: false,
-      stale: this.#staleMs,
-      retries: { retries: 5000, factor: 1.3, minTimeout: 2, maxTimeout: 50, randomize: true },
-      onCompromised: (err) => { compromised = err }
-    })
+    const release = await this.#lock((err) => { compromised = err })
     try {
       const data = await this.#read()
       const { result, write } = change(data, this.#now())

@@ -123,6 +123,43 @@ t.test('cancel reaches the running handler through its signal', async (t) => {
   t.equal(done?.status, 'FAILED')
 })
 
+t.test('a claim made as the worker is told to stop is handed an aborted signal', async (t) => {
+  const { store, runtime } = setup(t)
+  await store.create([{ id: 'late', type: 'count' }])
+  const controller = new AbortController()
+  controller.abort(new Error('shutting down'))
+  const agent = new Recorder(async (_task, context) => {
+    t.ok(context.signal.aborted)
+    throw new AgentError('stopped', { retryable: true })
+  })
+  t.match(await agent.executeOnce(runtime, controller.signal), { status: 'PENDING', attempt: 1 })
+})
+
+t.test('executeOnce returns only after a heartbeat in flight has settled', async (t) => {
+  const { store, runtime } = setup(t, { heartbeatMs: 10, leaseMs: 5000 })
+  await store.create([{ id: 'hb', type: 'count' }])
+  let inFlight = 0
+  let overlapped = false
+  const heartbeat = store.heartbeat.bind(store)
+  store.heartbeat = async (...args) => {
+    inFlight++
+    try {
+      await sleep(60)
+      return await heartbeat(...args)
+    } finally {
+      inFlight--
+    }
+  }
+  const agent = new Recorder(async (task) => {
+    await sleep(35)
+    overlapped = inFlight > 0
+    return { task_id: task.id, outcome: 'completed' }
+  })
+  t.equal((await agent.executeOnce(runtime))?.status, 'COMPLETED')
+  t.ok(overlapped, 'a heartbeat was running when the handler finished')
+  t.equal(inFlight, 0, 'and it had settled before executeOnce returned')
+})
+
 t.test('guardrails (S36): task events are internal; render_to_user anywhere is refused; only the narrator speaks to users', async (t) => {
   const { events, store, runtime } = setup(t)
   const base = { kind: 'task' as const, id: 'e', source: 's', time: new Date().toISOString() }

@@ -1,5 +1,6 @@
 import t from 'tap'
-import { readFileSync } from 'node:fs'
+import { readFileSync, rmSync } from 'node:fs'
+import lockfile from 'proper-lockfile'
 import { openDatabase } from '../../src/storage/database.js'
 import { FileTaskStore } from '../../src/runtime/file-task-store.js'
 import { SqliteTaskStore } from '../../src/runtime/sqlite-task-store.js'
@@ -163,6 +164,29 @@ t.test('the file store writes {"tasks": [...]} atomically and refuses a corrupt 
   await t.rejects(store.list(), /is not \{"tasks": \[...\]\}/)
   await t.rejects(store.create([{ type: 'w' }]), /is not/)
   t.equal(readFileSync(store.file, 'utf8'), '{"tasks": 5}', 'a corrupt file is never overwritten')
+})
+
+t.test('the file store waits out a held lock, gives up after lockWaitMs, and fails fast when the directory is gone', async (t) => {
+  const dir = tempDataDir(t)
+  const store = new FileTaskStore(dir, { lockWaitMs: 300 })
+  await store.create([{ id: 'a', type: 'w' }])
+  const release = await lockfile.lock(store.file, { realpath: false })
+  setTimeout(() => { release().catch(() => {}) }, 100)
+  const waited = Date.now()
+  t.equal((await store.create([{ id: 'b', type: 'w' }]))[0]?.id, 'b', 'the write went through once the other holder let go')
+  t.ok(Date.now() - waited >= 90, 'it waited for the holder')
+
+  const held = await lockfile.lock(store.file, { realpath: false })
+  const started = Date.now()
+  await t.rejects(store.create([{ id: 'c', type: 'w' }]), { code: 'ELOCKED' })
+  t.ok(Date.now() - started >= 300, 'it waited the whole budget')
+  await held()
+  t.same((await store.list()).map((x) => x.id), ['a', 'b'], 'the refused write changed nothing')
+
+  rmSync(dir, { recursive: true, force: true })
+  const gone = Date.now()
+  await t.rejects(store.claim('w', 'x', 1000), { code: 'ENOENT' })
+  t.ok(Date.now() - gone < 250, 'a missing directory is not retried')
 })
 
 t.test('retry delays grow exponentially with jitter, capped', async (t) => {
