@@ -7,10 +7,12 @@ import validation from './plugins/validation.js'
 import docs from './plugins/swagger.js'
 import storage from './plugins/storage.js'
 import agents from './plugins/agents.js'
+import backends from './plugins/backends.js'
 import runs from './plugins/runs.js'
 import tasks from './plugins/tasks.js'
 import healthRoutes from './routes/health.js'
 import agentRoutes from './routes/v1/agents.js'
+import backendRoutes from './routes/v1/backends.js'
 import assistRoutes from './routes/v1/assist.js'
 import auditRoutes from './routes/v1/audit.js'
 import eventRoutes from './routes/v1/events.js'
@@ -47,11 +49,13 @@ export async function buildApp (config: Config, options: BuildOptions = {}): Pro
   await app.register(docs)
   await app.register(storage)
   await app.register(agents)
+  await app.register(backends)
   await app.register(runs)
   await app.register(tasks)
 
   await app.register(healthRoutes)
   await app.register(agentRoutes)
+  await app.register(backendRoutes)
   await app.register(assistRoutes)
   await app.register(sessionRoutes)
   await app.register(eventRoutes)

@@ -44,7 +44,33 @@ export const ConfigSchema = Type.Object({
   /** This instance's id in `/health`; empty means a new UUID at each boot. */
   INSTANCE_ID: Type.String({ default: '' }),
   /** Trust `X-Forwarded-*` headers from a reverse proxy. */
-  TRUST_PROXY: Type.Boolean({ default: false })
+  TRUST_PROXY: Type.Boolean({ default: false }),
+  /** The provider behind the `llm` backend (what `llm-chat` uses). */
+  LLM_PROVIDER: Type.Union([Type.Literal('openai'), Type.Literal('anthropic')], { default: 'openai' }),
+  /** An OpenAI-compatible server (vLLM, Ollama, llama.cpp, ...); empty means api.openai.com. */
+  OPENAI_BASE_URL: Type.String({ default: '' }),
+  OPENAI_API_KEY: Type.String({ default: '' }),
+  OPENAI_MODEL: Type.String({ default: 'gpt-4o-mini', minLength: 1 }),
+  /** Empty means api.anthropic.com. */
+  ANTHROPIC_BASE_URL: Type.String({ default: '' }),
+  ANTHROPIC_API_KEY: Type.String({ default: '' }),
+  ANTHROPIC_MODEL: Type.String({ default: 'claude-sonnet-4-5', minLength: 1 }),
+  /** Largest answer a model call may produce, in tokens. */
+  LLM_MAX_TOKENS: Type.Integer({ default: 1024, minimum: 1 }),
+  /** How long a provider may send nothing (before its first byte or between chunks). */
+  LLM_TIMEOUT_MS: Type.Integer({ default: 60000, minimum: 100 }),
+  /** SDK retries of a call that failed before streaming (connection errors, 429, 5xx). */
+  LLM_MAX_RETRIES: Type.Integer({ default: 2, minimum: 0, maximum: 10 }),
+  /** Model calls per message before a tool-call loop is cut off. */
+  LLM_MAX_TURNS: Type.Integer({ default: 8, minimum: 1, maximum: 100 }),
+  /** Prices for cost metrics, USD per million tokens: `{"<model>": {"input": 0.15, "output": 0.6}}`. */
+  LLM_PRICES: Type.String({ default: '{}' }),
+  /** The local agent's command: a JSON array of argv, or words split on spaces; empty runs the bundled demo CLI. */
+  CLI_AGENT_COMMAND: Type.String({ default: '' }),
+  /** The local agent's workspace, a folder under DATA_DIR/workspaces (one subfolder per session). */
+  CLI_AGENT_WORKSPACE: Type.String({ default: 'cli-agent', minLength: 1 }),
+  /** How long the local agent may print nothing during a turn before its process group is killed. */
+  CLI_AGENT_TIMEOUT_MS: Type.Integer({ default: 120000, minimum: 100 })
 })
 
 export type Config = Static<typeof ConfigSchema>
@@ -72,9 +98,43 @@ export function loadConfig (env: Record<string, string | undefined>, dotenv = fa
   if (raw.INSTANCE_ID !== '' && !/^[0-9a-f]{8}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{12}$/i.test(raw.INSTANCE_ID)) {
     throw new ConfigInvalidError('env/INSTANCE_ID must be a UUID or empty')
   }
+  parsePrices(raw.LLM_PRICES)
+  parseCommand(raw.CLI_AGENT_COMMAND)
   return {
     ...raw,
     DATA_DIR: resolve(raw.DATA_DIR),
     AGENTS_DIR: raw.AGENTS_DIR === '' ? BUNDLED_AGENTS_DIR : resolve(raw.AGENTS_DIR)
   }
+}
+
+/** `LLM_PRICES` parsed: USD per million input and output tokens, by model. */
+export function parsePrices (text: string): Record<string, { input: number, output: number }> {
+  let parsed: unknown
+  try {
+    parsed = JSON.parse(text)
+  } catch (err) {
+    throw new ConfigInvalidError(`env/LLM_PRICES is not JSON: ${(err as Error).message}`)
+  }
+  const ok = (n: unknown): boolean => typeof n === 'number' && Number.isFinite(n) && n >= 0
+  if (typeof parsed !== 'object' || parsed === null || Array.isArray(parsed) ||
+    !Object.values(parsed).every((p) => typeof p === 'object' && p !== null && ok((p as { input?: unknown }).input) && ok((p as { output?: unknown }).output))) {
+    throw new ConfigInvalidError('env/LLM_PRICES must be {"<model>": {"input": <usd per million>, "output": <usd per million>}}')
+  }
+  return parsed as Record<string, { input: number, output: number }>
+}
+
+/** `CLI_AGENT_COMMAND` as argv: a JSON array of strings, or the words of the string; [] when empty. */
+export function parseCommand (text: string): string[] {
+  if (text.trim() === '') return []
+  if (!text.trim().startsWith('[')) return text.trim().split(/\s+/)
+  let parsed: unknown
+  try {
+    parsed = JSON.parse(text)
+  } catch (err) {
+    throw new ConfigInvalidError(`env/CLI_AGENT_COMMAND is not a JSON array: ${(err as Error).message}`)
+  }
+  if (!Array.isArray(parsed) || parsed.length === 0 || !parsed.every((a) => typeof a === 'string' && a !== '')) {
+    throw new ConfigInvalidError('env/CLI_AGENT_COMMAND must be a non-empty JSON array of strings')
+  }
+  return parsed as string[]
 }

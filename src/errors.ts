@@ -57,6 +57,8 @@ export const TaskStateError = define('AH_ERR_TASK_STATE', 409, 'Task "%s" is %s:
   'The task is not in a state that allows the operation (for example cancelling a completed task).')
 export const PolicyViolationError = define('AH_ERR_POLICY_VIOLATION', 422, 'Refused by the narrator-only policy: %s',
   'An agent event tried to speak to the user (a truthy `render_to_user`, or `visibility: "user"` from anyone but the narrator). Nothing was stored.')
+export const BackendUnavailableError = define('AH_ERR_BACKEND_UNAVAILABLE', 503, 'The agent\'s backend is not available: %s',
+  'The agent needs a backend (`GET /v1/backends`) that is not configured or cannot run here; the message names the settings to set.')
 export const ShuttingDownError = define('AH_ERR_SHUTTING_DOWN', 503, 'The server is shutting down',
   'The server is draining; retry against another instance (`Retry-After` is set).')
 
@@ -94,7 +96,10 @@ export const STREAM_ERROR_CODES = {
   shutting_down: 'The server is shutting down (TRANSIENT: retry).',
   run_interrupted: 'The process running the request died before it finished; the journal ends here (FATAL).',
   resume_gap: 'The resume cursor points into a journal that has been pruned (older than JOURNAL_RETENTION_MS) (FATAL).',
-  slow_consumer: 'The client read too slowly and the server\'s send buffer for it filled up (TRANSIENT).'
+  slow_consumer: 'The client read too slowly and the server\'s send buffer for it filled up (TRANSIENT).',
+  backend_unavailable: 'The agent\'s backend (LLM provider or local agent) is not configured or cannot be reached (FATAL).',
+  backend_timeout: 'The backend sent nothing for longer than its timeout; the request or subprocess was stopped (TRANSIENT).',
+  backend_failed: 'The backend answered with an error or died mid-stream: TRANSIENT when retrying may help (rate limit, 5xx, crash), else FATAL.'
 } as const
 export type StreamErrorCode = keyof typeof STREAM_ERROR_CODES
 

@@ -11,7 +11,9 @@ import { loadConfig, type Config } from '../src/config.js'
 export const AGENTS = {
   echo: '8a1f7d2e-3c4b-4e5f-9a6b-0c1d2e3f4a01',
   echoStream: '8a1f7d2e-3c4b-4e5f-9a6b-0c1d2e3f4a02',
-  showcase: '8a1f7d2e-3c4b-4e5f-9a6b-0c1d2e3f4a03'
+  showcase: '8a1f7d2e-3c4b-4e5f-9a6b-0c1d2e3f4a03',
+  llmChat: '8a1f7d2e-3c4b-4e5f-9a6b-0c1d2e3f4a06',
+  cliAgent: '8a1f7d2e-3c4b-4e5f-9a6b-0c1d2e3f4a07'
 } as const
 
 /** Test-only agents (test/fixtures/agents). */

@@ -1,6 +1,6 @@
 import { randomUUID } from 'node:crypto'
 import { performance } from 'node:perf_hooks'
-import { EventInvalidError, StreamClosedError, type StreamErrorCode } from '../errors.js'
+import { EventInvalidError, STREAM_ERROR_CODES, StreamClosedError, type StreamErrorCode } from '../errors.js'
 import {
   PRESENTATION_EVENT_TYPES, PresentationEvent as PresentationEventSchema,
   type CloseReason, type EventPayload, type PresentationEvent, type StreamError, type StreamErrorSeverity,
@@ -8,7 +8,7 @@ import {
 } from '../protocol/packets.js'
 import type { ResolvedAgentRequest } from '../protocol/envelope.js'
 import { CloudEvent, GraphEvent } from '../protocol/events.js'
-import type { Agent, JsonObject, LogLevel, ResponseHandler, SessionHandle, StreamHandle } from './contract.js'
+import type { Agent, AgentHost, JsonObject, LogLevel, ResponseHandler, SessionHandle, StreamHandle } from './contract.js'
 import type { HostedCapability } from './hosted-agent.js'
 import { compileSchema, toIssues } from './json-schema.js'
 import { TranscriptBuilder } from './transcript.js'
@@ -117,6 +117,9 @@ export class AssistRun {
   #endReason: CloseReason | undefined
   #result: JsonObject | undefined
   #fatal: StreamError | undefined
+  #usage: { input_tokens: number, output_tokens: number } = { input_tokens: 0, output_tokens: 0 }
+  #reportedUsage = false
+  #cost: number | undefined
   readonly handler: ResponseHandler
 
   constructor (options: AssistRunOptions) {
@@ -140,6 +143,11 @@ export class AssistRun {
   get result (): JsonObject | undefined { return this.#result }
   /** The FATAL error that ended the run, if one did. */
   get fatalError (): StreamError | undefined { return this.#fatal }
+  /** Token usage and cost reported with `usage()`, summed; undefined when never reported. */
+  get usage (): { usage: { input_tokens: number, output_tokens: number }, cost?: number } | undefined {
+    if (!this.#reportedUsage) return undefined
+    return this.#cost === undefined ? { usage: { ...this.#usage } } : { usage: { ...this.#usage }, cost: this.#cost }
+  }
 
   /** The disconnect policy in force. */
   get onDisconnect (): DisconnectPolicy { return this.#onDisconnect }
@@ -156,9 +164,9 @@ export class AssistRun {
    * Run the agent to the end. Never rejects: a thrown error becomes an `agent_failed` packet, and
    * whatever happens the main stream is closed.
    */
-  async execute (agent: Agent, request: ResolvedAgentRequest, session: SessionHandle): Promise<void> {
+  async execute (agent: Agent, request: ResolvedAgentRequest, session: SessionHandle, host: AgentHost): Promise<void> {
     try {
-      await agent.assist(request, session, this.handler)
+      await agent.assist(request, session, this.handler, host)
       if (this.#endReason === undefined) this.#endAll('done')
     } catch (err) {
       this.#failed(err)
@@ -260,10 +268,13 @@ export class AssistRun {
       return
     }
     this.#log.error({ err }, 'agent failed')
-    const e = err as { expose?: unknown, message?: unknown, details?: unknown }
+    const e = err as { expose?: unknown, message?: unknown, details?: unknown, streamCode?: unknown, severity?: unknown }
     const safe = typeof err === 'object' && err !== null && e.expose === true && typeof e.message === 'string'
     const details = safe && isPlainObject(e.details) ? e.details : undefined
-    this.#fatalEnd(this.#streamError('agent_failed', safe ? e.message as string : 'The agent failed', 'FATAL', details), 'agent_failed')
+    // a safe error may name its own stream code and severity (backend errors: backend_timeout is TRANSIENT)
+    const code = safe && typeof e.streamCode === 'string' && e.streamCode in STREAM_ERROR_CODES ? e.streamCode as StreamErrorCode : 'agent_failed'
+    const severity = safe && e.severity === 'TRANSIENT' ? 'TRANSIENT' : 'FATAL'
+    this.#fatalEnd(this.#streamError(code, safe ? e.message as string : 'The agent failed', severity, details), 'agent_failed')
   }
 
   #assertOpen (): void {
@@ -371,6 +382,20 @@ export class AssistRun {
       },
       async create_stream (title, metadata) {
         return run.#makeStream(title, metadata)
+      },
+      async usage (usage, cost) {
+        run.#assertOpen()
+        const given = usage as { input_tokens?: unknown, output_tokens?: unknown } | undefined
+        const counts = [given?.input_tokens, given?.output_tokens]
+        if (!counts.every((n) => Number.isInteger(n) && (n as number) >= 0)) throw new EventInvalidError('usage() takes { input_tokens, output_tokens } as non-negative integers')
+        if (cost !== undefined && !(Number.isFinite(cost) && cost >= 0)) throw new EventInvalidError('usage() cost must be a non-negative number')
+        run.#reportedUsage = true
+        run.#usage.input_tokens += usage.input_tokens
+        run.#usage.output_tokens += usage.output_tokens
+        if (cost !== undefined) run.#cost = (run.#cost ?? 0) + cost
+        const data: { input_tokens: number, output_tokens: number, cost?: number } = { input_tokens: usage.input_tokens, output_tokens: usage.output_tokens }
+        if (cost !== undefined) data.cost = cost
+        return run.#send(run.mainStreamId, 'EVENT', { type: 'USAGE', data })
       },
       async emit (event) {
         const type = isPlainObject(event) ? event.type : undefined

@@ -5,6 +5,7 @@
 import type { ResolvedAgentRequest, SessionContext } from '../protocol/envelope.js'
 import type { AgentDefinition, AgentCapability, AgentMetadata, ModelConfig } from '../protocol/manifest.js'
 import type { Citation, MediaItem, PresentationEvent, StreamErrorSeverity } from '../protocol/packets.js'
+import type { AgentProtocol } from '../backends/protocol.js'
 
 export type { ResolvedAgentRequest as AgentRequest } from '../protocol/envelope.js'
 export type { AgentDefinition } from '../protocol/manifest.js'
@@ -80,6 +81,21 @@ export interface ResponseHandler extends EventSink {
   result(obj: JsonObject): Promise<void>
   /** Open another stream; its first packet is EVENT `STREAM_START`. */
   create_stream(title?: string, metadata?: JsonObject): Promise<StreamHandle>
+  /**
+   * Report tokens a backend used and what they cost (our extension). Calls add up; the JSON
+   * response's `metrics` carry the totals, and each call is an EVENT `{ type: "USAGE", data }` on
+   * the main stream.
+   */
+  usage(usage: { input_tokens: number, output_tokens: number }, cost?: number): Promise<void>
+}
+
+/** What the host lends an agent besides the request: its configured backends (see `GET /v1/backends`). */
+export interface AgentHost {
+  /**
+   * The backend protocol named `name` (`llm`, `openai`, `anthropic`, `local`, ...).
+   * @throws AH_ERR_BACKEND_UNAVAILABLE when it is not configured
+   */
+  backend(name: string): AgentProtocol
 }
 
 /** One recorded exchange of a session (newest last in `history()`). */
@@ -143,7 +159,12 @@ export interface SessionHandle {
  */
 export interface Agent {
   readonly manifest: AgentDefinition
-  assist(request: ResolvedAgentRequest, session: SessionHandle, response: ResponseHandler): Promise<void>
+  /**
+   * Backends the agent needs (names from `GET /v1/backends`). While one is not available the host
+   * answers 503 `AH_ERR_BACKEND_UNAVAILABLE` before the agent runs.
+   */
+  readonly backends?: readonly string[]
+  assist(request: ResolvedAgentRequest, session: SessionHandle, response: ResponseHandler, host: AgentHost): Promise<void>
   startup?(): Promise<void> | void
   shutdown?(): Promise<void> | void
 }
@@ -162,6 +183,7 @@ export interface ManifestSpec extends Partial<Omit<AgentDefinition, 'metadata' |
 /** What an author passes to {@link defineAgent}. */
 export interface AgentSpec {
   manifest: ManifestSpec
+  backends?: Agent['backends']
   assist: Agent['assist']
   startup?: Agent['startup']
   shutdown?: Agent['shutdown']

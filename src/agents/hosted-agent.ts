@@ -70,6 +70,9 @@ export function hostAgent (value: unknown, source: string): HostedAgent {
   for (const hook of ['startup', 'shutdown'] as const) {
     if (candidate[hook] !== undefined && typeof candidate[hook] !== 'function') throw new Error(`${hook} must be a function`)
   }
+  if (candidate.backends !== undefined && !(Array.isArray(candidate.backends) && candidate.backends.every((b) => typeof b === 'string' && b !== ''))) {
+    throw new Error('backends must be an array of backend names')
+  }
   const spec = candidate.manifest as unknown as ManifestSpec
   if (typeof spec.metadata !== 'object' || spec.metadata === null) throw new Error('manifest/metadata is required')
   const manifest = fillManifest(spec)

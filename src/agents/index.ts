@@ -6,8 +6,11 @@ export { defineAgent } from './define-agent.js'
 export { RunAbortedError } from './assist-run.js'
 export type { AbortKind } from './assist-run.js'
 export { SafeAgentError } from './contract.js'
+export { capBridge, type CapBridge } from '../backends/cap-bridge.js'
+export { BackendError } from '../backends/errors.js'
+export type { AgentProtocol, Message, ProtocolContext, ProtocolResponse, StreamChunk, Tool, ToolRegistry } from '../backends/protocol.js'
 export type {
-  Agent, AgentDefinition, AgentRequest, AgentSpec, EventSink, Interaction, JsonObject, LogLevel, ManifestSpec,
+  Agent, AgentDefinition, AgentHost, AgentRequest, AgentSpec, EventSink, Interaction, JsonObject, LogLevel, ManifestSpec,
   RecallHit, ResponseHandler, SessionHandle, SessionIdentity, StreamHandle
 } from './contract.js'
 export { AgentError, BaseAgent } from '../runtime/base-agent.js'

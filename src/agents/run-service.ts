@@ -8,6 +8,7 @@ import type { EventStore } from '../storage/events.js'
 import type { RunRecord, RunStore } from '../storage/runs.js'
 import { AssistRun, type DisconnectPolicy, type PacketSink, type RunLogger } from './assist-run.js'
 import type { HostedAgent, HostedCapability } from './hosted-agent.js'
+import type { AgentHost } from './contract.js'
 import type { RunRegistry } from './run-registry.js'
 import type { Db } from '../storage/database.js'
 import type { SqliteSessionStore } from '../storage/sessions.js'
@@ -43,6 +44,8 @@ export interface RunServiceOptions {
   live: RunRegistry
   instanceId: string
   log: RunLogger
+  /** What agents get as their fourth argument. */
+  host: AgentHost
 }
 
 export interface StartOptions {
@@ -121,7 +124,7 @@ export class RunService {
     if (options.sink !== undefined) run.attach(options.sink)
     const answer = run.ended.then(() => this.#finish(run, options))
     this.#answers.set(requestId, answer)
-    const settled = run.execute(hosted.agent, resolved, session)
+    const settled = run.execute(hosted.agent, resolved, session, this.#o.host)
     this.#o.live.track(run, Promise.all([settled, answer]).then(() => { this.#answers.delete(requestId) }))
     return run
   }
@@ -277,7 +280,7 @@ export class RunService {
         request_id: requestId,
         created_at: new Date().toISOString(),
         output: reason === 'done' && run.result !== undefined ? run.result : run.transcript.build(),
-        metrics: { latency_ms: Math.round((performance.now() - run.startedAt) * 1000) / 1000, packets: run.packets }
+        metrics: { latency_ms: Math.round((performance.now() - run.startedAt) * 1000) / 1000, packets: run.packets, ...run.usage }
       }
     }
   }

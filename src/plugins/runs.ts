@@ -28,7 +28,8 @@ async function runs (app: FastifyInstance): Promise<void> {
     events: app.events,
     live: registry,
     instanceId: app.instanceId,
-    log: app.log
+    log: app.log,
+    host: app.backends
   })
   app.decorate('runs', registry)
   app.decorate('runService', service)
@@ -53,4 +54,4 @@ async function runs (app: FastifyInstance): Promise<void> {
   })
 }
 
-export default fp(runs, { name: 'runs', fastify: '5.x', dependencies: ['config', 'storage'] })
+export default fp(runs, { name: 'runs', fastify: '5.x', dependencies: ['config', 'storage', 'backends'] })

@@ -126,8 +126,20 @@ export const StreamStartEvent = Type.Object({
 }, { ...closed, title: 'STREAM_START' })
 export type StreamStartEvent = Static<typeof StreamStartEvent>
 
+/** Tokens a backend used and their cost: `response.usage()` (our extension). */
+export const UsageEvent = Type.Object({
+  type: Type.Literal('USAGE'),
+  data: Type.Object({
+    input_tokens: Type.Integer({ minimum: 0 }),
+    output_tokens: Type.Integer({ minimum: 0 }),
+    /** USD, from the configured price table. */
+    cost: Type.Optional(Type.Number({ minimum: 0 }))
+  }, closed)
+}, { ...closed, title: 'USAGE' })
+export type UsageEvent = Static<typeof UsageEvent>
+
 /** Everything this server ever puts in the `p` of an EVENT packet. */
-export const EventPayload = Type.Union([PresentationEvent, DataEvent, ResultEvent, StreamStartEvent])
+export const EventPayload = Type.Union([PresentationEvent, DataEvent, ResultEvent, StreamStartEvent, UsageEvent])
 export type EventPayload = Static<typeof EventPayload>
 
 const packetHead = {

@@ -165,6 +165,7 @@ const assistRoutes: FastifyPluginAsyncTypebox = async (app) => {
       resumeGap(reply, cursor)
       return reply
     }
+    if (hosted.agent.backends !== undefined) await app.backends.require(hosted.agent.backends)
 
     if (mode === 'server_sent_events') {
       const sink = openWriter(reply, (why, writer) => {
