@@ -38,14 +38,20 @@ const app = await buildApp(loadConfig({ DATA_DIR: data.dir, LOG_LEVEL: 'silent',
 await app.listen({ host: '127.0.0.1', port: 0 })
 const hostUrl = `http://127.0.0.1:${app.server.address().port}`
 
+/** POST and read the whole answer; counts the tokens that arrived (`tok<i>` markers). */
 function post (url, body, headers) {
   return new Promise((resolve, reject) => {
     const started = performance.now()
     let first
-    let bytes = 0
+    let text = ''
     const req = request(url, { method: 'POST', headers: { 'content-type': 'application/json', ...headers } }, (res) => {
-      res.on('data', (c) => { first ??= performance.now(); bytes += c.length })
-      res.on('end', () => resolve({ ms: performance.now() - started, firstMs: first - started, bytes }))
+      res.setEncoding('utf8')
+      res.on('data', (c) => { first ??= performance.now(); text += c })
+      res.on('end', () => {
+        const got = (text.match(/tok\d+ /g) ?? []).length
+        if (res.statusCode !== 200 || got !== tokens) reject(new Error(`${url}: status ${res.statusCode}, ${got} of ${tokens} tokens: ${text.slice(0, 300)}`))
+        else resolve({ ms: performance.now() - started, firstMs: first - started })
+      })
     })
     req.on('error', reject)
     req.end(JSON.stringify(body))
@@ -57,7 +63,7 @@ const viaHost = () => {
   const session = randomUUID()
   return post(`${hostUrl}/v1/assist`, {
     request_id: randomUUID(),
-    context: { session_id: session, agent_id: 'llm-chat', user: { user_id: 'bench', tier: 'free', locale: 'en' }, trace: { trace_id: randomUUID() }, permissions: [], created_at: new Date().toISOString() },
+    context: { session_id: session, agent_id: '8a1f7d2e-3c4b-4e5f-9a6b-0c1d2e3f4a06', user: { user_id: 'bench', tier: 'free', locale: 'en' }, trace: { trace_id: randomUUID(), span_id: randomUUID() }, permissions: [], created_at: new Date().toISOString() },
     payload: { session_id: session, payload: { query: 'go' } }
   }, { accept: 'text/event-stream' })
 }

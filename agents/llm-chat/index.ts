@@ -1,4 +1,4 @@
-import { capBridge, defineAgent, type ToolRegistry } from '../../src/agents/index.js'
+import { capBridge, defineAgent, traceparentOf, type ToolRegistry } from '../../src/agents/index.js'
 
 /** Tools the model may call. Small on purpose: they show the tool loop, not a product. */
 const tools: ToolRegistry = {
@@ -46,7 +46,7 @@ export default defineAgent({
   async assist (request, session, response, host) {
     const llm = host.backend('llm')
     const bridge = capBridge(response)
-    const ctx = { signal: response.signal, memory: session, onStreamMessage: bridge.onStreamMessage, tools }
+    const ctx = { signal: response.signal, memory: session, onStreamMessage: bridge.onStreamMessage, tools, traceparent: traceparentOf(request.context.trace) }
     const message = { role: 'user' as const, content: String(request.payload.query) }
     const started = await session.get<boolean>('llm.started', false)
     if (started !== true) {

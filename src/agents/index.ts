@@ -8,6 +8,7 @@ export type { AbortKind } from './assist-run.js'
 export { SafeAgentError } from './contract.js'
 export { capBridge, type CapBridge } from '../backends/cap-bridge.js'
 export { BackendError } from '../backends/errors.js'
+export { traceparentOf } from '../backends/protocol.js'
 export type { AgentProtocol, Message, ProtocolContext, ProtocolResponse, StreamChunk, Tool, ToolRegistry } from '../backends/protocol.js'
 export type {
   Agent, AgentDefinition, AgentHost, AgentRequest, AgentSpec, EventSink, Interaction, JsonObject, LogLevel, ManifestSpec,

@@ -199,3 +199,11 @@ export function takeLines (chunk: Uint8Array | string | null, state: ParseState)
   state.pending = lines.pop() ?? ''
   return lines.map((l) => l.endsWith('\r') ? l.slice(0, -1) : l)
 }
+
+/**
+ * A W3C `traceparent` for a CAP trace context: the trace id's 32 hex digits and the span id's
+ * first 16 (both are UUIDs on the wire), sampled.
+ */
+export function traceparentOf (trace: { trace_id: string, span_id: string }): string {
+  return `00-${trace.trace_id.replace(/-/g, '').toLowerCase()}-${trace.span_id.replace(/-/g, '').slice(0, 16).toLowerCase()}-01`
+}

@@ -39,6 +39,7 @@ t.test('OpenAI-compatible: text streams as DELTAs in order; usage and cost reach
   t.same(events(packets, 'USAGE'), [{ type: 'USAGE', data: { input_tokens: 12, output_tokens: 4, cost: (12 * 2 + 4 * 10) / 1e6 } }])
   const sent = fake.received[0]
   t.equal(sent?.url, '/v1/chat/completions')
+  t.match(sent?.headers.traceparent, /^00-[0-9a-f]{32}-[0-9a-f]{16}-01$/, 'the trace goes upstream')
   t.match(sent?.body, { model: 'test-model', stream: true, stream_options: { include_usage: true }, messages: [{ role: 'system', content: 'Be brief.' }, { role: 'user', content: 'hi' }] })
   t.same((sent?.body.tools as Array<{ function: { name: string } }>).map((x) => x.function.name), ['current_time', 'word_count'])
 
@@ -73,11 +74,11 @@ t.test('OpenAI-compatible: tool calls run with the agent\'s tools and their resu
 
 t.test('OpenAI-compatible: the tool loop stops at LLM_MAX_TURNS; an unknown tool gets an error result', async (t) => {
   const fake = await fakeProvider(t)
-  fake.script({ frames: [openai.chunk({ tool_calls: [{ index: 0, id: 'c', function: { name: 'no_such_tool', arguments: '{}' } }] }), openai.finish('tool_calls'), openai.done] })
+  fake.script({ frames: [openai.chunk({ tool_calls: [{ index: 0, id: 'c', function: { name: 'no_such_tool', arguments: '{}' } }, { index: 1, id: 'd', function: { name: 'current_time', arguments: '' } }] }), openai.finish('tool_calls'), openai.done] })
   const app = await build(t, openAiEnv(fake, { LLM_MAX_TURNS: '3' }))
   const packets = await sse(app, envelope(LLM_CHAT, { query: 'loop' }))
   t.equal(fake.received.length, 3, 'three model calls, then the loop is cut off')
-  t.match((fake.received[1]?.body.messages as unknown[]).at(-1), { role: 'tool', content: 'Unknown tool "no_such_tool"' })
+  t.match((fake.received[1]?.body.messages as unknown[]).slice(-2), [{ role: 'tool', tool_call_id: 'c', content: 'Unknown tool "no_such_tool"' }, { role: 'tool', tool_call_id: 'd', content: /^\d{4}-\d\d-\d\dT/ }])
   t.equal(errors(packets).length, 0)
   t.equal(packets.at(-1)?.p, 'done')
 })
@@ -197,6 +198,21 @@ t.test('a client disconnect (on_disconnect cancel) and a cancel abort the upstre
   t.equal(parseSse((await run).body).packets.at(-1)?.p, 'cancelled')
 })
 
+t.test('shutdown aborts the upstream request', async (t) => {
+  const fake = await fakeProvider(t)
+  fake.script({ frames: [openai.chunk({ content: 'streaming' })], stall: true })
+  const app = await build(t, openAiEnv(fake))
+  const run = app.inject({ method: 'POST', url: '/v1/assist', headers: { accept: 'text/event-stream' }, payload: envelope(LLM_CHAT, { query: 'hi' }) })
+  while (fake.received.length < 1) await sleep(5)
+  await sleep(50)
+  const closing = Date.now()
+  await app.close()
+  await fake.received[0]?.aborted
+  t.ok(Date.now() - closing < 1000, 'the upstream request was closed on shutdown')
+  const packets = parseSse((await run).body).packets
+  t.match(errors(packets).at(-1), { code: 'shutting_down', severity: 'TRANSIENT' })
+})
+
 t.test('no provider configured: the server starts and llm-chat answers 503 AH_ERR_BACKEND_UNAVAILABLE', async (t) => {
   const app = await build(t)
   const res = await app.inject({ method: 'POST', url: '/v1/assist', payload: envelope(LLM_CHAT, { query: 'hi' }) })
@@ -232,4 +248,42 @@ t.test('the conversation persists in the session and resumes after a restart', a
     { role: 'assistant', content: 'Nice to meet you, Ada.' },
     { role: 'user', content: 'Who am I?' }
   ])
+})
+
+t.test('parseStream gives the same events however a recorded provider stream is split', async (t) => {
+  const { LlmProtocol } = await import('../../src/backends/llm/llm-protocol.js')
+  const { OpenAiTransport } = await import('../../src/backends/llm/openai.js')
+  const { ParseState } = await import('../../src/backends/protocol.js')
+  const protocol = new LlmProtocol({ name: 'p', transport: new OpenAiTransport({ baseUrl: '', apiKey: '', model: 'm', maxTokens: 1, maxRetries: 0, timeoutMs: 1000 }), prices: {}, timeoutMs: 1000, maxTurns: 1 })
+  const recordings = {
+    openai: [': keep-alive\n\n', ...openai.text(['naïve ', 'café ', '日本 ', '🌍'], [3, 4]).map((f) => f.replace(/\n/g, '\r\n'))].join(''),
+    anthropic: [...anthropic.text(['Grüße ', '🌍'], [5, 2]), 'retry: 100\nid: 7\n\n'].join('')
+  }
+  for (const [name, text] of Object.entries(recordings)) {
+    const recorded = Buffer.from(text)
+    const run = (parts: Buffer[]): unknown[] => {
+      const state = new ParseState()
+      const out = parts.flatMap((p) => protocol.parseStream(p, state))
+      return [...out, ...protocol.parseStream(null, state)].filter((r) => r.type !== 'partial')
+    }
+    const whole = run([recorded])
+    t.ok(whole.filter((r) => (r as { type: string }).type === 'message').length >= 6, `${name}: the events`)
+    t.equal((whole.at(-1) as { type: string }).type, 'eof', `${name}: ends with eof`)
+    let same = 0
+    for (let cut = 0; cut <= recorded.length; cut++) {
+      if (JSON.stringify(run([recorded.subarray(0, cut), recorded.subarray(cut)])) === JSON.stringify(whole)) same++
+    }
+    t.equal(same, recorded.length + 1, `${name}: split in two at every byte boundary`)
+    t.same(run([...recorded].map((b) => Buffer.from([b]))), whole, `${name}: one byte at a time`)
+  }
+  t.match(protocol.parseStream('data: {not json}\n\n', new ParseState()), [{ type: 'error', error: /unparsable event data/ }])
+  t.match(protocol.parseStream('data: [1]\n\n', new ParseState()), [{ type: 'error' }])
+  t.same(protocol.parseStream('data: {"a":', new ParseState()), [{ type: 'partial' }])
+  const unterminated = new ParseState()
+  t.same(protocol.parseStream('data: {"a":1}', unterminated), [{ type: 'partial' }])
+  t.same(protocol.parseStream(null, unterminated), [{ type: 'message', message: { data: { a: 1 } } }], 'the end of input completes the last event')
+  t.same(protocol.formatMessages([{ role: 'user', content: 'x' }]), [{ role: 'user', content: 'x' }])
+  t.equal(protocol.getUsage('nope'), null)
+  t.equal(await protocol.available(), false)
+  t.equal(protocol.transportType(), 'llm')
 })

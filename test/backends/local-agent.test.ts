@@ -173,6 +173,9 @@ t.test('stderr lines reach the log', async (t) => {
   t.equal((await protocol.send('s-err', user('stderr'), ctx)).content, 'noted')
   await protocol.stop('s-err')
   t.match(warnings, [{ session: 's-err', stderr: 'something to note' }])
+  const unlogged = new LocalAgentProtocol({ command: [process.execPath, TOY], dataDir: tempDataDir(t), workspace: 'w', inactivityTimeoutMs: 5000 })
+  t.teardown(() => unlogged.close())
+  t.equal((await unlogged.send('quiet', user('stderr'), {})).content, 'noted', 'without a logger stderr is dropped')
 })
 
 t.test('history persists in the session memory and a new process resumes it after a restart', async (t) => {
