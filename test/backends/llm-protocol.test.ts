@@ -2,7 +2,8 @@ import t from 'tap'
 import { LlmProtocol } from '../../src/backends/llm/llm-protocol.js'
 import { OpenAiTransport } from '../../src/backends/llm/openai.js'
 import { capBridge } from '../../src/backends/cap-bridge.js'
-import { BaseProtocol, ParseState, type Message, type ParseResult, type ProtocolResponse, type SessionMemory, type StreamChunk } from '../../src/backends/protocol.js'
+import { BaseProtocol, ParseState, type Message, type ParseResult, type ProtocolResponse, type StreamChunk } from '../../src/backends/protocol.js'
+import { memory } from '../fixtures/memory.js'
 import { fakeProvider, openai, type FakeProvider } from '../fixtures/providers.js'
 import type { ResponseHandler } from '../../src/agents/contract.js'
 
@@ -15,15 +16,6 @@ function protocol (fake: FakeProvider, options: { maxHistory?: number } = {}): L
     maxTurns: 4,
     ...options
   })
-}
-
-function memory (): SessionMemory & { map: Map<string, unknown> } {
-  const map = new Map<string, unknown>()
-  return {
-    map,
-    async get<T>(key: string, fallback?: T) { return (map.has(key) ? structuredClone(map.get(key)) : fallback) as T | undefined },
-    async store (key: string, value: unknown) { map.set(key, structuredClone(value)) }
-  }
 }
 
 t.test('the seed\'s defaults: available, no cost, no usage, streamMessage does nothing', async (t) => {

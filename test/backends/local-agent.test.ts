@@ -5,19 +5,11 @@ import { join } from 'node:path'
 import { setTimeout as sleep } from 'node:timers/promises'
 import { BackendError } from '../../src/backends/errors.js'
 import { BackendConfigError, LocalAgentProtocol } from '../../src/backends/local/local-agent-protocol.js'
-import { ParseState, type ParseResult, type ProtocolContext, type SessionMemory, type StreamChunk } from '../../src/backends/protocol.js'
+import { ParseState, type ParseResult, type ProtocolContext, type StreamChunk } from '../../src/backends/protocol.js'
+import { memory } from '../fixtures/memory.js'
 import { tempDataDir, type Teardown } from '../helper.js'
 
 const TOY = fileURLToPath(new URL('../fixtures/cli/toy-agent.mjs', import.meta.url))
-
-function memory (): SessionMemory & { map: Map<string, unknown> } {
-  const map = new Map<string, unknown>()
-  return {
-    map,
-    async get<T>(key: string, fallback?: T) { return (map.has(key) ? structuredClone(map.get(key)) : fallback) as T | undefined },
-    async store (key: string, value: unknown) { map.set(key, structuredClone(value)) }
-  }
-}
 
 function make (t: Teardown, options: { timeoutMs?: number, dataDir?: string } = {}) {
   const warnings: Array<Record<string, unknown>> = []

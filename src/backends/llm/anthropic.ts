@@ -1,18 +1,10 @@
 import Anthropic from '@anthropic-ai/sdk'
 import { BackendError } from '../errors.js'
 import type { JsonObject, Message, StreamChunk, ToolRegistry } from '../protocol.js'
-import type { LlmTransport, Turn, TurnRequest } from './transport.js'
+import { sdkOptions, type LlmTransport, type ProviderOptions, type Turn, type TurnRequest } from './transport.js'
 
-/** Settings of the Anthropic transport. */
-export interface AnthropicOptions {
-  /** Empty: `https://api.anthropic.com`. */
-  baseUrl: string
-  apiKey: string
-  model: string
-  maxTokens: number
-  maxRetries: number
-  timeoutMs: number
-}
+/** Settings of the anthropic transport (`baseUrl` empty: the provider's public API). */
+export type AnthropicOptions = ProviderOptions
 
 function tools (registry: ToolRegistry | undefined): unknown[] | undefined {
   if (registry === undefined || Object.keys(registry).length === 0) return undefined
@@ -33,12 +25,7 @@ export class AnthropicTransport implements LlmTransport {
   constructor (options: AnthropicOptions) {
     this.#o = options
     this.model = options.model
-    this.#client = new Anthropic({
-      apiKey: options.apiKey === '' ? 'unused' : options.apiKey,
-      ...(options.baseUrl !== '' ? { baseURL: options.baseUrl } : {}),
-      maxRetries: options.maxRetries,
-      timeout: options.timeoutMs
-    })
+    this.#client = new Anthropic(sdkOptions(options))
   }
 
   missingSettings (): string[] {

@@ -1,18 +1,10 @@
 import OpenAI from 'openai'
 import { BackendError } from '../errors.js'
 import type { JsonObject, Message, StreamChunk, ToolRegistry } from '../protocol.js'
-import type { LlmTransport, Turn, TurnRequest } from './transport.js'
+import { sdkOptions, type LlmTransport, type ProviderOptions, type Turn, type TurnRequest } from './transport.js'
 
-/** Settings of the OpenAI-compatible transport. */
-export interface OpenAiOptions {
-  /** Empty: `https://api.openai.com/v1`. Any OpenAI-compatible server: vLLM, Ollama, llama.cpp, ... */
-  baseUrl: string
-  apiKey: string
-  model: string
-  maxTokens: number
-  maxRetries: number
-  timeoutMs: number
-}
+/** Settings of the openai transport (`baseUrl` empty: the provider's public API). */
+export type OpenAiOptions = ProviderOptions
 
 function tools (registry: ToolRegistry | undefined): unknown[] | undefined {
   if (registry === undefined || Object.keys(registry).length === 0) return undefined
@@ -33,13 +25,7 @@ export class OpenAiTransport implements LlmTransport {
   constructor (options: OpenAiOptions) {
     this.#o = options
     this.model = options.model
-    this.#client = new OpenAI({
-      // local servers need no key, but the SDK insists on one
-      apiKey: options.apiKey === '' ? 'unused' : options.apiKey,
-      ...(options.baseUrl !== '' ? { baseURL: options.baseUrl } : {}),
-      maxRetries: options.maxRetries,
-      timeout: options.timeoutMs
-    })
+    this.#client = new OpenAI(sdkOptions(options))
   }
 
   missingSettings (): string[] {

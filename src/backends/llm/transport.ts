@@ -76,3 +76,25 @@ export interface LlmTransport {
    */
   fold(turn: Turn, message: JsonObject): StreamChunk[]
 }
+
+/** Settings every provider transport takes. */
+export interface ProviderOptions {
+  /** Empty: the provider's public API. */
+  baseUrl: string
+  apiKey: string
+  model: string
+  maxTokens: number
+  maxRetries: number
+  timeoutMs: number
+}
+
+/** The SDK client options for `options` (both SDKs take the same four). */
+export function sdkOptions (options: ProviderOptions): { apiKey: string, baseURL?: string, maxRetries: number, timeout: number } {
+  return {
+    // local servers need no key, but the SDKs insist on one
+    apiKey: options.apiKey === '' ? 'unused' : options.apiKey,
+    ...(options.baseUrl !== '' ? { baseURL: options.baseUrl } : {}),
+    maxRetries: options.maxRetries,
+    timeout: options.timeoutMs
+  }
+}
