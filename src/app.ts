@@ -6,11 +6,13 @@ import errorHandler from './plugins/error-handler.js'
 import validation from './plugins/validation.js'
 import docs from './plugins/swagger.js'
 import storage from './plugins/storage.js'
+import metrics from './plugins/metrics.js'
 import agents from './plugins/agents.js'
 import backends from './plugins/backends.js'
 import runs from './plugins/runs.js'
 import tasks from './plugins/tasks.js'
 import healthRoutes from './routes/health.js'
+import metricsRoutes from './routes/metrics.js'
 import agentRoutes from './routes/v1/agents.js'
 import backendRoutes from './routes/v1/backends.js'
 import assistRoutes from './routes/v1/assist.js'
@@ -48,12 +50,14 @@ export async function buildApp (config: Config, options: BuildOptions = {}): Pro
   await app.register(validation)
   await app.register(docs)
   await app.register(storage)
+  await app.register(metrics)
   await app.register(agents)
   await app.register(backends)
   await app.register(runs)
   await app.register(tasks)
 
   await app.register(healthRoutes)
+  await app.register(metricsRoutes)
   await app.register(agentRoutes)
   await app.register(backendRoutes)
   await app.register(assistRoutes)

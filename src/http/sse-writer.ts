@@ -1,4 +1,5 @@
 import type { OutgoingHttpHeaders, ServerResponse } from 'node:http'
+import type { SseMetrics } from '../metrics.js'
 import type { PacketSink } from '../agents/assist-run.js'
 import { SSE_EVENT_NAME, type StreamPacket } from '../protocol/packets.js'
 
@@ -25,6 +26,8 @@ export interface SseWriterOptions {
   maxBufferBytes: number
   /** The client went away (`client_disconnected`) or stopped reading (`slow_consumer`). */
   onGone: (why: 'client_disconnected' | 'slow_consumer', writer: SseWriter) => void
+  /** Counts opens, closes, events, heartbeats and disconnects (`GET /metrics`). */
+  metrics?: SseMetrics
 }
 
 /**
@@ -43,6 +46,7 @@ export class SseWriter implements PacketSink {
   constructor (res: ServerResponse, options: SseWriterOptions) {
     this.#res = res
     this.#options = options
+    options.metrics?.opened()
     res.writeHead(200, { ...options.headers, ...SSE_HEADERS })
     res.flushHeaders()
     if (options.retryMs > 0) res.write(`retry: ${options.retryMs}\n\n`)
@@ -62,6 +66,7 @@ export class SseWriter implements PacketSink {
   send (event: string, id: string, data: string): Promise<void> | undefined {
     if (this.#finished) return undefined
     const ok = this.#res.write(formatEvent(event, id, data))
+    this.#options.metrics?.packet()
     this.#heartbeat.refresh()
     if (this.#res.writableLength > this.#options.maxBufferBytes) {
       this.#gone('slow_consumer')
@@ -86,12 +91,16 @@ export class SseWriter implements PacketSink {
     if (this.#finished) return
     this.#finished = true
     clearTimeout(this.#heartbeat)
+    this.#options.metrics?.closed()
     this.#res.end()
   }
 
   #ping (): void {
     if (this.#finished) return
-    if (!this.#res.writableNeedDrain) this.#res.write(': ping\n\n')
+    if (!this.#res.writableNeedDrain) {
+      this.#res.write(': ping\n\n')
+      this.#options.metrics?.heartbeat()
+    }
     this.#heartbeat.refresh()
   }
 
@@ -99,6 +108,8 @@ export class SseWriter implements PacketSink {
     if (this.#finished) return
     this.#finished = true
     clearTimeout(this.#heartbeat)
+    this.#options.metrics?.closed()
+    this.#options.metrics?.gone(why)
     this.#options.onGone(why, this)
   }
 }

@@ -121,6 +121,11 @@ export class AuditLog {
     return rows.map(fromRaw)
   }
 
+  /** Rows in the log. */
+  count (): number {
+    return (this.#db.prepare('SELECT count(*) AS n FROM audit_log').get() as { n: number }).n
+  }
+
   /** Walk the whole chain and check every link, then the head. */
   verify (): AuditVerification {
     let previous = AUDIT_GENESIS

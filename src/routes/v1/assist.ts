@@ -76,7 +76,8 @@ const assistRoutes: FastifyPluginAsyncTypebox = async (app) => {
       heartbeatMs: config.SSE_HEARTBEAT_MS,
       retryMs: config.SSE_RETRY_MS,
       maxBufferBytes: config.SSE_MAX_BUFFER_BYTES,
-      onGone
+      onGone,
+      metrics: app.metrics.sse
     })
   }
 
@@ -131,6 +132,12 @@ const assistRoutes: FastifyPluginAsyncTypebox = async (app) => {
     writer.end()
   }
 
+  function observe (hosted: HostedAgent, mode: string, end: string, startedAt: number): void {
+    const labels = { agent: hosted.manifest.metadata.name, mode }
+    app.metrics.assistDuration.observe(labels, (performance.now() - startedAt) / 1000)
+    app.metrics.runs.inc({ ...labels, end })
+  }
+
   async function sendAnswer (reply: FastifyReply, answer: RunAnswer): Promise<FastifyReply> {
     if (answer.status === 503) reply.header('retry-after', '5')
     return await reply.code(answer.status).send(answer.body)
@@ -174,10 +181,12 @@ const assistRoutes: FastifyPluginAsyncTypebox = async (app) => {
       })
       const run = app.runService.start({ envelope, envelopeHash: hash, resolved, hosted, capability, log, onDisconnect, sink })
       const reason = await run.ended
+      observe(hosted, mode, reason, run.startedAt)
       log.info({ reason, packets: run.packets }, 'run ended')
       return reply
     }
     const run = app.runService.start({ envelope, envelopeHash: hash, resolved, hosted, capability, log, onDisconnect })
+    run.ended.then((reason) => { observe(hosted, mode, reason, run.startedAt) }, () => {})
     reply.raw.on('close', () => {
       if (!reply.raw.writableFinished) run.detach(undefined, 'client_disconnected')
     })

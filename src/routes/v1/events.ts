@@ -43,7 +43,8 @@ const eventRoutes: FastifyPluginAsyncTypebox = async (app) => {
       heartbeatMs: app.config.SSE_HEARTBEAT_MS,
       retryMs: app.config.SSE_RETRY_MS,
       maxBufferBytes: app.config.SSE_MAX_BUFFER_BYTES,
-      onGone: () => { stop() }
+      onGone: () => { stop() },
+      metrics: app.metrics.sse
     })
     let busy = false
     const pump = async (): Promise<void> => {

@@ -1,0 +1,115 @@
+import { Counter, Gauge, Histogram, Registry, collectDefaultMetrics } from 'prom-client'
+import { StaleClaimError } from './errors.js'
+import type { TaskStore } from './runtime/task-store.js'
+import { TASK_STATUSES } from './runtime/task.js'
+
+/** What an SSE response reports about itself (see `SseWriter`'s `metrics` option). */
+export interface SseMetrics {
+  opened(): void
+  closed(): void
+  packet(): void
+  heartbeat(): void
+  gone(why: 'client_disconnected' | 'slow_consumer'): void
+}
+
+const PREFIX = 'agent_host_'
+
+/**
+ * The server's Prometheus metrics, in a registry of its own (so two apps in one process do not
+ * share counters). Names start `agent_host_`; `GET /metrics` serves them as Prometheus text.
+ */
+export class HostMetrics {
+  readonly registry = new Registry()
+  readonly requests = new Counter({ name: `${PREFIX}http_requests_total`, help: 'HTTP requests by route, method and status', labelNames: ['route', 'method', 'status'], registers: [this.registry] })
+  readonly assistDuration = new Histogram({
+    name: `${PREFIX}assist_duration_seconds`,
+    help: 'Time from the start of a /v1/assist run to its end, by agent and delivery mode',
+    labelNames: ['agent', 'mode'],
+    buckets: [0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1, 2.5, 5, 10, 30, 60, 300],
+    registers: [this.registry]
+  })
+
+  readonly runs = new Counter({ name: `${PREFIX}assist_runs_total`, help: 'Runs of /v1/assist by agent, mode and how they ended', labelNames: ['agent', 'mode', 'end'], registers: [this.registry] })
+  readonly openStreams = new Gauge({ name: `${PREFIX}sse_open_streams`, help: 'SSE responses open now', registers: [this.registry] })
+  readonly packets = new Counter({ name: `${PREFIX}sse_packets_sent_total`, help: 'SSE events written to clients', registers: [this.registry] })
+  readonly heartbeats = new Counter({ name: `${PREFIX}sse_heartbeats_total`, help: 'SSE heartbeat comments written', registers: [this.registry] })
+  readonly disconnects = new Counter({ name: `${PREFIX}sse_disconnects_total`, help: 'SSE clients gone before their response ended, by why', labelNames: ['why'], registers: [this.registry] })
+  readonly claims = new Counter({ name: `${PREFIX}task_claims_total`, help: 'Tasks claimed (first attempts)', registers: [this.registry] })
+  readonly reclaims = new Counter({ name: `${PREFIX}task_reclaims_total`, help: 'Tasks claimed again after a failure or an expired lease', registers: [this.registry] })
+  readonly staleCompletions = new Counter({ name: `${PREFIX}task_stale_completions_total`, help: 'Heartbeats, completions and failures refused because the claim had moved on', labelNames: ['operation'], registers: [this.registry] })
+  readonly leaseExpiries = new Counter({ name: `${PREFIX}task_lease_expiries_total`, help: 'Claims whose lease expired (found by the reaper)', registers: [this.registry] })
+
+  /** The SSE side, for `SseWriter`. */
+  readonly sse: SseMetrics = {
+    opened: () => { this.openStreams.inc() },
+    closed: () => { this.openStreams.dec() },
+    packet: () => { this.packets.inc() },
+    heartbeat: () => { this.heartbeats.inc() },
+    gone: (why) => { this.disconnects.inc({ why }) }
+  }
+
+  /**
+   * @param sources read at each scrape: the task graph (tasks by status) and the audit log's size
+   */
+  constructor (sources: { tasks: () => TaskStore, auditRows: () => number }) {
+    collectDefaultMetrics({ register: this.registry, prefix: PREFIX })
+    const registry = this.registry
+    new Gauge({ // eslint-disable-line no-new
+      name: `${PREFIX}tasks`,
+      help: 'Tasks in the graph by status',
+      labelNames: ['status'],
+      registers: [registry],
+      async collect () {
+        const counts = new Map<string, number>(TASK_STATUSES.map((s) => [s, 0]))
+        for (const task of await sources.tasks().list({ limit: Number.MAX_SAFE_INTEGER })) counts.set(task.status, (counts.get(task.status) ?? 0) + 1)
+        for (const [status, n] of counts) this.set({ status }, n)
+      }
+    })
+    new Gauge({ // eslint-disable-line no-new
+      name: `${PREFIX}audit_rows`,
+      help: 'Rows in the audit log',
+      registers: [registry],
+      collect () { this.set(sources.auditRows()) }
+    })
+  }
+
+  /**
+   * `store` with its claims, reclaims, stale completions and lease expiries counted. The store's
+   * behaviour is unchanged; only results and StaleClaimErrors are observed.
+   */
+  instrument (store: TaskStore): TaskStore {
+    const stale = async <T>(operation: string, run: () => Promise<T>): Promise<T> => {
+      try {
+        return await run()
+      } catch (err) {
+        if (err instanceof StaleClaimError) this.staleCompletions.inc({ operation })
+        throw err
+      }
+    }
+    return new Proxy(store, {
+      get: (target, key, receiver) => {
+        const value = Reflect.get(target, key, receiver) as unknown
+        if (typeof value !== 'function') return value
+        const method = value.bind(target) as (...args: unknown[]) => Promise<unknown>
+        switch (key) {
+          case 'claim':
+            return async (...args: unknown[]) => {
+              const task = await method(...args) as { attempt: number } | undefined
+              if (task !== undefined) (task.attempt > 1 ? this.reclaims : this.claims).inc()
+              return task
+            }
+          case 'reap':
+            return async (...args: unknown[]) => {
+              const reaped = await method(...args) as unknown[]
+              this.leaseExpiries.inc(reaped.length)
+              return reaped
+            }
+          case 'heartbeat': case 'complete': case 'fail':
+            return async (...args: unknown[]) => await stale(key, async () => await method(...args))
+          default:
+            return method
+        }
+      }
+    })
+  }
+}
