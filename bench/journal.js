@@ -33,7 +33,7 @@ const server = createServer((req, res) => {
     requestId,
     capability: hosted.capabilities[0],
     log: silent,
-    recorder: journaled ? { packet: (ord, streamId, seq, json) => store.append(requestId, { ord, stream_id: streamId, seq, frame: json }), event () {}, audit () {} } : undefined
+    recorder: journaled ? { packet: (ord, streamId, seq, json) => store.append(requestId, { ord, stream_id: streamId, seq, frame: json }), flush: () => store.flush(), event () {}, audit () {} } : undefined
   })
   if (journaled) {
     store.start({ request_id: requestId, envelope_hash: '', envelope: '{}', session_id: 's', agent_id: 'a', main_stream_id: run.mainStreamId, owner_instance: 'bench', owner_pid: process.pid })

@@ -39,6 +39,12 @@ export interface RunRecorder {
   event(kind: 'cloudevent' | 'graph', event: JsonObject): void
   /** Store an audit entry the agent recorded. */
   audit(actor: string, action: string, resource: string, success: boolean): void
+  /**
+   * Make the packets journaled so far durable. When given, a packet reaches clients only after
+   * this has run for it (journal first, then the wire), so a client never holds a packet that a
+   * resume after a crash would not know.
+   */
+  flush?(): void
 }
 
 /** What happens to a run when its last client goes away. */
@@ -83,6 +89,8 @@ const checkCloudEvent = compileSchema<JsonObject>(CloudEvent)
 const checkGraphEvent = compileSchema<JsonObject>(GraphEvent)
 const LOG_LEVELS = new Set<string>(['trace', 'debug', 'info', 'warn', 'error', 'fatal'])
 const now = (): string => new Date().toISOString()
+/** Bytes a run queues for its clients before it journals and writes them without waiting for the turn to end. */
+const OUTBOX_HIGH_WATER = 64 * 1024
 
 function isPlainObject (value: unknown): value is JsonObject {
   if (typeof value !== 'object' || value === null || Array.isArray(value)) return false
@@ -111,7 +119,14 @@ export class AssistRun {
   readonly #ended: Promise<CloseReason>
   readonly #recorder: RunRecorder | undefined
   readonly #onDisconnect: DisconnectPolicy
-  readonly #sinks = new Set<PacketSink>()
+  /** Clients, each with the last journal `ord` it already has (a follower replayed up to there). */
+  readonly #sinks = new Map<PacketSink, number>()
+  /** Packets journaled but not yet written to clients: [ord, packet, json]. */
+  readonly #outbox: Array<[number, StreamPacket, string]> = []
+  #outboxBytes = 0
+  #delivery: NodeJS.Immediate | undefined
+  /** Settles when the clients written to last have drained (backpressure for the agent). */
+  #drained: Promise<void> | undefined
   #ord = 0
   #resolveEnded!: (reason: CloseReason) => void
   #endReason: CloseReason | undefined
@@ -154,10 +169,13 @@ export class AssistRun {
   /** Clients currently following the run. */
   get followers (): number { return this.#sinks.size }
 
-  /** Send this run's packets to a client from now on (SSE mode; several clients may follow one run). */
-  attach (sink: PacketSink): void {
+  /**
+   * Send this run's packets to a client from now on (SSE mode; several clients may follow one run).
+   * @param afterOrd the journal position the client already has (a follower replayed up to there)
+   */
+  attach (sink: PacketSink, afterOrd = 0): void {
     if (this.#endReason !== undefined) { sink.end(); return }
-    this.#sinks.add(sink)
+    this.#sinks.set(sink, afterOrd)
   }
 
   /**
@@ -234,10 +252,38 @@ export class AssistRun {
     const json = JSON.stringify(packet)
     this.#recorder?.packet(ord, streamId, seq, json)
     if (this.#sinks.size === 0) return undefined
+    if (this.#recorder?.flush === undefined) return this.#write([[ord, packet, json]])
+    this.#outbox.push([ord, packet, json])
+    this.#outboxBytes += json.length
+    // a full batch goes at once, so the socket (and its SSE_MAX_BUFFER_BYTES cap) sees a fast writer
+    if (this.#outboxBytes >= OUTBOX_HIGH_WATER) this.#deliver()
+    else this.#delivery ??= setImmediate(() => { this.#deliver() })
+    return this.#drained
+  }
+
+  /** Journal what is pending, then write it to the clients (once per turn of the event loop). */
+  #deliver (): void {
+    if (this.#delivery !== undefined) clearImmediate(this.#delivery)
+    this.#delivery = undefined
+    if (this.#outbox.length === 0) return
+    this.#recorder?.flush?.()
+    const batch = this.#outbox.splice(0)
+    this.#outboxBytes = 0
+    const drained = this.#write(batch)
+    if (drained !== undefined) {
+      const settled: Promise<void> = drained.finally(() => { if (this.#drained === settled) this.#drained = undefined })
+      this.#drained = settled
+    }
+  }
+
+  #write (batch: Array<[number, StreamPacket, string]>): Promise<void> | undefined {
     const waits: Array<Promise<void>> = []
-    for (const sink of this.#sinks) {
-      const wait = sink.write(packet, json)
-      if (wait !== undefined) waits.push(wait)
+    for (const [sink, after] of this.#sinks) {
+      for (const [ord, packet, json] of batch) {
+        if (ord <= after) continue
+        const wait = sink.write(packet, json)
+        if (wait !== undefined) waits.push(wait)
+      }
     }
     return waits.length === 0 ? undefined : Promise.all(waits).then(() => undefined)
   }
@@ -248,7 +294,8 @@ export class AssistRun {
     this.#open.clear()
     this.#send(this.mainStreamId, 'CLOSE', reason)
     this.#endReason = reason
-    for (const sink of this.#sinks) sink.end()
+    this.#deliver()
+    for (const sink of this.#sinks.keys()) sink.end()
     this.#sinks.clear()
     this.#resolveEnded(reason)
   }

@@ -105,6 +105,7 @@ export class RunService {
             event
           })
         },
+        flush: () => { store.flush() },
         audit: (actor, action, resource, success) => {
           audit.append({ actor, action, resource, success, request_id: requestId, root_request_id: resolved.root_request_id, trace_id: traceId, details: { by: `agent:${hosted.manifest.metadata.name}` } })
         }

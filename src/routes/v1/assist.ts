@@ -103,7 +103,7 @@ const assistRoutes: FastifyPluginAsyncTypebox = async (app) => {
     log.info({ requestId: id, after, live: live !== undefined }, 'resuming a known request')
     after = writeJournal(writer, id, after)
     if (live !== undefined) {
-      live.attach(writer)
+      live.attach(writer, after)
       await live.ended
       return
     }
