@@ -1,4 +1,4 @@
-import Fastify, { type FastifyInstance, type FastifyServerOptions } from 'fastify'
+import Fastify, { type FastifyInstance } from 'fastify'
 import type { TypeBoxTypeProvider } from '@fastify/type-provider-typebox'
 import type { Config } from './config.js'
 import configPlugin from './plugins/config.js'
@@ -7,6 +7,8 @@ import validation from './plugins/validation.js'
 import docs from './plugins/swagger.js'
 import storage from './plugins/storage.js'
 import metrics from './plugins/metrics.js'
+import tracing from './plugins/tracing.js'
+import pressure from './plugins/pressure.js'
 import agents from './plugins/agents.js'
 import backends from './plugins/backends.js'
 import runs from './plugins/runs.js'
@@ -22,9 +24,15 @@ import sessionRoutes from './routes/v1/sessions.js'
 import taskRoutes from './routes/v1/tasks.js'
 
 export interface BuildOptions {
-  /** Logger settings; defaults to pino at LOG_LEVEL with auth headers redacted. */
-  logger?: FastifyServerOptions['logger']
+  /** Where log lines go (default: stdout). The level and redaction come from the configuration. */
+  logStream?: { write(line: string): void }
 }
+
+/** Log paths that are never written: credentials in headers, and the backends' API keys. */
+export const REDACTED_PATHS = [
+  'req.headers.authorization', 'req.headers.cookie', 'req.headers["x-api-key"]', 'req.headers["proxy-authorization"]',
+  'res.headers["set-cookie"]', '*.OPENAI_API_KEY', '*.ANTHROPIC_API_KEY', '*.apiKey', '*.api_key'
+]
 
 /**
  * Compose the server: plugins in dependency order, then routes. Never listens. Resolves once every
@@ -32,9 +40,10 @@ export interface BuildOptions {
  */
 export async function buildApp (config: Config, options: BuildOptions = {}): Promise<FastifyInstance> {
   const app = Fastify({
-    logger: options.logger ?? {
+    logger: {
       level: config.LOG_LEVEL,
-      redact: ['req.headers.authorization', 'req.headers.cookie', 'req.headers["x-api-key"]']
+      redact: REDACTED_PATHS,
+      ...(options.logStream !== undefined ? { stream: options.logStream } : {})
     },
     bodyLimit: config.BODY_LIMIT,
     trustProxy: config.TRUST_PROXY,
@@ -47,10 +56,12 @@ export async function buildApp (config: Config, options: BuildOptions = {}): Pro
 
   await app.register(configPlugin, { config })
   await app.register(errorHandler)
+  await app.register(tracing)
   await app.register(validation)
   await app.register(docs)
   await app.register(storage)
   await app.register(metrics)
+  await app.register(pressure)
   await app.register(agents)
   await app.register(backends)
   await app.register(runs)

@@ -27,6 +27,8 @@ export const ConfigSchema = Type.Object({
   SSE_MAX_BUFFER_BYTES: Type.Integer({ default: 8388608, minimum: 65536 }),
   /** How long a finished run's journal and answer are kept for resumes and retries. */
   JOURNAL_RETENTION_MS: Type.Integer({ default: 86400000, minimum: 1000 }),
+  /** Longest a /v1/assist run may take before it is stopped with `run_timeout` (0: no limit); a request may ask for less. */
+  RUN_TIMEOUT_MS: Type.Integer({ default: 600000, minimum: 0 }),
   /** What a run does when its last client goes away: go on (a re-POST picks it up) or be cancelled. */
   DISCONNECT_POLICY: Type.Union([Type.Literal('continue'), Type.Literal('cancel')], { default: 'continue' }),
   /** Where the task graph lives: `file` (DATA_DIR/tasks.graph.json, file-locked) or `sqlite`. */
@@ -39,6 +41,14 @@ export const ConfigSchema = Type.Object({
   TASK_HEARTBEAT_MS: Type.Integer({ default: 10000, minimum: 50 }),
   /** How long an idle worker waits before looking for work again. */
   TASK_POLL_MS: Type.Integer({ default: 500, minimum: 10 }),
+  /** Event-loop delay past which requests get 503 `AH_ERR_OVERLOADED` and `/health` says `degraded` (0: unchecked). */
+  MAX_EVENT_LOOP_DELAY_MS: Type.Integer({ default: 1000, minimum: 0 }),
+  /** Heap in use past which the same happens (0: unchecked). */
+  MAX_HEAP_USED_BYTES: Type.Integer({ default: 0, minimum: 0 }),
+  /** Resident memory past which the same happens (0: unchecked). */
+  MAX_RSS_BYTES: Type.Integer({ default: 0, minimum: 0 }),
+  /** How often the load is sampled. */
+  PRESSURE_SAMPLE_MS: Type.Integer({ default: 1000, minimum: 10 }),
   /** How long shutdown may take before the process exits anyway. */
   CLOSE_GRACE_MS: Type.Integer({ default: 10000, minimum: 0 }),
   /** This instance's id in `/health`; empty means a new UUID at each boot. */

@@ -59,6 +59,10 @@ export const PolicyViolationError = define('AH_ERR_POLICY_VIOLATION', 422, 'Refu
   'An agent event tried to speak to the user (a truthy `render_to_user`, or `visibility: "user"` from anyone but the narrator). Nothing was stored.')
 export const BackendUnavailableError = define('AH_ERR_BACKEND_UNAVAILABLE', 503, 'The agent\'s backend is not available: %s',
   'The agent needs a backend (`GET /v1/backends`) that is not configured or cannot run here; the message names the settings to set.')
+export const RunTimeoutError = define('AH_ERR_RUN_TIMEOUT', 504, 'The run took longer than its timeout and produced nothing',
+  'JSON mode: the run went past its timeout (`RUN_TIMEOUT_MS` or `payload.metadata.timeout_ms`) before producing anything; `details.error` is the `run_timeout` StreamError.')
+export const OverloadedError = define('AH_ERR_OVERLOADED', 503, 'The server is overloaded (%s); retry later',
+  'The event loop or memory is past its limit (`MAX_EVENT_LOOP_DELAY_MS`, `MAX_HEAP_USED_BYTES`, `MAX_RSS_BYTES`); `Retry-After` is set and `/health` says `degraded`.')
 export const ShuttingDownError = define('AH_ERR_SHUTTING_DOWN', 503, 'The server is shutting down',
   'The server is draining; retry against another instance (`Retry-After` is set).')
 
@@ -97,6 +101,7 @@ export const STREAM_ERROR_CODES = {
   run_interrupted: 'The process running the request died before it finished; the journal ends here (FATAL).',
   resume_gap: 'The resume cursor points into a journal that has been pruned (older than JOURNAL_RETENTION_MS) (FATAL).',
   slow_consumer: 'The client read too slowly and the server\'s send buffer for it filled up (TRANSIENT).',
+  run_timeout: 'The run went on longer than its timeout (`RUN_TIMEOUT_MS`, or a shorter `payload.metadata.timeout_ms`) and was stopped (TRANSIENT).',
   backend_unavailable: 'The agent\'s backend (LLM provider or local agent) is not configured or cannot be reached (FATAL).',
   backend_timeout: 'The backend sent nothing for longer than its timeout; the request or subprocess was stopped (TRANSIENT).',
   backend_failed: 'The backend answered with an error or died mid-stream: TRANSIENT when retrying may help (rate limit, 5xx, crash), else FATAL.'

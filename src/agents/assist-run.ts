@@ -51,7 +51,7 @@ export interface RunRecorder {
 export type DisconnectPolicy = 'continue' | 'cancel'
 
 /** Why an agent's signal fired. */
-export type AbortKind = 'client_disconnected' | 'slow_consumer' | 'cancelled' | 'shutdown' | 'agent_error' | 'agent_failed' | 'contract_violation'
+export type AbortKind = 'client_disconnected' | 'slow_consumer' | 'cancelled' | 'shutdown' | 'timeout' | 'agent_error' | 'agent_failed' | 'contract_violation'
 
 /** The `signal.reason` of an aborted run. */
 export class RunAbortedError extends Error {
@@ -210,6 +210,18 @@ export class AssistRun {
       this.#endAll('shutdown')
     }
     this.#abort('shutdown')
+  }
+
+  /**
+   * End the run after `ms` if it is still going: ERROR `run_timeout` (TRANSIENT), CLOSE
+   * `"aborted"` on every stream, and the agent's signal fires (kind `timeout`).
+   */
+  expireAfter (ms: number): void {
+    const timer = setTimeout(() => {
+      if (this.#endReason === undefined) this.#fatalEnd(this.#streamError('run_timeout', `The run took longer than ${ms} ms and was stopped`, 'TRANSIENT', { timeout_ms: ms }), 'timeout')
+    }, ms)
+    timer.unref()
+    this.#ended.then(() => { clearTimeout(timer) }, () => {})
   }
 
   /** Cancel on request: CLOSE `"cancelled"` on every stream. Returns false when the run had already ended. */

@@ -1,6 +1,6 @@
 import { createHash } from 'node:crypto'
 import canonicalize from 'canonicalize'
-import { AgentFailedError, errorBody, ShuttingDownError, withDetails } from '../errors.js'
+import { AgentFailedError, errorBody, RunTimeoutError, ShuttingDownError, withDetails } from '../errors.js'
 import type { ResolvedAgentRequest, ServiceRequest } from '../protocol/envelope.js'
 import type { StreamPacket } from '../protocol/packets.js'
 import type { AuditLog } from '../storage/audit.js'
@@ -58,6 +58,8 @@ export interface StartOptions {
   onDisconnect: DisconnectPolicy
   /** The first client (SSE mode), attached before the agent starts so it misses nothing. */
   sink?: PacketSink
+  /** End the run with `run_timeout` after this long (0: never). */
+  timeoutMs?: number
 }
 
 /**
@@ -123,6 +125,7 @@ export class RunService {
     })
     const session = this.#o.sessions.open(resolved.session_id, envelope.context.user)
     if (options.sink !== undefined) run.attach(options.sink)
+    if (options.timeoutMs !== undefined && options.timeoutMs > 0) run.expireAfter(options.timeoutMs)
     const answer = run.ended.then(() => this.#finish(run, options))
     this.#answers.set(requestId, answer)
     const settled = run.execute(hosted.agent, resolved, session, this.#o.host)
@@ -273,6 +276,7 @@ export class RunService {
     const reason = run.endReason
     if (reason !== 'done' && !run.transcript.produced) {
       if (reason === 'shutdown') return { status: 503, body: errorBody(new ShuttingDownError()) }
+      if (run.fatalError?.code === 'run_timeout') return { status: 504, body: errorBody(withDetails(new RunTimeoutError(), { error: run.fatalError })) }
       return { status: 502, body: errorBody(withDetails(new AgentFailedError(), { error: run.fatalError ?? run.transcript.errors.at(-1) ?? null })) }
     }
     return {

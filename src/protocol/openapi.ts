@@ -21,7 +21,8 @@ export const ASSIST_ERROR_RESPONSES = {
   415: 'Body is not `application/json` (`AH_ERR_MEDIA_TYPE_UNSUPPORTED`)',
   500: 'Unexpected host failure (`AH_ERR_INTERNAL`)',
   502: 'JSON mode: the agent failed before producing anything (`AH_ERR_AGENT_FAILED`)',
-  503: 'Shutting down (`AH_ERR_SHUTTING_DOWN`, with `Retry-After`), or a backend the agent needs is not available (`AH_ERR_BACKEND_UNAVAILABLE`, naming the settings to set)'
+  503: 'Shutting down (`AH_ERR_SHUTTING_DOWN`, with `Retry-After`), overloaded (`AH_ERR_OVERLOADED`, with `Retry-After`), or a backend the agent needs is not available (`AH_ERR_BACKEND_UNAVAILABLE`, naming the settings to set)',
+  504: 'JSON mode: the run passed its timeout before producing anything (`AH_ERR_RUN_TIMEOUT`)'
 } as const
 
 /**

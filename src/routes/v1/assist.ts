@@ -43,6 +43,16 @@ function parseCursor (header: string | string[] | undefined): Cursor | undefined
   return cursor
 }
 
+/** The run's timeout: `payload.metadata.timeout_ms` (a positive integer) within RUN_TIMEOUT_MS. */
+function runTimeout (value: unknown, max: number): number {
+  if (value === undefined) return max
+  if (typeof value !== 'number' || !Number.isInteger(value) || value < 1) {
+    const path = '/payload/metadata/timeout_ms'
+    throw withDetails(new ValidationError(`Invalid request: ${path} must be a positive integer (milliseconds)`), { errors: [{ path, message: 'must be a positive integer' }] })
+  }
+  return max === 0 ? value : Math.min(value, max)
+}
+
 function disconnectPolicy (value: unknown): DisconnectPolicy | undefined {
   if (value === undefined) return undefined
   if (value === 'continue' || value === 'cancel') return value
@@ -154,13 +164,14 @@ const assistRoutes: FastifyPluginAsyncTypebox = async (app) => {
       throw withDetails(new ValidationError(`Invalid agent input: ${errors.slice(0, 3).map((e) => `${e.path} ${e.message}`).join('; ')}`), { errors })
     }
     const onDisconnect = disconnectPolicy(resolved.metadata.on_disconnect) ?? config.DISCONNECT_POLICY
+    const timeoutMs = runTimeout(resolved.metadata.timeout_ms, config.RUN_TIMEOUT_MS)
     const mode = chooseDeliveryMode(request.headers.accept, capability.capability.delivery_mode)
     if (mode === undefined) throw new NotAcceptableError(request.headers.accept ?? '')
     const cursor = parseCursor(request.headers['last-event-id'])
     if (app.runs.closing) throw new ShuttingDownError()
 
     const hash = envelopeHash(envelope)
-    const log = request.log.child({ agent: hosted.manifest.metadata.name, requestId: envelope.request_id, mode })
+    const log = request.log.child({ agent: hosted.manifest.metadata.name, requestId: envelope.request_id, envelopeTraceId: envelope.context.trace.trace_id, mode })
     const known = app.runService.find(envelope.request_id)
     if (known !== undefined) {
       if (known.envelope_hash !== hash) throw new RequestConflictError(envelope.request_id)
@@ -179,13 +190,13 @@ const assistRoutes: FastifyPluginAsyncTypebox = async (app) => {
         log.info({ why, policy: onDisconnect }, 'client gone')
         run.detach(writer, why)
       })
-      const run = app.runService.start({ envelope, envelopeHash: hash, resolved, hosted, capability, log, onDisconnect, sink })
+      const run = app.runService.start({ envelope, envelopeHash: hash, resolved, hosted, capability, log, onDisconnect, sink, timeoutMs })
       const reason = await run.ended
       observe(hosted, mode, reason, run.startedAt)
       log.info({ reason, packets: run.packets }, 'run ended')
       return reply
     }
-    const run = app.runService.start({ envelope, envelopeHash: hash, resolved, hosted, capability, log, onDisconnect })
+    const run = app.runService.start({ envelope, envelopeHash: hash, resolved, hosted, capability, log, onDisconnect, timeoutMs })
     run.ended.then((reason) => { observe(hosted, mode, reason, run.startedAt) }, () => {})
     reply.raw.on('close', () => {
       if (!reply.raw.writableFinished) run.detach(undefined, 'client_disconnected')
