@@ -16,6 +16,7 @@ RUN npm run build && npm prune --omit=dev
 FROM node:20-bookworm-slim
 ENV NODE_ENV=production \
     HOST=0.0.0.0 \
+    AUTH_MODE=apikey \
     PORT=3000 \
     DATA_DIR=/app/data
 WORKDIR /app

@@ -6,6 +6,7 @@ import errorHandler from './plugins/error-handler.js'
 import validation from './plugins/validation.js'
 import docs from './plugins/swagger.js'
 import storage from './plugins/storage.js'
+import auth from './plugins/auth.js'
 import metrics from './plugins/metrics.js'
 import tracing from './plugins/tracing.js'
 import pressure from './plugins/pressure.js'
@@ -60,6 +61,7 @@ export async function buildApp (config: Config, options: BuildOptions = {}): Pro
   await app.register(validation)
   await app.register(docs)
   await app.register(storage)
+  await app.register(auth)
   await app.register(metrics)
   await app.register(pressure)
   await app.register(agents)

@@ -7,6 +7,8 @@ import { loadAgents } from './agents/loader.js'
 import { FileTaskStore } from './runtime/file-task-store.js'
 import { SqliteTaskStore } from './runtime/sqlite-task-store.js'
 import { WorkerPool } from './runtime/worker-pool.js'
+import { KeyStore } from './auth/keys.js'
+import { SCOPES } from './auth/scopes.js'
 
 const USAGE = `usage: agent-host <command>
 
@@ -14,6 +16,10 @@ commands:
   audit verify [--data-dir DIR]                 check the audit log's hash chain (exit 0 when intact, 1 when not)
   worker --type T [--concurrency N] [--data-dir DIR]
                                                 work the task graph as task agent T until SIGTERM/SIGINT
+  keys create --name N --scopes s1,s2 [--agents a,b] [--expires 30d|ISO date]
+                                                make an API key and print it (once: only its hash is kept)
+  keys list                                     the keys: id, name, scopes, agents, expiry, revocation
+  keys revoke ID|NAME                           revoke a key
 
 Settings come from the environment as for the server (DATA_DIR, AGENTS_DIR, TASK_STORE, TASK_*).`
 
@@ -59,6 +65,51 @@ async function worker (type: string | undefined, concurrency: number, env: Recor
   return 0
 }
 
+/** `30d`, `12h`, `45m` from now, or an ISO date. */
+function expiry (text: string): Date | undefined {
+  const relative = /^(\d+)([dhm])$/.exec(text)
+  if (relative !== null) return new Date(Date.now() + Number(relative[1]) * { d: 86_400_000, h: 3_600_000, m: 60_000 }[relative[2] as 'd' | 'h' | 'm'])
+  const date = new Date(text)
+  return /^\d{4}-\d\d-\d\d/.test(text) && !Number.isNaN(date.getTime()) ? date : undefined
+}
+
+function keys (sub: string | undefined, target: string | undefined, values: { name?: string, scopes?: string, agents?: string, expires?: string }, env: Record<string, string | undefined>, io: CommandIo): number {
+  const list = (v: string | undefined): string[] => (v ?? '').split(',').map((s) => s.trim()).filter((s) => s !== '')
+  if (sub !== 'create' && sub !== 'list' && sub !== 'revoke') { io.err(`keys needs create, list or revoke\n\n${USAGE}`); return 2 }
+  let expiresAt: Date | undefined
+  if (sub === 'create') {
+    const unknown = list(values.scopes).filter((s) => !(SCOPES as readonly string[]).includes(s))
+    if (values.name === undefined || values.name === '' || list(values.scopes).length === 0) { io.err('keys create needs --name and --scopes'); return 2 }
+    if (unknown.length > 0) { io.err(`unknown scope(s): ${unknown.join(', ')} (known: ${SCOPES.join(', ')})`); return 2 }
+    if (values.expires !== undefined) {
+      expiresAt = expiry(values.expires)
+      if (expiresAt === undefined) { io.err('--expires must be like 30d, 12h, 45m or an ISO date'); return 2 }
+    }
+  }
+  const config = loadConfig(env)
+  const db = openDatabase(config.DATA_DIR)
+  try {
+    const store = new KeyStore(db)
+    if (sub === 'create') {
+      const agents = list(values.agents)
+      const { key, record } = store.create({ name: values.name as string, scopes: list(values.scopes), ...(agents.length > 0 ? { agents } : {}), ...(expiresAt !== undefined ? { expiresAt } : {}) })
+      io.out(key)
+      io.err(`key ${record.id} "${record.name}" made; it is shown only now`)
+      return 0
+    }
+    if (sub === 'list') {
+      for (const k of store.list()) io.out([k.id, k.name, k.scopes.join(','), k.agents?.join(',') ?? '*', k.expires_at ?? 'never', k.revoked_at === null ? 'active' : `revoked ${k.revoked_at}`].join('\t'))
+      return 0
+    }
+    const revoked = target === undefined ? 0 : store.revoke(target)
+    if (revoked === 0) { io.err(`no active key with id or name "${target ?? ''}"`); return 1 }
+    io.out(`revoked ${revoked} key(s)`)
+    return 0
+  } finally {
+    db.close()
+  }
+}
+
 /**
  * The `agent-host` command line (src/cli.ts is its process entry point).
  * @returns the exit code
@@ -73,6 +124,10 @@ export async function main (argv: string[], env: Record<string, string | undefin
         'data-dir': { type: 'string' },
         type: { type: 'string' },
         concurrency: { type: 'string', default: '1' },
+        name: { type: 'string' },
+        scopes: { type: 'string' },
+        agents: { type: 'string' },
+        expires: { type: 'string' },
         help: { type: 'boolean', short: 'h' }
       }
     })
@@ -97,6 +152,7 @@ export async function main (argv: string[], env: Record<string, string | undefin
       db.close()
     }
   }
+  if (command === 'keys') return keys(sub, parsed.positionals[2], parsed.values, scoped, io)
   if (command === 'worker') {
     const concurrency = Number(parsed.values.concurrency)
     if (!Number.isInteger(concurrency) || concurrency < 1) { io.err('--concurrency must be a positive integer'); return 2 }

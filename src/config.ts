@@ -53,6 +53,12 @@ export const ConfigSchema = Type.Object({
   CLOSE_GRACE_MS: Type.Integer({ default: 10000, minimum: 0 }),
   /** This instance's id in `/health`; empty means a new UUID at each boot. */
   INSTANCE_ID: Type.String({ default: '' }),
+  /** `off`: anyone may do anything (loopback only, unless ALLOW_INSECURE); `apikey`: Bearer keys with scopes. */
+  AUTH_MODE: Type.Union([Type.Literal('off'), Type.Literal('apikey')], { default: 'off' }),
+  /** Start with AUTH_MODE=off on a non-loopback HOST anyway (a private network you trust). */
+  ALLOW_INSECURE: Type.Boolean({ default: false }),
+  /** Keys from configuration, for simple deployments: `[{"name", "key" (24+ characters), "scopes": [...], "agents"?: [...]}]`. */
+  API_KEYS: Type.String({ default: '' }),
   /** Trust `X-Forwarded-*` headers from a reverse proxy. */
   TRUST_PROXY: Type.Boolean({ default: false }),
   /** The provider behind the `llm` backend (what `llm-chat` uses). */
@@ -108,6 +114,10 @@ export function loadConfig (env: Record<string, string | undefined>, dotenv = fa
   if (raw.INSTANCE_ID !== '' && !/^[0-9a-f]{8}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{12}$/i.test(raw.INSTANCE_ID)) {
     throw new ConfigInvalidError('env/INSTANCE_ID must be a UUID or empty')
   }
+  if (raw.AUTH_MODE === 'off' && !raw.ALLOW_INSECURE && !isLoopback(raw.HOST)) {
+    throw new ConfigInvalidError(`env/HOST is ${raw.HOST} but AUTH_MODE is off: anyone who can reach it may run every agent. Set AUTH_MODE=apikey, or ALLOW_INSECURE=true on a network you trust`)
+  }
+  parseApiKeys(raw.API_KEYS)
   parsePrices(raw.LLM_PRICES)
   parseCommand(raw.CLI_AGENT_COMMAND)
   return {
@@ -147,4 +157,26 @@ export function parseCommand (text: string): string[] {
     throw new ConfigInvalidError('env/CLI_AGENT_COMMAND must be a non-empty JSON array of strings')
   }
   return parsed as string[]
+}
+
+/** Whether `host` only accepts connections from this machine. */
+export function isLoopback (host: string): boolean {
+  return host === 'localhost' || host === '::1' || /^127\.\d{1,3}\.\d{1,3}\.\d{1,3}$/.test(host)
+}
+
+/** `API_KEYS` parsed; [] when empty. */
+export function parseApiKeys (text: string): Array<{ name: string, key: string, scopes: string[], agents?: string[] }> {
+  if (text.trim() === '') return []
+  let parsed: unknown
+  try {
+    parsed = JSON.parse(text)
+  } catch (err) {
+    throw new ConfigInvalidError(`env/API_KEYS is not JSON: ${(err as Error).message}`)
+  }
+  const strings = (v: unknown): boolean => Array.isArray(v) && v.every((x) => typeof x === 'string')
+  const valid = Array.isArray(parsed) && parsed.every((k: { name?: unknown, key?: unknown, scopes?: unknown, agents?: unknown }) =>
+    typeof k === 'object' && k !== null && typeof k.name === 'string' && typeof k.key === 'string' && k.key.length >= 24 &&
+    strings(k.scopes) && (k.agents === undefined || strings(k.agents)))
+  if (!valid) throw new ConfigInvalidError('env/API_KEYS must be [{"name": "...", "key": "<24 or more characters>", "scopes": ["..."], "agents"?: ["..."]}]')
+  return parsed as Array<{ name: string, key: string, scopes: string[], agents?: string[] }>
 }

@@ -27,6 +27,10 @@ export const BodyMalformedError = define('AH_ERR_BODY_MALFORMED', 400, 'Request 
   'The body could not be parsed as JSON, or carried a prototype-pollution key (`__proto__`, `constructor.prototype`).')
 export const RequestInvalidError = define('AH_ERR_REQUEST_INVALID', 400, 'Bad request: %s',
   'The HTTP request itself is malformed (for example a bad Content-Length).')
+export const AuthRequiredError = define('AH_ERR_AUTH_REQUIRED', 401, 'Authentication required: %s',
+  'AUTH_MODE=apikey and the request has no valid key (missing, unknown, expired or revoked), or the agent requires auth and AUTH_MODE is off.')
+export const ForbiddenError = define('AH_ERR_FORBIDDEN', 403, 'Forbidden: %s',
+  'The key lacks the route\'s scope (the message names it), or may not invoke this agent.')
 export const AgentNotFoundError = define('AH_ERR_AGENT_NOT_FOUND', 404, 'No agent is registered with id or name "%s"',
   '`context.agent_id` (or the `:id` path parameter) names no registered agent.')
 export const RouteNotFoundError = define('AH_ERR_ROUTE_NOT_FOUND', 404, 'Route %s %s not found',

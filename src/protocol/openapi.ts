@@ -14,6 +14,8 @@ const errorResponse = (description: string) => ({
 
 /** The error statuses `POST /v1/assist` may answer before a stream starts (CAP.md §6). */
 export const ASSIST_ERROR_RESPONSES = {
+  401: 'AUTH_MODE=apikey: no valid key (`AH_ERR_AUTH_REQUIRED`)',
+  403: 'The key lacks `assist:invoke` or may not invoke this agent (`AH_ERR_FORBIDDEN`)',
   400: 'Envelope or agent input failed validation (`AH_ERR_VALIDATION`, `details.errors` lists the paths), or the body is not JSON (`AH_ERR_BODY_MALFORMED`)',
   404: 'No agent has `context.agent_id` (`AH_ERR_AGENT_NOT_FOUND`)',
   406: 'The `Accept` header admits neither JSON nor SSE (`AH_ERR_NOT_ACCEPTABLE`)',

@@ -127,5 +127,23 @@ CREATE INDEX tasks_claim ON tasks(type, status, priority DESC, created_at, id);
 CREATE INDEX tasks_lease ON tasks(status, lease_expires_at);
 CREATE INDEX tasks_conversation ON tasks(conversation_id, created_at);
 `
+  },
+  {
+    version: 3,
+    description: 'API keys (salted hashes only)',
+    sql: `
+CREATE TABLE api_keys (
+  id TEXT PRIMARY KEY,
+  name TEXT NOT NULL,
+  salt TEXT NOT NULL,
+  hash TEXT NOT NULL,
+  scopes TEXT NOT NULL,
+  agents TEXT,
+  created_at TEXT NOT NULL,
+  expires_at TEXT,
+  revoked_at TEXT
+);
+CREATE INDEX api_keys_name ON api_keys(name);
+`
   }
 ]

@@ -15,6 +15,7 @@ import {
   ShuttingDownError, ValidationError, withDetails
 } from '../../errors.js'
 import { chooseDeliveryMode } from '../../http/negotiate.js'
+import { checkAgentAccess } from '../../plugins/auth.js'
 import { SseWriter } from '../../http/sse-writer.js'
 import { Uuid } from '../../protocol/common.js'
 import { ServiceRequest } from '../../protocol/envelope.js'
@@ -158,6 +159,7 @@ const assistRoutes: FastifyPluginAsyncTypebox = async (app) => {
     const resolved = resolveAgentRequest(envelope)
     const hosted = app.agents.get(envelope.context.agent_id)
     if (hosted === undefined) throw new AgentNotFoundError(envelope.context.agent_id)
+    checkAgentAccess(app, request, { id: hosted.manifest.metadata.id, name: hosted.manifest.metadata.name, requiresAuth: hosted.manifest.metadata.requires_auth })
     const capability = pickCapability(hosted, resolved.metadata.capability)
     if (capability.validateInput !== undefined && !capability.validateInput(resolved.payload)) {
       const errors = toIssues(capability.validateInput.errors, '/payload/payload')

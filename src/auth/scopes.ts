@@ -1,0 +1,40 @@
+/** Every scope a key may hold. `admin` holds them all. */
+export const SCOPES = [
+  'assist:invoke', 'agents:read', 'tasks:read', 'tasks:write', 'tasks:claim', 'events:internal',
+  'sessions:read', 'sessions:delete', 'audit:read', 'admin'
+] as const
+export type Scope = typeof SCOPES[number]
+
+/** Routes anyone may call: liveness and the API's own description. */
+export const PUBLIC_ROUTES = new Set(['GET /health', 'GET /openapi.json', 'GET /docs', 'GET /docs/', 'GET /docs/*', 'GET /docs/json', 'GET /docs/yaml', 'GET /docs/static/*', 'HEAD /health'])
+
+/**
+ * The scope each route needs, by `METHOD /route/pattern`. Every route the server registers is
+ * either here or in {@link PUBLIC_ROUTES}; the auth plugin refuses to boot otherwise, so a new
+ * route cannot be left open by accident.
+ */
+export const ROUTE_SCOPES: Readonly<Record<string, Scope>> = {
+  'POST /v1/assist': 'assist:invoke',
+  'POST /assist': 'assist:invoke',
+  'POST /v1/assist/:request_id/cancel': 'assist:invoke',
+  'GET /v1/agents': 'agents:read',
+  'GET /v1/agents/:id': 'agents:read',
+  'GET /v1/backends': 'agents:read',
+  'GET /v1/sessions/:session_id/history': 'sessions:read',
+  'DELETE /v1/sessions/:session_id': 'sessions:delete',
+  'GET /v1/events': 'events:internal',
+  'GET /v1/audit': 'audit:read',
+  'GET /v1/audit/verify': 'audit:read',
+  'POST /v1/tasks': 'tasks:write',
+  'GET /v1/tasks': 'tasks:read',
+  'GET /v1/tasks/:id': 'tasks:read',
+  'POST /v1/tasks/:id/cancel': 'tasks:write',
+  'GET /v1/tasks/:id/events': 'events:internal',
+  'GET /v1/conversations/:id/events': 'tasks:read',
+  'GET /metrics': 'admin'
+}
+
+/** Whether `held` grants `scope` (`admin` grants everything). */
+export function grants (held: ReadonlySet<string>, scope: string): boolean {
+  return held.has('admin') || held.has(scope)
+}

@@ -1,0 +1,100 @@
+import fp from 'fastify-plugin'
+import type { FastifyInstance, FastifyRequest } from 'fastify'
+import { ANONYMOUS, KeyStore, type Identity } from '../auth/keys.js'
+import { grants, PUBLIC_ROUTES, ROUTE_SCOPES } from '../auth/scopes.js'
+import { parseApiKeys } from '../config.js'
+import { AuthRequiredError, ForbiddenError } from '../errors.js'
+
+declare module 'fastify' {
+  interface FastifyInstance {
+    /** API keys (`agent-host keys`, API_KEYS). */
+    keys: KeyStore
+  }
+  interface FastifyRequest {
+    /** Who is calling (anonymous with every scope when AUTH_MODE is off). */
+    identity: Identity
+  }
+}
+
+/** No caller yet (public routes, unknown routes). */
+const NOBODY: Identity = { id: 'none', name: 'none', scopes: new Set(), agents: null, anonymous: true }
+
+function routeKey (method: string, url: string): string {
+  return `${method === 'HEAD' ? 'GET' : method} ${url}`
+}
+
+function isPublic (method: string, url: string): boolean {
+  return PUBLIC_ROUTES.has(routeKey(method, url)) || url === '/docs' || url.startsWith('/docs/')
+}
+
+/**
+ * Authentication and authorisation. AUTH_MODE `apikey`: every route but the public ones needs
+ * `Authorization: Bearer <key>` (401 `AH_ERR_AUTH_REQUIRED` without a valid one) and the route's
+ * scope from {@link ROUTE_SCOPES} (403 `AH_ERR_FORBIDDEN` naming it). Every refusal is audited.
+ * AUTH_MODE `off` (the loopback-only default): every caller is anonymous and holds every scope.
+ */
+async function auth (app: FastifyInstance): Promise<void> {
+  const config = app.config
+  const keys = new KeyStore(app.db, parseApiKeys(config.API_KEYS))
+  app.decorate('keys', keys)
+  app.decorateRequest('identity', null as unknown as Identity)
+  app.addHook('onRequest', async (request) => { request.identity = NOBODY })
+
+  app.addHook('onRoute', (route) => {
+    for (const method of [route.method].flat()) {
+      if (method === 'HEAD' || method === 'OPTIONS' || isPublic(method, route.url)) continue
+      if (ROUTE_SCOPES[routeKey(method, route.url)] === undefined) throw new Error(`route ${method} ${route.url} declares no scope: add it to ROUTE_SCOPES or PUBLIC_ROUTES (src/auth/scopes.ts)`)
+    }
+  })
+
+  if (config.AUTH_MODE === 'off') {
+    app.log.warn({ host: config.HOST }, 'AUTH_MODE is off: every caller may do anything. Set AUTH_MODE=apikey before exposing this server')
+    app.addHook('onRequest', async (request) => { request.identity = ANONYMOUS })
+    return
+  }
+
+  const deny = (request: FastifyRequest, error: Error & { code: string }, reason: string, who: Identity | undefined, scope?: string): never => {
+    app.audit.append({
+      actor: who?.name ?? 'anonymous',
+      action: 'auth.deny',
+      resource: `${request.method} ${request.routeOptions.url ?? request.url}`,
+      success: false,
+      details: { reason, ...(scope !== undefined ? { scope } : {}), ...(who !== undefined ? { key_id: who.id } : {}) }
+    })
+    request.log.info({ reason, scope }, 'request refused')
+    throw error
+  }
+
+  app.addHook('onRequest', async (request) => {
+    const url = request.routeOptions.url
+    if (url === undefined || isPublic(request.method, url)) return
+    const scope = ROUTE_SCOPES[routeKey(request.method, url)] as string
+    const header = request.headers.authorization
+    const token = typeof header === 'string' && /^bearer /i.test(header) ? header.slice(7).trim() : ''
+    if (token === '') deny(request, new AuthRequiredError('send Authorization: Bearer <key>'), 'missing', undefined, scope)
+    const verified = keys.verify(token)
+    if ('refused' in verified) deny(request, new AuthRequiredError(`the key is ${verified.refused === 'unknown' ? 'not valid' : verified.refused}`), verified.refused, undefined, scope)
+    const identity = verified as Identity
+    if (!grants(identity.scopes, scope)) deny(request, new ForbiddenError(`this key lacks the scope "${scope}"`), 'scope', identity, scope)
+    if (url === '/v1/conversations/:id/events' && (request.query as { internal?: unknown }).internal === 'true' && !grants(identity.scopes, 'events:internal')) {
+      deny(request, new ForbiddenError('this key lacks the scope "events:internal"'), 'scope', identity, 'events:internal')
+    }
+    request.identity = identity
+  })
+}
+
+/**
+ * Refuse `agent` to the caller when its key is limited to other agents, or when the agent
+ * requires authentication and AUTH_MODE is off. Refusals are audited.
+ */
+export function checkAgentAccess (app: FastifyInstance, request: FastifyRequest, agent: { id: string, name: string, requiresAuth: boolean }): void {
+  const who = request.identity
+  let error: Error | undefined
+  if (agent.requiresAuth && who.anonymous) error = new AuthRequiredError(`agent "${agent.name}" requires authentication, and AUTH_MODE is off`)
+  else if (who.agents !== null && !who.agents.has(agent.id) && !who.agents.has(agent.name)) error = new ForbiddenError(`this key may not invoke agent "${agent.name}"`)
+  if (error === undefined) return
+  app.audit.append({ actor: who.name, action: 'auth.deny', resource: `agent:${agent.name}`, success: false, details: { reason: agent.requiresAuth && who.anonymous ? 'requires_auth' : 'agent', key_id: who.id } })
+  throw error
+}
+
+export default fp(auth, { name: 'auth', fastify: '5.x', dependencies: ['config', 'storage'] })

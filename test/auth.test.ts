@@ -1,0 +1,129 @@
+import t from 'tap'
+import type { FastifyInstance } from 'fastify'
+import { loadConfig } from '../src/config.js'
+import { main } from '../src/commands.js'
+import { ROUTE_SCOPES, SCOPES } from '../src/auth/scopes.js'
+import { AGENTS, build, envelope, tempDataDir } from './helper.js'
+import { checkErrorBody } from './sse.js'
+
+const CONFIG_KEY = 'config-key-0123456789abcdefghij'
+
+/** A request that reaches each route's handler (ids that exist or not: only the status class matters). */
+const REQUESTS: Record<string, { method: 'GET' | 'POST' | 'DELETE', url: string, payload?: Record<string, unknown> }> = {
+  'POST /v1/assist': { method: 'POST', url: '/v1/assist', payload: envelope(AGENTS.echo) },
+  'POST /assist': { method: 'POST', url: '/assist', payload: envelope(AGENTS.echo) },
+  'POST /v1/assist/:request_id/cancel': { method: 'POST', url: '/v1/assist/11111111-1111-4111-8111-111111111111/cancel' },
+  'GET /v1/agents': { method: 'GET', url: '/v1/agents' },
+  'GET /v1/agents/:id': { method: 'GET', url: '/v1/agents/echo' },
+  'GET /v1/backends': { method: 'GET', url: '/v1/backends' },
+  'GET /v1/sessions/:session_id/history': { method: 'GET', url: '/v1/sessions/22222222-2222-4222-8222-222222222222/history' },
+  'DELETE /v1/sessions/:session_id': { method: 'DELETE', url: '/v1/sessions/22222222-2222-4222-8222-222222222222' },
+  'GET /v1/events': { method: 'GET', url: '/v1/events' },
+  'GET /v1/audit': { method: 'GET', url: '/v1/audit' },
+  'GET /v1/audit/verify': { method: 'GET', url: '/v1/audit/verify' },
+  'POST /v1/tasks': { method: 'POST', url: '/v1/tasks', payload: { type: 'nobody' } },
+  'GET /v1/tasks': { method: 'GET', url: '/v1/tasks' },
+  'GET /v1/tasks/:id': { method: 'GET', url: '/v1/tasks/nope' },
+  'POST /v1/tasks/:id/cancel': { method: 'POST', url: '/v1/tasks/nope/cancel' },
+  'GET /v1/tasks/:id/events': { method: 'GET', url: '/v1/tasks/nope/events' },
+  'GET /v1/conversations/:id/events': { method: 'GET', url: '/v1/conversations/c1/events' },
+  'GET /metrics': { method: 'GET', url: '/metrics' }
+}
+
+async function keyWith (app: FastifyInstance, scopes: string[], agents?: string[]): Promise<string> {
+  return app.keys.create({ name: `k-${scopes.join('+')}`, scopes, ...(agents !== undefined ? { agents } : {}) }).key
+}
+
+t.test('every route on every scope: 401 without a key, 403 with the wrong scope, through with the right one', async (t) => {
+  const app = await build(t, { AUTH_MODE: 'apikey', WORKERS_PER_TYPE: '0' })
+  t.same(Object.keys(REQUESTS).sort(), Object.keys(ROUTE_SCOPES).sort(), 'the table covers every scoped route')
+  const keys = new Map<string, string>()
+  for (const scope of SCOPES) keys.set(scope, await keyWith(app, [scope]))
+  for (const [route, req] of Object.entries(REQUESTS)) {
+    const needed = ROUTE_SCOPES[route] as string
+    const none = await app.inject({ ...req })
+    t.equal(none.statusCode, 401, `${route} without a key`)
+    t.equal(checkErrorBody(none.json()).code, 'AH_ERR_AUTH_REQUIRED')
+    for (const scope of SCOPES) {
+      const res = await app.inject({ ...req, headers: { authorization: `Bearer ${keys.get(scope) as string}` } })
+      if (scope === needed || scope === 'admin') t.ok(res.statusCode !== 401 && res.statusCode !== 403, `${route} with ${scope}: ${res.statusCode}`)
+      else {
+        t.equal(res.statusCode, 403, `${route} with ${scope}`)
+        t.match(checkErrorBody(res.json()), { code: 'AH_ERR_FORBIDDEN', message: new RegExp(`"${needed}"`) })
+      }
+    }
+  }
+  for (const url of ['/health', '/openapi.json', '/docs']) t.not((await app.inject({ url })).statusCode, 401, `${url} is public`)
+  const internal = await app.inject({ url: '/v1/conversations/c1/events?internal=true', headers: { authorization: `Bearer ${keys.get('tasks:read') as string}` } })
+  t.equal(internal.statusCode, 403, 'internal events need events:internal')
+  t.ok(app.audit.list({ action: 'auth.deny', limit: 100000 }).length > 100, 'every refusal is audited')
+  t.match(app.audit.list({ action: 'auth.deny', limit: 100000 }).at(-1), { actor: 'k-tasks:read', success: false, details: { reason: 'scope', scope: 'events:internal' } })
+})
+
+t.test('key lifecycle: made, listed without its secret, used, expired, revoked; bad keys are 401', async (t) => {
+  const app = await build(t, { AUTH_MODE: 'apikey', API_KEYS: JSON.stringify([{ name: 'from-config', key: CONFIG_KEY, scopes: ['agents:read'] }]) })
+  const { key, record } = app.keys.create({ name: 'ci', scopes: ['agents:read'] })
+  t.match(key, /^ahk_[0-9a-f]{16}_[A-Za-z0-9_-]{43}$/)
+  t.notOk(JSON.stringify(app.keys.list()).includes(key.split('_')[2] as string), 'the secret is never listed')
+  t.match(app.keys.list().map((k) => [k.name, k.source]), [['ci', 'db'], ['from-config', 'config']])
+  const get = async (token: string) => await app.inject({ url: '/v1/agents', headers: { authorization: `Bearer ${token}` } })
+  t.equal((await get(key)).statusCode, 200)
+  t.equal((await get(CONFIG_KEY)).statusCode, 200, 'a key from API_KEYS works')
+  for (const bad of [key.slice(0, -1) + (key.endsWith('A') ? 'B' : 'A'), `ahk_${record.id}_${'x'.repeat(43)}`, 'nonsense', `ahk_ffffffffffffffff_${'x'.repeat(43)}`]) {
+    const res = await get(bad)
+    t.equal(res.statusCode, 401, `refused: ${bad.slice(0, 30)}`)
+    t.match(checkErrorBody(res.json()).message, /not valid/)
+  }
+  t.equal((await app.inject({ url: '/v1/agents', headers: { authorization: `Basic ${key}` } })).statusCode, 401, 'only Bearer')
+  const expiring = app.keys.create({ name: 'short', scopes: ['agents:read'], expiresAt: new Date(Date.now() + 50) })
+  t.equal((await get(expiring.key)).statusCode, 200)
+  await new Promise((resolve) => setTimeout(resolve, 80))
+  t.match(checkErrorBody((await get(expiring.key)).json()).message, /expired/)
+  t.equal(app.keys.revoke('ci'), 1)
+  t.match(checkErrorBody((await get(key)).json()).message, /revoked/)
+  t.equal(app.keys.revoke('ci'), 0, 'already revoked')
+})
+
+t.test('a key limited to some agents, and agents that require auth', async (t) => {
+  const app = await build(t, { AUTH_MODE: 'apikey' })
+  const echoOnly = await keyWith(app, ['assist:invoke'], ['echo'])
+  const call = async (agent: string, token: string) => await app.inject({ method: 'POST', url: '/v1/assist', headers: { authorization: `Bearer ${token}` }, payload: envelope(agent) })
+  t.equal((await call(AGENTS.echo, echoOnly)).statusCode, 200)
+  const refused = await call(AGENTS.showcase, echoOnly)
+  t.equal(refused.statusCode, 403)
+  t.match(checkErrorBody(refused.json()).message, /may not invoke agent "showcase"/)
+  t.match(app.audit.list({ action: 'auth.deny' }).at(-1), { resource: 'agent:showcase', details: { reason: 'agent' } })
+})
+
+t.test('binding beyond loopback with auth off refuses to start unless ALLOW_INSECURE=true', async (t) => {
+  for (const host of ['0.0.0.0', '10.1.2.3', '::']) {
+    t.throws(() => loadConfig({ HOST: host }), { code: 'AH_ERR_CONFIG_INVALID', message: /AUTH_MODE=apikey|ALLOW_INSECURE/ }, host)
+    t.equal(loadConfig({ HOST: host, ALLOW_INSECURE: 'true' }).HOST, host)
+    t.equal(loadConfig({ HOST: host, AUTH_MODE: 'apikey' }).HOST, host)
+  }
+  for (const host of ['127.0.0.1', 'localhost', '::1', '127.0.0.2']) t.equal(loadConfig({ HOST: host }).HOST, host)
+  t.throws(() => loadConfig({ API_KEYS: '[{"name": "x", "key": "short", "scopes": []}]' }), /API_KEYS/)
+  t.throws(() => loadConfig({ API_KEYS: 'nope' }), /API_KEYS/)
+})
+
+t.test('agent-host keys create / list / revoke', async (t) => {
+  const dataDir = tempDataDir(t)
+  const out: string[] = []
+  const io = { out: (l: string) => { out.push(l) }, err: (l: string) => { out.push(`ERR ${l}`) } }
+  const env = { DATA_DIR: dataDir }
+  t.equal(await main(['keys', 'create', '--name', 'ops', '--scopes', 'assist:invoke,agents:read', '--agents', 'echo', '--expires', '30d'], env, io), 0)
+  const key = out.find((l) => l.startsWith('ahk_')) as string
+  t.match(key, /^ahk_/)
+  t.equal(await main(['keys', 'list'], env, io), 0)
+  t.match(out.join('\n'), /ops.*assist:invoke,agents:read.*echo/)
+  t.notOk(out.slice(1).join('\n').includes(key), 'list never prints a key')
+  const app = await build(t, { DATA_DIR: dataDir, AUTH_MODE: 'apikey' })
+  t.equal((await app.inject({ url: '/v1/agents', headers: { authorization: `Bearer ${key}` } })).statusCode, 200, 'the server accepts it')
+  t.equal(await main(['keys', 'revoke', 'ops'], env, io), 0)
+  t.equal((await app.inject({ url: '/v1/agents', headers: { authorization: `Bearer ${key}` } })).statusCode, 401)
+  t.equal(await main(['keys', 'revoke', 'ops'], env, io), 1, 'nothing left to revoke')
+  t.equal(await main(['keys', 'create', '--name', 'x', '--scopes', 'fly'], env, io), 2, 'unknown scope')
+  t.equal(await main(['keys', 'create', '--scopes', 'admin'], env, io), 2, 'a name is needed')
+  t.equal(await main(['keys', 'create', '--name', 'x', '--scopes', 'admin', '--expires', 'tomorrow'], env, io), 2, 'bad expiry')
+  t.equal(await main(['keys', 'shred'], env, io), 2)
+})
