@@ -3,7 +3,7 @@ import type { FastifyInstance } from 'fastify'
 import { loadConfig } from '../src/config.js'
 import { main } from '../src/commands.js'
 import { ROUTE_SCOPES, SCOPES } from '../src/auth/scopes.js'
-import { AGENTS, build, envelope, tempDataDir } from './helper.js'
+import { AGENTS, build, envelope, FIXTURE_AGENTS_DIR, tempDataDir } from './helper.js'
 import { checkErrorBody } from './sse.js'
 
 const CONFIG_KEY = 'config-key-0123456789abcdefghij'
@@ -126,4 +126,38 @@ t.test('agent-host keys create / list / revoke', async (t) => {
   t.equal(await main(['keys', 'create', '--scopes', 'admin'], env, io), 2, 'a name is needed')
   t.equal(await main(['keys', 'create', '--name', 'x', '--scopes', 'admin', '--expires', 'tomorrow'], env, io), 2, 'bad expiry')
   t.equal(await main(['keys', 'shred'], env, io), 2)
+})
+
+t.test('sessions belong to the key that made them: another key gets 404; admin sees all', async (t) => {
+  const app = await build(t, { AUTH_MODE: 'apikey' })
+  const alice = await keyWith(app, ['assist:invoke', 'sessions:read', 'sessions:delete'])
+  const bob = (app.keys.create({ name: 'bob', scopes: ['assist:invoke', 'sessions:read', 'sessions:delete'] })).key
+  const admin = await keyWith(app, ['admin'])
+  const as = (key: string) => ({ authorization: `Bearer ${key}` })
+  const sessionId = '5e55e55e-0000-4000-8000-000000000001'
+  const first = envelope(AGENTS.echo, { query: 'mine' }, { sessionId })
+  t.equal((await app.inject({ method: 'POST', url: '/v1/assist', headers: as(alice), payload: first })).statusCode, 200)
+  const stolen = await app.inject({ method: 'POST', url: '/v1/assist', headers: as(bob), payload: envelope(AGENTS.echo, { query: 'theirs' }, { sessionId }) })
+  t.equal(stolen.statusCode, 404, 'another key cannot use the session')
+  t.equal(checkErrorBody(stolen.json()).code, 'AH_ERR_SESSION_NOT_FOUND')
+  t.equal((await app.inject({ method: 'POST', url: '/v1/assist', headers: as(bob), payload: first })).statusCode, 404, 'nor resume its request')
+  t.equal((await app.inject({ url: `/v1/sessions/${sessionId}/history`, headers: as(bob) })).statusCode, 404)
+  t.equal((await app.inject({ method: 'DELETE', url: `/v1/sessions/${sessionId}`, headers: as(bob) })).statusCode, 404)
+  t.equal((await app.inject({ url: `/v1/sessions/${sessionId}/history`, headers: as(alice) })).json().interactions.length, 1, 'the owner sees it')
+  t.equal((await app.inject({ url: `/v1/sessions/${sessionId}/history`, headers: as(admin) })).statusCode, 200, 'admin sees it')
+  t.equal((await app.inject({ method: 'POST', url: '/v1/assist', headers: as(alice), payload: envelope(AGENTS.echo, { query: 'again' }, { sessionId }) })).json().output.calls, 2)
+  t.equal((await app.inject({ method: 'DELETE', url: `/v1/sessions/${sessionId}`, headers: as(alice) })).statusCode, 204)
+})
+
+t.test('the agent sees only the permissions its caller holds', async (t) => {
+  const app = await build(t, { AUTH_MODE: 'apikey', AGENTS_DIR: FIXTURE_AGENTS_DIR })
+  const key = await keyWith(app, ['assist:invoke', 'reports:read'])
+  const body = envelope('f0000000-0000-4000-8000-000000000002', { script: [{ op: 'show_permissions' }] })
+  body.context.permissions = ['reports:read', 'admin', 'payroll:write']
+  const res = await app.inject({ method: 'POST', url: '/v1/assist', headers: { authorization: `Bearer ${key}` }, payload: body })
+  t.same(res.json().output, { permissions: ['reports:read'] })
+  const open = await build(t, { AGENTS_DIR: FIXTURE_AGENTS_DIR })
+  const body2 = envelope('f0000000-0000-4000-8000-000000000002', { script: [{ op: 'show_permissions' }] })
+  body2.context.permissions = ['reports:read', 'payroll:write']
+  t.same((await open.inject({ method: 'POST', url: '/v1/assist', payload: body2 })).json().output, { permissions: ['reports:read', 'payroll:write'] }, 'auth off: the caller holds everything')
 })

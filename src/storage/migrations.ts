@@ -145,5 +145,12 @@ CREATE TABLE api_keys (
 );
 CREATE INDEX api_keys_name ON api_keys(name);
 `
+  },
+  {
+    version: 4,
+    description: 'sessions belong to the key that made them',
+    sql: `
+ALTER TABLE sessions ADD COLUMN key_id TEXT;
+`
   }
 ]

@@ -179,6 +179,22 @@ export class SqliteSessionStore implements SessionStore {
     })()
   }
 
+  /**
+   * The key a session belongs to: made for `keyId` when it does not exist yet.
+   * @returns the owning key's id (null for a session made before keys were recorded)
+   */
+  claim (sessionId: string, userId: string, keyId: string): string | null {
+    const now = new Date().toISOString()
+    this.#db.prepare('INSERT INTO sessions (session_id, user_id, created_at, updated_at, key_id) VALUES (?, ?, ?, ?, ?) ON CONFLICT (session_id) DO NOTHING')
+      .run(sessionId, userId, now, now, keyId)
+    return this.keyOf(sessionId) ?? null
+  }
+
+  /** The key a session belongs to; undefined when there is no such session, null when it was made before keys were recorded. */
+  keyOf (sessionId: string): string | null | undefined {
+    return (this.#db.prepare('SELECT key_id FROM sessions WHERE session_id = ?').get(sessionId) as { key_id: string | null } | undefined)?.key_id
+  }
+
   /** The owner of a session, if it exists. */
   owner (sessionId: string): string | undefined {
     return (this.#db.prepare('SELECT user_id FROM sessions WHERE session_id = ?').get(sessionId) as { user_id: string } | undefined)?.user_id

@@ -11,11 +11,12 @@ import type { HostedAgent, HostedCapability } from '../../agents/hosted-agent.js
 import { toIssues } from '../../agents/json-schema.js'
 import { resolveAgentRequest } from '../../agents/resolve-request.js'
 import {
-  AgentNotFoundError, NotAcceptableError, RequestConflictError, RunNotFoundError,
+  AgentNotFoundError, NotAcceptableError, RequestConflictError, RunNotFoundError, SessionNotFoundError,
   ShuttingDownError, ValidationError, withDetails
 } from '../../errors.js'
 import { chooseDeliveryMode } from '../../http/negotiate.js'
 import { checkAgentAccess } from '../../plugins/auth.js'
+import { grants } from '../../auth/scopes.js'
 import { SseWriter } from '../../http/sse-writer.js'
 import { Uuid } from '../../protocol/common.js'
 import { ServiceRequest } from '../../protocol/envelope.js'
@@ -171,6 +172,13 @@ const assistRoutes: FastifyPluginAsyncTypebox = async (app) => {
     if (mode === undefined) throw new NotAcceptableError(request.headers.accept ?? '')
     const cursor = parseCursor(request.headers['last-event-id'])
     if (app.runs.closing) throw new ShuttingDownError()
+    const who = request.identity
+    if (!grants(who.scopes, 'admin') && app.sessions.claim(resolved.session_id, envelope.context.user.user_id, who.id) !== who.id) {
+      // another key's session: 404, not 403, so that session ids cannot be probed
+      throw new SessionNotFoundError(resolved.session_id)
+    }
+    // the agent sees only the permissions its caller holds
+    resolved.context = { ...resolved.context, permissions: resolved.context.permissions.filter((p) => grants(who.scopes, p)) }
 
     const hash = envelopeHash(envelope)
     const log = request.log.child({ agent: hosted.manifest.metadata.name, requestId: envelope.request_id, envelopeTraceId: envelope.context.trace.trace_id, mode })

@@ -1,5 +1,7 @@
 import type { FastifyPluginAsyncTypebox } from '@fastify/type-provider-typebox'
 import { Type } from 'typebox'
+import type { FastifyRequest } from 'fastify'
+import { grants } from '../../auth/scopes.js'
 import { SessionNotFoundError } from '../../errors.js'
 import { Uuid } from '../../protocol/common.js'
 import { HistoryPage } from '../../protocol/records.js'
@@ -9,6 +11,11 @@ const Params = Type.Object({ session_id: Uuid })
 
 /** `GET /v1/sessions/:session_id/history` and `DELETE /v1/sessions/:session_id`. */
 const sessionRoutes: FastifyPluginAsyncTypebox = async (app) => {
+  /** A session exists and is the caller's (or the caller is admin); another key's is as good as missing. */
+  const visible = (request: FastifyRequest, sessionId: string): boolean => {
+    const key = app.sessions.keyOf(sessionId)
+    return key !== undefined && (grants(request.identity.scopes, 'admin') || key === request.identity.id)
+  }
   app.get('/v1/sessions/:session_id/history', {
     schema: {
       tags: ['sessions'],
@@ -23,7 +30,7 @@ const sessionRoutes: FastifyPluginAsyncTypebox = async (app) => {
     }
   }, async (request) => {
     const { session_id: sessionId } = request.params
-    if (app.sessions.owner(sessionId) === undefined) throw new SessionNotFoundError(sessionId)
+    if (!visible(request, sessionId)) throw new SessionNotFoundError(sessionId)
     return {
       session_id: sessionId,
       total: app.sessions.count(sessionId),
@@ -41,7 +48,7 @@ const sessionRoutes: FastifyPluginAsyncTypebox = async (app) => {
     }
   }, async (request, reply) => {
     const { session_id: sessionId } = request.params
-    if (app.sessions.owner(sessionId) === undefined) throw new SessionNotFoundError(sessionId)
+    if (!visible(request, sessionId)) throw new SessionNotFoundError(sessionId)
     await app.runService.cancelSession(sessionId)
     const erased = app.db.transaction(() => ({
       runs: app.runStore.eraseSession(sessionId),
