@@ -153,7 +153,8 @@ t.test('executeOnce returns only after a heartbeat in flight has settled', async
   const agent = new Recorder(async (task) => {
     // finish while a heartbeat is in flight (waiting for one, however loaded the machine)
     const deadline = Date.now() + 5000
-    while (inFlight === 0 && Date.now() < deadline) await sleep(2)
+    const running = (): number => inFlight
+    while (running() === 0 && Date.now() < deadline) await sleep(2)
     overlapped = inFlight > 0
     return { task_id: task.id, outcome: 'completed' }
   })
