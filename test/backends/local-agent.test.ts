@@ -57,6 +57,16 @@ t.test('a turn streams text and reasoning in order; usage, cost and stop reason;
   t.same(protocol.formatMessages(user('x')), { type: 'messages', messages: [{ role: 'user', content: 'x' }] })
 })
 
+t.test('a second message while the first is being answered is refused, and the first is unharmed', async (t) => {
+  const { protocol } = make(t)
+  const { ctx } = collector()
+  const first = protocol.send('s-busy', user('split'), ctx)
+  await sleep(20)
+  t.match(await protocol.send('s-busy', user('hello'), ctx).catch((e: unknown) => e), { streamCode: 'backend_failed', severity: 'TRANSIENT', message: /still answering/ })
+  t.equal((await first).content, 'héllo 🌍')
+  t.equal((await protocol.send('s-busy', user('history'), ctx)).content, 'seen 2', 'the refused message never reached the agent')
+})
+
 t.test('JSON lines split across writes, even inside a UTF-8 character, arrive whole', async (t) => {
   const { protocol } = make(t)
   const { chunks, ctx } = collector()

@@ -174,6 +174,8 @@ export class LocalAgentProtocol extends BaseProtocol {
       session = this.#sessions.get(sessionId) as LocalSession
     }
     const proc = session.proc as AgentProcess
+    // one turn at a time per process: a second would read the first one's output
+    if (proc.sink !== undefined) throw new BackendError('backend_failed', 'The local agent is still answering another message in this session; send again when it is done', 'TRANSIENT')
     const before = session.messages.length
     session.messages.push(...messages)
     let response: ProtocolResponse
