@@ -1,7 +1,8 @@
 import t from 'tap'
 import { spawn } from 'node:child_process'
 import { once } from 'node:events'
-import { readFileSync } from 'node:fs'
+import { readdirSync, readFileSync, writeFileSync } from 'node:fs'
+import { join } from 'node:path'
 import { fileURLToPath } from 'node:url'
 import { setTimeout as sleep } from 'node:timers/promises'
 import { openDatabase } from '../../src/storage/database.js'
@@ -28,6 +29,9 @@ for (const kind of ['file', 'sqlite'] as const) {
       child.stdout.on('data', (c: Buffer) => { out += c.toString() })
       return once(child, 'exit').then(([code]) => ({ code, lines: out.trim().split('\n').filter((l) => l !== '') }))
     })
+    const deadline = Date.now() + 60_000
+    while (readdirSync(dir).filter((f) => f.startsWith('ready-')).length < WORKERS && Date.now() < deadline) await sleep(10)
+    writeFileSync(join(dir, 'go'), '')
     let reads = 0
     let torn = 0
     const state = { running: kind === 'file' }
