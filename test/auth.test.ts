@@ -161,3 +161,15 @@ t.test('the agent sees only the permissions its caller holds', async (t) => {
   body2.context.permissions = ['reports:read', 'payroll:write']
   t.same((await open.inject({ method: 'POST', url: '/v1/assist', payload: body2 })).json().output, { permissions: ['reports:read', 'payroll:write'] }, 'auth off: the caller holds everything')
 })
+
+t.test('the OpenAPI document names the bearer scheme and the 401/403 answers of scoped routes', async (t) => {
+  const app = await build(t)
+  const doc = (await app.inject({ url: '/openapi.json' })).json()
+  t.match(doc.components.securitySchemes, { bearerAuth: { type: 'http', scheme: 'bearer' } })
+  for (const [path, method] of [['/v1/agents', 'get'], ['/v1/tasks', 'post'], ['/v1/assist', 'post'], ['/metrics', 'get']] as Array<[string, string]>) {
+    const op = doc.paths[path][method]
+    t.same(op.security, [{ bearerAuth: [] }], `${method} ${path} security`)
+    t.ok('401' in op.responses && '403' in op.responses, `${method} ${path} documents 401 and 403`)
+  }
+  t.notOk('security' in doc.paths['/health'].get, '/health is public')
+})

@@ -4,6 +4,7 @@ import { ANONYMOUS, KeyStore, type Identity } from '../auth/keys.js'
 import { grants, PUBLIC_ROUTES, ROUTE_SCOPES } from '../auth/scopes.js'
 import { parseApiKeys } from '../config.js'
 import { AuthRequiredError, ForbiddenError } from '../errors.js'
+import { ErrorBody } from '../protocol/response.js'
 
 declare module 'fastify' {
   interface FastifyInstance {
@@ -41,9 +42,17 @@ async function auth (app: FastifyInstance): Promise<void> {
   app.addHook('onRequest', async (request) => { request.identity = NOBODY })
 
   app.addHook('onRoute', (route) => {
+    let scoped = false
     for (const method of [route.method].flat()) {
       if (method === 'HEAD' || method === 'OPTIONS' || isPublic(method, route.url)) continue
-      if (ROUTE_SCOPES[routeKey(method, route.url)] === undefined) throw new Error(`route ${method} ${route.url} declares no scope: add it to ROUTE_SCOPES or PUBLIC_ROUTES (src/auth/scopes.ts)`)
+      const scope = ROUTE_SCOPES[routeKey(method, route.url)]
+      if (scope === undefined) throw new Error(`route ${method} ${route.url} declares no scope: add it to ROUTE_SCOPES or PUBLIC_ROUTES (src/auth/scopes.ts)`)
+      scoped = true
+    }
+    // document it: the bearer scheme, and the two answers every scoped route may give
+    if (scoped && route.schema !== undefined) {
+      const response = (route.schema.response ?? {}) as Record<string, unknown>
+      route.schema = { ...route.schema, security: [{ bearerAuth: [] }], response: { 401: ErrorBody, 403: ErrorBody, ...response } } as typeof route.schema
     }
   })
 

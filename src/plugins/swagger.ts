@@ -25,8 +25,14 @@ async function docs (app: FastifyInstance): Promise<void> {
         { name: 'events', description: 'The event log' },
         { name: 'audit', description: 'The tamper-evident audit log' },
         { name: 'tasks', description: 'The task graph and conversation feeds' },
-        { name: 'operations', description: 'Health and documentation' }
-      ]
+        { name: 'backends', description: 'LLM providers and local agents that agents think with' },
+        { name: 'operations', description: 'Health, metrics and documentation' }
+      ],
+      components: {
+        securitySchemes: {
+          bearerAuth: { type: 'http', scheme: 'bearer', description: 'An API key (`agent-host keys create`), needed when AUTH_MODE=apikey' }
+        }
+      }
     },
     transformObject: (documentObject) => {
       const doc = (documentObject as { openapiObject: { paths?: Record<string, unknown> } }).openapiObject

@@ -52,6 +52,7 @@ export function generateOpenApiPath (): Record<string, unknown> {
   return {
     post: {
       operationId: 'assist',
+      security: [{ bearerAuth: [] }],
       summary: 'Invoke a hosted agent',
       description: 'Validates the CAP envelope, dispatches to the agent named by `context.agent_id`, and answers in JSON or SSE.',
       tags: ['assist'],
