@@ -38,3 +38,13 @@ export const ROUTE_SCOPES: Readonly<Record<string, Scope>> = {
 export function grants (held: ReadonlySet<string>, scope: string): boolean {
   return held.has('admin') || held.has(scope)
 }
+
+/** A route's key in {@link ROUTE_SCOPES}: `METHOD /pattern` (HEAD counts as GET). */
+export function routeKey (method: string, url: string): string {
+  return `${method === 'HEAD' ? 'GET' : method} ${url}`
+}
+
+/** Whether the route (method and pattern) is one anyone may call. */
+export function isPublic (method: string, url: string): boolean {
+  return PUBLIC_ROUTES.has(routeKey(method, url)) || url === '/docs' || url.startsWith('/docs/')
+}

@@ -1,7 +1,9 @@
 import fp from 'fastify-plugin'
 import type { FastifyInstance, FastifyRequest } from 'fastify'
+import fastifyJwt from '@fastify/jwt'
+import { identityOf, jwtOptions, refusalOf } from '../auth/jwt.js'
 import { ANONYMOUS, KeyStore, type Identity } from '../auth/keys.js'
-import { grants, PUBLIC_ROUTES, ROUTE_SCOPES } from '../auth/scopes.js'
+import { grants, isPublic, ROUTE_SCOPES, routeKey } from '../auth/scopes.js'
 import { parseApiKeys } from '../config.js'
 import { AuthRequiredError, ForbiddenError } from '../errors.js'
 import { ErrorBody } from '../protocol/response.js'
@@ -20,18 +22,11 @@ declare module 'fastify' {
 /** No caller yet (public routes, unknown routes). */
 const NOBODY: Identity = { id: 'none', name: 'none', scopes: new Set(), agents: null, anonymous: true }
 
-function routeKey (method: string, url: string): string {
-  return `${method === 'HEAD' ? 'GET' : method} ${url}`
-}
-
-function isPublic (method: string, url: string): boolean {
-  return PUBLIC_ROUTES.has(routeKey(method, url)) || url === '/docs' || url.startsWith('/docs/')
-}
-
 /**
  * Authentication and authorisation. AUTH_MODE `apikey`: every route but the public ones needs
  * `Authorization: Bearer <key>` (401 `AH_ERR_AUTH_REQUIRED` without a valid one) and the route's
- * scope from {@link ROUTE_SCOPES} (403 `AH_ERR_FORBIDDEN` naming it). Every refusal is audited.
+ * scope from {@link ROUTE_SCOPES} (403 `AH_ERR_FORBIDDEN` naming it). AUTH_MODE `jwt`: the same,
+ * with a JWT checked by @fastify/jwt (see `jwtOptions`) in place of the key. Every refusal is audited.
  * AUTH_MODE `off` (the loopback-only default): every caller is anonymous and holds every scope.
  */
 async function auth (app: FastifyInstance): Promise<void> {
@@ -74,6 +69,23 @@ async function auth (app: FastifyInstance): Promise<void> {
     throw error
   }
 
+  const verifyKey = (request: FastifyRequest, token: string, scope: string): Identity => {
+    const verified = keys.verify(token)
+    if ('refused' in verified) deny(request, new AuthRequiredError(`the key is ${verified.refused === 'unknown' ? 'not valid' : verified.refused}`), verified.refused, undefined, scope)
+    return verified as Identity
+  }
+
+  if (config.AUTH_MODE === 'jwt') await app.register(fastifyJwt, jwtOptions(config))
+  const verifyToken = async (request: FastifyRequest, scope: string): Promise<Identity> => {
+    try {
+      return identityOf(await request.jwtVerify<Record<string, unknown>>())
+    } catch (err) {
+      const refusal = refusalOf(err as Error)
+      if (refusal === undefined) throw err
+      return deny(request, new AuthRequiredError(refusal.message), refusal.reason, undefined, scope)
+    }
+  }
+
   app.addHook('onRequest', async (request) => {
     const url = request.routeOptions.url
     if (url === undefined || isPublic(request.method, url)) return
@@ -81,9 +93,7 @@ async function auth (app: FastifyInstance): Promise<void> {
     const header = request.headers.authorization
     const token = typeof header === 'string' && /^bearer /i.test(header) ? header.slice(7).trim() : ''
     if (token === '') deny(request, new AuthRequiredError('send Authorization: Bearer <key>'), 'missing', undefined, scope)
-    const verified = keys.verify(token)
-    if ('refused' in verified) deny(request, new AuthRequiredError(`the key is ${verified.refused === 'unknown' ? 'not valid' : verified.refused}`), verified.refused, undefined, scope)
-    const identity = verified as Identity
+    const identity = config.AUTH_MODE === 'jwt' ? await verifyToken(request, scope) : verifyKey(request, token, scope)
     if (!grants(identity.scopes, scope)) deny(request, new ForbiddenError(`this key lacks the scope "${scope}"`), 'scope', identity, scope)
     if (url === '/v1/conversations/:id/events' && (request.query as { internal?: unknown }).internal === 'true' && !grants(identity.scopes, 'events:internal')) {
       deny(request, new ForbiddenError('this key lacks the scope "events:internal"'), 'scope', identity, 'events:internal')

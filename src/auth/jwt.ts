@@ -1,0 +1,147 @@
+import { createPublicKey, type JsonWebKey } from 'node:crypto'
+import { readFileSync, statSync } from 'node:fs'
+import type { FastifyJWTOptions } from '@fastify/jwt'
+import type { Config } from '../config.js'
+import { ConfigInvalidError } from '../errors.js'
+import type { Identity } from './keys.js'
+import { SCOPES } from './scopes.js'
+
+/** A token signed with a key the JWKS file does not hold. */
+export class UnknownKeyError extends Error {
+  readonly code = 'AH_JWT_UNKNOWN_KEY'
+  constructor (kid: unknown) {
+    super(`the token's key id (kid) ${JSON.stringify(kid ?? null)} is not one of ours`)
+  }
+}
+
+/**
+ * Why a token was refused (audited as the reason) and what to tell the caller, from the error that
+ * @fastify/jwt, fast-jwt or the key lookup raised; undefined for an error that is not a refusal.
+ */
+export function refusalOf (err: { code?: unknown, message: string }): { reason: string, message: string } | undefined {
+  const code = typeof err.code === 'string' ? err.code : ''
+  if (code === 'FST_JWT_AUTHORIZATION_TOKEN_EXPIRED') return { reason: 'expired', message: err.message }
+  if (code === 'FAST_JWT_MISSING_SIGNATURE') return { reason: 'unsigned', message: err.message }
+  if (code === 'AH_JWT_UNKNOWN_KEY') return { reason: 'unknown_key', message: err.message }
+  if (code === 'FAST_JWT_INACTIVE') return { reason: 'not_yet_valid', message: `the token is not valid yet: ${err.message}` }
+  if (code.startsWith('FST_JWT_')) return { reason: 'invalid', message: err.message }
+  if (code.startsWith('FAST_JWT_')) return { reason: 'invalid', message: `the token is not valid: ${err.message}` }
+  return undefined
+}
+
+/** Algorithms accepted with public keys from a JWKS file: never an HMAC one, so a public key cannot be used as a shared secret. */
+const PUBLIC_KEY_ALGORITHMS = ['RS256', 'RS384', 'RS512', 'PS256', 'PS384', 'PS512', 'ES256', 'ES384', 'ES512', 'EdDSA']
+
+/** The public keys of a JWKS file by `kid`, as PEM; re-read when a token names a `kid` it lacks and the file has changed (key rotation). */
+export class Jwks {
+  readonly #path: string
+  #keys = new Map<string, string>()
+  #mtimeMs = -1
+
+  constructor (path: string) {
+    this.#path = path
+    this.#load()
+  }
+
+  /** The PEM of `kid`, or undefined when the file (re-read if it changed) has no such key. */
+  key (kid: unknown): string | undefined {
+    if (typeof kid !== 'string') return undefined
+    if (!this.#keys.has(kid) && this.#changed()) {
+      try {
+        this.#load()
+      } catch {
+        // a half-written file during rotation: keep the keys we have
+      }
+    }
+    return this.#keys.get(kid)
+  }
+
+  #changed (): boolean {
+    try {
+      return statSync(this.#path).mtimeMs !== this.#mtimeMs
+    } catch {
+      return false
+    }
+  }
+
+  #load (): void {
+    let parsed: { keys?: unknown }
+    let mtimeMs: number
+    try {
+      mtimeMs = statSync(this.#path).mtimeMs
+      parsed = JSON.parse(readFileSync(this.#path, 'utf8')) as { keys?: unknown }
+    } catch (err) {
+      throw new ConfigInvalidError(`env/JWT_JWKS_FILE ${this.#path} cannot be read as JSON: ${(err as Error).message}`)
+    }
+    if (typeof parsed !== 'object' || parsed === null || !Array.isArray(parsed.keys) || parsed.keys.length === 0) {
+      throw new ConfigInvalidError(`env/JWT_JWKS_FILE ${this.#path} must be a JWKS: {"keys": [{"kid": "...", "kty": ...}, ...]}`)
+    }
+    const keys = new Map<string, string>()
+    for (const jwk of parsed.keys as Array<JsonWebKey & { kid?: unknown }>) {
+      if (typeof jwk !== 'object' || jwk === null || typeof jwk.kid !== 'string' || jwk.kid === '') {
+        throw new ConfigInvalidError(`env/JWT_JWKS_FILE ${this.#path}: every key needs a "kid"`)
+      }
+      if (jwk.kty === 'oct') throw new ConfigInvalidError(`env/JWT_JWKS_FILE ${this.#path}: key "${jwk.kid}" is a shared secret; use JWT_SECRET for HS256`)
+      try {
+        keys.set(jwk.kid, createPublicKey({ key: jwk, format: 'jwk' }).export({ type: 'spki', format: 'pem' }).toString())
+      } catch (err) {
+        throw new ConfigInvalidError(`env/JWT_JWKS_FILE ${this.#path}: key "${jwk.kid}" is not a usable public key: ${(err as Error).message}`)
+      }
+    }
+    this.#keys = keys
+    this.#mtimeMs = mtimeMs
+  }
+}
+
+/**
+ * The @fastify/jwt options for AUTH_MODE=jwt: an HS256 secret or the public keys of a JWKS file
+ * (chosen by the token's `kid`), and the checks every token must pass: the configured issuer and
+ * audience, a `sub`, an `exp` in the future and no `nbf` in the future (JWT_CLOCK_TOLERANCE_MS of skew).
+ */
+export function jwtOptions (config: Config): FastifyJWTOptions {
+  const jwks = config.JWT_JWKS_FILE !== '' ? new Jwks(config.JWT_JWKS_FILE) : undefined
+  const secret = jwks === undefined
+    ? config.JWT_SECRET
+    // async: @fastify/jwt turns a rejection into a refusal, where a synchronous throw would escape it
+    : async (_request: unknown, token: { header?: { kid?: unknown } }) => {
+      const key = jwks.key(token.header?.kid)
+      if (key === undefined) throw new UnknownKeyError(token.header?.kid)
+      return key
+    }
+  return {
+    secret: secret as FastifyJWTOptions['secret'],
+    decode: { complete: true },
+    verify: {
+      algorithms: jwks === undefined ? ['HS256'] : PUBLIC_KEY_ALGORITHMS,
+      allowedIss: config.JWT_ISSUER,
+      allowedAud: config.JWT_AUDIENCE,
+      requiredClaims: ['sub', 'exp'],
+      clockTolerance: config.JWT_CLOCK_TOLERANCE_MS
+    } as unknown as FastifyJWTOptions['verify'],
+    messages: {
+      authorizationTokenInvalid: (err: Error) => `the token is not valid: ${err.message}`,
+      authorizationTokenExpiredMessage: 'the token has expired',
+      authorizationTokenUnsigned: 'the token is not signed'
+    }
+  }
+}
+
+/**
+ * Who a verified token names: `sub` (the identity `jwt:<sub>`, which owns the sessions it makes),
+ * its scopes from `scope` (space-separated, as in OAuth 2) or `scp` (a list; unknown scopes are
+ * dropped), the agents it may invoke from `agents` (a list; absent means any), its name from `name`.
+ */
+export function identityOf (claims: Record<string, unknown>): Identity {
+  const sub = String(claims.sub)
+  const raw = claims.scope ?? claims.scp
+  const listed = typeof raw === 'string' ? raw.split(/\s+/) : Array.isArray(raw) ? raw : []
+  const known = new Set<string>(SCOPES)
+  const agents = Array.isArray(claims.agents) ? claims.agents.filter((a): a is string => typeof a === 'string') : null
+  return {
+    id: `jwt:${sub}`,
+    name: typeof claims.name === 'string' && claims.name !== '' ? claims.name : sub,
+    scopes: new Set(listed.filter((s): s is string => typeof s === 'string' && known.has(s))),
+    agents: agents === null ? null : new Set(agents),
+    anonymous: false
+  }
+}
