@@ -12,7 +12,8 @@ const rounds = arg('rounds', 3)
 const connections = arg('connections', 10)
 
 const data = tempDir()
-const app = await buildApp(loadConfig({ DATA_DIR: data.dir, LOG_LEVEL: 'silent' }))
+// no rate limits: the benchmark is the limit's only caller
+const app = await buildApp(loadConfig({ DATA_DIR: data.dir, LOG_LEVEL: 'silent', RATE_LIMIT_MAX: '0', RATE_LIMIT_AGENT_MAX: '0' }))
 app.post('/bench/bare', async (request) => ({ echo: request.body.payload.payload.query }))
 await app.listen({ host: '127.0.0.1', port: 0 })
 const base = `http://127.0.0.1:${app.server.address().port}`

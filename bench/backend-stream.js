@@ -34,7 +34,7 @@ await new Promise((resolve) => provider.listen(0, '127.0.0.1', resolve))
 const providerUrl = `http://127.0.0.1:${provider.address().port}`
 
 const data = tempDir()
-const app = await buildApp(loadConfig({ DATA_DIR: data.dir, LOG_LEVEL: 'silent', OPENAI_BASE_URL: `${providerUrl}/v1`, OPENAI_MODEL: 'bench', LLM_MAX_RETRIES: '0' }))
+const app = await buildApp(loadConfig({ DATA_DIR: data.dir, LOG_LEVEL: 'silent', RATE_LIMIT_MAX: '0', RATE_LIMIT_AGENT_MAX: '0', OPENAI_BASE_URL: `${providerUrl}/v1`, OPENAI_MODEL: 'bench', LLM_MAX_RETRIES: '0' }))
 await app.listen({ host: '127.0.0.1', port: 0 })
 const hostUrl = `http://127.0.0.1:${app.server.address().port}`
 

@@ -10,6 +10,7 @@ import auth from './plugins/auth.js'
 import metrics from './plugins/metrics.js'
 import tracing from './plugins/tracing.js'
 import pressure from './plugins/pressure.js'
+import limits from './plugins/limits.js'
 import agents from './plugins/agents.js'
 import backends from './plugins/backends.js'
 import runs from './plugins/runs.js'
@@ -52,7 +53,11 @@ export async function buildApp (config: Config, options: BuildOptions = {}): Pro
     onConstructorPoisoning: 'error',
     // the runs plugin answers 503 itself, with the catalogue's error body
     return503OnClosing: false,
-    forceCloseConnections: 'idle'
+    forceCloseConnections: 'idle',
+    // slow clients: a request must arrive whole in time (not its response: SSE streams run long)
+    requestTimeout: config.REQUEST_TIMEOUT_MS,
+    keepAliveTimeout: config.KEEP_ALIVE_TIMEOUT_MS,
+    http: { headersTimeout: config.HEADERS_TIMEOUT_MS, connectionsCheckingInterval: Math.min(30000, Math.ceil(config.HEADERS_TIMEOUT_MS / 4)) }
   }).withTypeProvider<TypeBoxTypeProvider>()
 
   await app.register(configPlugin, { config })
@@ -64,6 +69,7 @@ export async function buildApp (config: Config, options: BuildOptions = {}): Pro
   await app.register(auth)
   await app.register(metrics)
   await app.register(pressure)
+  await app.register(limits)
   await app.register(agents)
   await app.register(backends)
   await app.register(runs)

@@ -25,6 +25,8 @@ export const ConfigSchema = Type.Object({
   SSE_RETRY_MS: Type.Integer({ default: 3000, minimum: 0 }),
   /** Bytes queued for one slow SSE client before its run is ended with `slow_consumer`. */
   SSE_MAX_BUFFER_BYTES: Type.Integer({ default: 8388608, minimum: 65536 }),
+  /** How long one SSE client may read nothing while its socket is full before its run goes on without it (`slow_consumer`). */
+  SSE_STALL_TIMEOUT_MS: Type.Integer({ default: 30000, minimum: 100 }),
   /** How long a finished run's journal and answer are kept for resumes and retries. */
   JOURNAL_RETENTION_MS: Type.Integer({ default: 86400000, minimum: 1000 }),
   /** Longest a /v1/assist run may take before it is stopped with `run_timeout` (0: no limit); a request may ask for less. */
@@ -53,12 +55,37 @@ export const ConfigSchema = Type.Object({
   CLOSE_GRACE_MS: Type.Integer({ default: 10000, minimum: 0 }),
   /** This instance's id in `/health`; empty means a new UUID at each boot. */
   INSTANCE_ID: Type.String({ default: '' }),
-  /** `off`: anyone may do anything (loopback only, unless ALLOW_INSECURE); `apikey`: Bearer keys with scopes. */
-  AUTH_MODE: Type.Union([Type.Literal('off'), Type.Literal('apikey')], { default: 'off' }),
+  /** `off`: anyone may do anything (loopback only, unless ALLOW_INSECURE); `apikey`: Bearer keys with scopes; `jwt`: Bearer JWTs (JWT_*). */
+  AUTH_MODE: Type.Union([Type.Literal('off'), Type.Literal('apikey'), Type.Literal('jwt')], { default: 'off' }),
   /** Start with AUTH_MODE=off on a non-loopback HOST anyway (a private network you trust). */
   ALLOW_INSECURE: Type.Boolean({ default: false }),
   /** Keys from configuration, for simple deployments: `[{"name", "key" (24+ characters), "scopes": [...], "agents"?: [...]}]`. */
   API_KEYS: Type.String({ default: '' }),
+  /** AUTH_MODE=jwt: the HS256 shared secret (32 or more characters); set this or JWT_JWKS_FILE. */
+  JWT_SECRET: Type.String({ default: '' }),
+  /** AUTH_MODE=jwt: a JWKS file of public keys (each with a `kid`) for RS256, PS256, ES256 or EdDSA tokens. */
+  JWT_JWKS_FILE: Type.String({ default: '' }),
+  /** AUTH_MODE=jwt: the `iss` every token must carry. */
+  JWT_ISSUER: Type.String({ default: '' }),
+  /** AUTH_MODE=jwt: the `aud` every token must carry (one of its values). */
+  JWT_AUDIENCE: Type.String({ default: '' }),
+  /** AUTH_MODE=jwt: clock skew allowed on `exp`, `nbf` and `iat`. */
+  JWT_CLOCK_TOLERANCE_MS: Type.Integer({ default: 5000, minimum: 0 }),
+  /** Requests one caller (a key, a token's subject, or an address when auth is off) may make per RATE_LIMIT_WINDOW_MS (0: no limit). */
+  RATE_LIMIT_MAX: Type.Integer({ default: 600, minimum: 0 }),
+  /** New /v1/assist runs one agent may be given per RATE_LIMIT_WINDOW_MS, all callers together (0: no limit). */
+  RATE_LIMIT_AGENT_MAX: Type.Integer({ default: 1200, minimum: 0 }),
+  RATE_LIMIT_WINDOW_MS: Type.Integer({ default: 60000, minimum: 100 }),
+  /** SSE responses open at once, all callers together (0: no limit). */
+  MAX_STREAMS: Type.Integer({ default: 1000, minimum: 0 }),
+  /** SSE responses one caller may hold open at once (0: no limit). */
+  MAX_STREAMS_PER_CALLER: Type.Integer({ default: 20, minimum: 0 }),
+  /** How long a client may take to send its request headers (slowloris guard). */
+  HEADERS_TIMEOUT_MS: Type.Integer({ default: 10000, minimum: 100 }),
+  /** How long a client may take to send its whole request, body included (not the response: SSE streams are not cut). */
+  REQUEST_TIMEOUT_MS: Type.Integer({ default: 30000, minimum: 100 }),
+  /** How long an idle keep-alive connection is kept; set it above your load balancer's idle timeout. */
+  KEEP_ALIVE_TIMEOUT_MS: Type.Integer({ default: 72000, minimum: 100 }),
   /** Trust `X-Forwarded-*` headers from a reverse proxy. */
   TRUST_PROXY: Type.Boolean({ default: false }),
   /** The provider behind the `llm` backend (what `llm-chat` uses). */
@@ -117,6 +144,10 @@ export function loadConfig (env: Record<string, string | undefined>, dotenv = fa
   if (raw.AUTH_MODE === 'off' && !raw.ALLOW_INSECURE && !isLoopback(raw.HOST)) {
     throw new ConfigInvalidError(`env/HOST is ${raw.HOST} but AUTH_MODE is off: anyone who can reach it may run every agent. Set AUTH_MODE=apikey, or ALLOW_INSECURE=true on a network you trust`)
   }
+  if (raw.HEADERS_TIMEOUT_MS > raw.REQUEST_TIMEOUT_MS) {
+    throw new ConfigInvalidError('env/HEADERS_TIMEOUT_MS must not be longer than REQUEST_TIMEOUT_MS')
+  }
+  if (raw.AUTH_MODE === 'jwt') checkJwtConfig(raw)
   parseApiKeys(raw.API_KEYS)
   parsePrices(raw.LLM_PRICES)
   parseCommand(raw.CLI_AGENT_COMMAND)
@@ -179,4 +210,16 @@ export function parseApiKeys (text: string): Array<{ name: string, key: string, 
     strings(k.scopes) && (k.agents === undefined || strings(k.agents)))
   if (!valid) throw new ConfigInvalidError('env/API_KEYS must be [{"name": "...", "key": "<24 or more characters>", "scopes": ["..."], "agents"?: ["..."]}]')
   return parsed as Array<{ name: string, key: string, scopes: string[], agents?: string[] }>
+}
+
+function checkJwtConfig (raw: Config): void {
+  if ((raw.JWT_SECRET === '') === (raw.JWT_JWKS_FILE === '')) {
+    throw new ConfigInvalidError('AUTH_MODE=jwt needs exactly one of env/JWT_SECRET (HS256) and env/JWT_JWKS_FILE (public keys)')
+  }
+  if (raw.JWT_SECRET !== '' && raw.JWT_SECRET.length < 32) {
+    throw new ConfigInvalidError('env/JWT_SECRET must be 32 or more characters')
+  }
+  if (raw.JWT_ISSUER === '' || raw.JWT_AUDIENCE === '') {
+    throw new ConfigInvalidError('AUTH_MODE=jwt needs env/JWT_ISSUER and env/JWT_AUDIENCE: tokens minted for another service must not pass')
+  }
 }

@@ -28,7 +28,7 @@ export const BodyMalformedError = define('AH_ERR_BODY_MALFORMED', 400, 'Request 
 export const RequestInvalidError = define('AH_ERR_REQUEST_INVALID', 400, 'Bad request: %s',
   'The HTTP request itself is malformed (for example a bad Content-Length).')
 export const AuthRequiredError = define('AH_ERR_AUTH_REQUIRED', 401, 'Authentication required: %s',
-  'AUTH_MODE=apikey and the request has no valid key (missing, unknown, expired or revoked), or the agent requires auth and AUTH_MODE is off.')
+  'The request has no valid credentials: AUTH_MODE=apikey and the key is missing, unknown, expired or revoked; AUTH_MODE=jwt and the token is missing, badly signed, expired, not yet valid, or for another issuer or audience. Also: the agent requires auth and AUTH_MODE is off.')
 export const ForbiddenError = define('AH_ERR_FORBIDDEN', 403, 'Forbidden: %s',
   'The key lacks the route\'s scope (the message names it), or may not invoke this agent.')
 export const AgentNotFoundError = define('AH_ERR_AGENT_NOT_FOUND', 404, 'No agent is registered with id or name "%s"',
@@ -45,6 +45,10 @@ export const NotAcceptableError = define('AH_ERR_NOT_ACCEPTABLE', 406, 'Accept h
   'The `Accept` header admits neither `application/json` nor `text/event-stream`.')
 export const BodyTooLargeError = define('AH_ERR_BODY_TOO_LARGE', 413, 'Request body is larger than %s bytes',
   'The body is larger than `BODY_LIMIT`.')
+export const RateLimitedError = define('AH_ERR_RATE_LIMITED', 429, 'Rate limit reached: %s',
+  'The caller (`RATE_LIMIT_MAX`) or the agent (`RATE_LIMIT_AGENT_MAX`) used up its requests for the window; `Retry-After` says when to come back, `details.limit` which limit it was.')
+export const TooManyStreamsError = define('AH_ERR_TOO_MANY_STREAMS', 429, 'Too many open streams: %s',
+  'The caller holds `MAX_STREAMS_PER_CALLER` SSE responses open already (429), or the server holds `MAX_STREAMS` (503); close one, or retry after `Retry-After`.')
 export const MediaTypeUnsupportedError = define('AH_ERR_MEDIA_TYPE_UNSUPPORTED', 415, 'Content-Type "%s" is not supported: send application/json',
   'The body is not `application/json`.')
 export const InternalError = define('AH_ERR_INTERNAL', 500, 'Internal server error',

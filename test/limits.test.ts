@@ -1,6 +1,7 @@
 import t from 'tap'
 import { setTimeout as sleep } from 'node:timers/promises'
-import { build, envelope, FIXTURE_AGENTS_DIR } from './helper.js'
+import { AGENTS, build, envelope, FIXTURE_AGENTS_DIR, listen } from './helper.js'
+import { open, until } from './socket.js'
 import { checkErrorBody, parseSse } from './sse.js'
 import { observed } from './fixtures/agents/scripted/index.js'
 
@@ -67,4 +68,89 @@ t.test('under pressure: 503 AH_ERR_OVERLOADED with Retry-After; /health says deg
   }
   t.ok(recovered, 'back to ok once the loop is idle')
   t.equal((await app.inject({ url: '/v1/agents' })).statusCode, 200)
+})
+
+t.test('rate limit per caller: 429 AH_ERR_RATE_LIMITED with Retry-After past RATE_LIMIT_MAX; each key counts alone', async (t) => {
+  const app = await build(t, { AUTH_MODE: 'apikey', RATE_LIMIT_MAX: '3', RATE_LIMIT_WINDOW_MS: '1000', WORKERS_PER_TYPE: '0' })
+  const a = { authorization: `Bearer ${app.keys.create({ name: 'a', scopes: ['agents:read'] }).key}` }
+  const b = { authorization: `Bearer ${app.keys.create({ name: 'b', scopes: ['agents:read'] }).key}` }
+  const remaining: string[] = []
+  for (let i = 0; i < 3; i++) {
+    const res = await app.inject({ url: '/v1/agents', headers: a })
+    t.equal(res.statusCode, 200)
+    remaining.push(String(res.headers['x-ratelimit-remaining']))
+  }
+  t.same(remaining, ['2', '1', '0'], 'X-RateLimit-Remaining counts down')
+  const refused = await app.inject({ url: '/v1/agents', headers: a })
+  t.equal(refused.statusCode, 429)
+  t.match(checkErrorBody(refused.json()), { code: 'AH_ERR_RATE_LIMITED', message: /this caller may make 3 requests per 1 s/, details: { limit: 'caller', max: 3, window_ms: 1000 } })
+  t.ok(Number(refused.headers['retry-after']) >= 1, 'Retry-After is set')
+  t.equal((await app.inject({ url: '/v1/agents', headers: b })).statusCode, 200, 'another key has its own budget')
+  for (let i = 0; i < 5; i++) t.equal((await app.inject({ url: '/health' })).statusCode, 200, 'public routes are not limited')
+  await sleep(1100)
+  t.equal((await app.inject({ url: '/v1/agents', headers: a })).statusCode, 200, 'a new window, a new budget')
+  const metrics = await app.inject({ url: '/metrics', headers: { authorization: `Bearer ${app.keys.create({ name: 'm', scopes: ['admin'] }).key}` } })
+  t.match(metrics.body, /agent_host_rate_limited_total\{limit="caller"\} 1\n/)
+})
+
+t.test('rate limit per caller with auth off: each client address counts alone', async (t) => {
+  const app = await build(t, { RATE_LIMIT_MAX: '2', WORKERS_PER_TYPE: '0' })
+  for (let i = 0; i < 2; i++) t.equal((await app.inject({ url: '/v1/agents', remoteAddress: '10.0.0.1' })).statusCode, 200)
+  t.equal((await app.inject({ url: '/v1/agents', remoteAddress: '10.0.0.1' })).statusCode, 429)
+  t.equal((await app.inject({ url: '/v1/agents', remoteAddress: '10.0.0.2' })).statusCode, 200)
+})
+
+t.test('rate limit per agent: RATE_LIMIT_AGENT_MAX new runs per window across callers; a retry of a known request is free', async (t) => {
+  const app = await build(t, { RATE_LIMIT_AGENT_MAX: '2', RATE_LIMIT_MAX: '0', WORKERS_PER_TYPE: '0' })
+  const first = envelope(AGENTS.echo)
+  const json = { accept: 'application/json' }
+  t.equal((await app.inject({ method: 'POST', url: '/v1/assist', headers: json, payload: first, remoteAddress: '10.0.0.1' })).statusCode, 200)
+  t.equal((await app.inject({ method: 'POST', url: '/v1/assist', headers: json, payload: envelope(AGENTS.echo), remoteAddress: '10.0.0.2' })).statusCode, 200)
+  const refused = await app.inject({ method: 'POST', url: '/v1/assist', headers: json, payload: envelope(AGENTS.echo), remoteAddress: '10.0.0.3' })
+  t.equal(refused.statusCode, 429, 'a third caller finds the agent\'s budget spent')
+  t.match(checkErrorBody(refused.json()), { code: 'AH_ERR_RATE_LIMITED', message: /agent "echo" may make 2 requests/, details: { limit: 'agent', max: 2 } })
+  t.ok(Number(refused.headers['retry-after']) >= 1)
+  t.equal((await app.inject({ method: 'POST', url: '/v1/assist', headers: json, payload: first })).statusCode, 200, 'the retry of a known request id is answered from the journal')
+  t.equal((await app.inject({ method: 'POST', url: '/v1/assist', headers: json, payload: envelope(AGENTS.echoStream) })).statusCode, 200, 'another agent has its own budget')
+  t.equal((await app.inject({ method: 'POST', url: '/v1/assist', headers: json, payload: envelope(AGENTS.echo, { nope: 1 }) })).statusCode, 400, 'a bad request is refused before it counts')
+  t.match((await app.inject({ url: '/metrics' })).body, /agent_host_rate_limited_total\{limit="agent"\} 1\n/)
+})
+
+t.test('SSE stream caps: MAX_STREAMS_PER_CALLER (429) and MAX_STREAMS (503); a slot frees when its stream ends', async (t) => {
+  const { app, url } = await listen(t, { AGENTS_DIR: FIXTURE_AGENTS_DIR, AUTH_MODE: 'apikey', MAX_STREAMS_PER_CALLER: '2', MAX_STREAMS: '3', WORKERS_PER_TYPE: '0' })
+  const key = (name: string): Record<string, string> => ({ authorization: `Bearer ${app.keys.create({ name, scopes: ['assist:invoke', 'events:internal'] }).key}` })
+  const a = key('a')
+  const b = key('b')
+  const waiting = (): ReturnType<typeof envelope> => envelope(SCRIPTED, { script: [{ op: 'open', name: 's' }, { op: 'wait_abort' }] })
+  const a1 = await open(url, waiting(), undefined, a)
+  const a2 = await open(url, waiting(), undefined, a)
+  t.same([a1.res.statusCode, a2.res.statusCode], [200, 200])
+  const a3 = await open(url, waiting(), undefined, a)
+  await a3.ended
+  t.equal(a3.res.statusCode, 429, 'a third stream for the same key')
+  t.match(checkErrorBody(JSON.parse(a3.text())), { code: 'AH_ERR_TOO_MANY_STREAMS', message: /this caller holds 2 open already/, details: { limit: 'caller_streams', max: 2 } })
+  t.equal(a3.res.headers['retry-after'], '1')
+  const json = await open(url, envelope(SCRIPTED, { script: [{ op: 'markdown', content: 'json' }] }), 'application/json', a)
+  await json.ended
+  t.equal(json.res.statusCode, 200, 'a JSON answer takes no stream slot')
+
+  const b1 = await open(url, waiting(), undefined, b)
+  t.equal(b1.res.statusCode, 200)
+  const follow = await fetch(`${url}/v1/events?follow=true`, { headers: b })
+  t.equal(follow.status, 503, 'the server is full: an event feed is a stream too')
+  t.match(checkErrorBody(await follow.json()), { code: 'AH_ERR_TOO_MANY_STREAMS', details: { limit: 'total_streams', max: 3 } })
+  t.equal(follow.headers.get('retry-after'), '1')
+  t.equal(app.limits.streams.open, 3)
+
+  a1.res.destroy()
+  await until('the slot to be freed', () => app.limits.streams.open === 2)
+  const again = await fetch(`${url}/v1/events?follow=true`, { headers: b })
+  t.equal(again.status, 200, 'a freed slot can be taken')
+  await again.body?.cancel()
+  await until('the feed to be closed', () => app.limits.streams.open === 2)
+  const metrics = await app.inject({ url: '/metrics', headers: { authorization: `Bearer ${app.keys.create({ name: 'm', scopes: ['admin'] }).key}` } })
+  t.match(metrics.body, /agent_host_rate_limited_total\{limit="caller_streams"\} 1\n/)
+  t.match(metrics.body, /agent_host_rate_limited_total\{limit="total_streams"\} 1\n/)
+  for (const s of [a2, b1]) s.res.destroy()
+  await until('every slot to be freed', () => app.limits.streams.open === 0)
 })

@@ -18,7 +18,7 @@ function sample (text: string, name: string, labels: Record<string, string> = {}
 }
 
 t.test('GET /metrics after a scripted workload: names, labels and values', async (t) => {
-  const { app, url } = await listen(t, { AGENTS_DIR: FIXTURE_AGENTS_DIR, WORKERS_PER_TYPE: '0', SSE_HEARTBEAT_MS: '30' })
+  const { app, url } = await listen(t, { AGENTS_DIR: FIXTURE_AGENTS_DIR, WORKERS_PER_TYPE: '0', SSE_HEARTBEAT_MS: '30', RATE_LIMIT_AGENT_MAX: '3' })
   await app.inject({ method: 'POST', url: '/v1/assist', payload: envelope(SCRIPTED, { script: [{ op: 'markdown', content: 'hi' }] }) })
   await app.inject({ method: 'POST', url: '/v1/assist', headers: { accept: 'text/event-stream' }, payload: envelope(SCRIPTED, { script: [{ op: 'sleep', ms: 100 }, { op: 'markdown', content: 'after a pause' }] }) })
   await app.inject({ method: 'POST', url: '/v1/assist', payload: { nonsense: true } })
@@ -33,6 +33,8 @@ t.test('GET /metrics after a scripted workload: names, labels and values', async
     req.end(body)
   })
   await sleep(100)
+  const limited = await app.inject({ method: 'POST', url: '/v1/assist', payload: envelope(SCRIPTED, { script: [] }) })
+  t.equal(limited.statusCode, 429, 'a fourth run of the agent')
 
   const store = app.tasks
   await store.create([{ id: 'a', type: 'x' }, { id: 'b', type: 'x', max_attempts: 3 }])
@@ -58,6 +60,8 @@ t.test('GET /metrics after a scripted workload: names, labels and values', async
   t.equal(sample(text, 'agent_host_sse_packets_sent_total'), 2, 'the SSE run\'s EVENT and CLOSE')
   t.ok((sample(text, 'agent_host_sse_heartbeats_total') ?? 0) >= 1, 'the pause produced heartbeats')
   t.equal(sample(text, 'agent_host_sse_disconnects_total', { why: 'client_disconnected' }), 1)
+  t.equal(sample(text, 'agent_host_rate_limited_total', { limit: 'agent' }), 1)
+  t.equal(sample(text, 'agent_host_http_requests_total', { route: '/v1/assist', method: 'POST', status: '429' }), 1)
   t.equal(sample(text, 'agent_host_task_claims_total'), 2)
   t.equal(sample(text, 'agent_host_task_lease_expiries_total'), 1)
   t.equal(sample(text, 'agent_host_task_stale_completions_total', { operation: 'complete' }), 1)

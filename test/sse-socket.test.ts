@@ -1,46 +1,12 @@
+import { request } from 'node:http'
 import t from 'tap'
-import { request, type IncomingMessage, type ClientRequest } from 'node:http'
 import { setTimeout as sleep } from 'node:timers/promises'
 import { envelope, FIXTURE_AGENTS_DIR, listen } from './helper.js'
 import { checkErrorBody, parseSse } from './sse.js'
+import { open, until } from './socket.js'
 import { observed } from './fixtures/agents/scripted/index.js'
 
 const SCRIPTED = 'f0000000-0000-4000-8000-000000000002'
-
-interface Open {
-  req: ClientRequest
-  res: IncomingMessage
-  text: () => string
-  bytes: () => number
-  ended: Promise<void>
-}
-
-/** POST an envelope over a real socket and collect the response as it arrives. */
-async function open (url: string, body: unknown, accept = 'text/event-stream'): Promise<Open> {
-  const payload = JSON.stringify(body)
-  return await new Promise((resolve, reject) => {
-    const req = request(`${url}/v1/assist`, {
-      method: 'POST',
-      headers: { 'content-type': 'application/json', accept, 'content-length': Buffer.byteLength(payload) }
-    }, (res) => {
-      const chunks: Buffer[] = []
-      let size = 0
-      res.on('data', (c: Buffer) => { chunks.push(c); size += c.length })
-      const ended = new Promise<void>((resolve) => { res.on('end', resolve); res.on('close', resolve) })
-      resolve({ req, res, text: () => Buffer.concat(chunks).toString('utf8'), bytes: () => size, ended })
-    })
-    req.on('error', reject)
-    req.end(payload)
-  })
-}
-
-async function until (what: string, check: () => boolean, ms = 5000, every = 2): Promise<void> {
-  const deadline = Date.now() + ms
-  while (!check()) {
-    if (Date.now() > deadline) throw new Error(`timed out waiting for ${what}`)
-    await sleep(every)
-  }
-}
 
 const abortOf = (sessionId: string) => observed.aborts.find((a) => a.sessionId === sessionId)
 

@@ -24,17 +24,22 @@ export interface SseWriterOptions {
   retryMs: number
   /** Bytes that may wait in the socket's buffer before the client counts as too slow. */
   maxBufferBytes: number
+  /** How long the socket may stay full (the client reads nothing) before the client counts as too slow. */
+  stallMs: number
   /** The client went away (`client_disconnected`) or stopped reading (`slow_consumer`). */
   onGone: (why: 'client_disconnected' | 'slow_consumer', writer: SseWriter) => void
   /** Counts opens, closes, events, heartbeats and disconnects (`GET /metrics`). */
   metrics?: SseMetrics
+  /** Called once when the response is over, however it ended (frees its slot in the stream cap). */
+  onFinished?: () => void
 }
 
 /**
  * Writes packets to a raw HTTP response as Server-Sent Events. It sends `: ping` after
  * `heartbeatMs` of silence, reports backpressure to the run (a promise that settles on `drain`),
  * notices a client that goes away (on the response, which is the socket's side that closes), and
- * ends a client whose unread backlog passes `maxBufferBytes` so it cannot grow the server's memory.
+ * ends a client whose unread backlog passes `maxBufferBytes` (so it cannot grow the server's memory
+ * by more than that and one event) or who reads nothing for `stallMs` (so it cannot hold a run).
  */
 export class SseWriter implements PacketSink {
   readonly #res: ServerResponse
@@ -65,17 +70,25 @@ export class SseWriter implements PacketSink {
   /** Send one event (a packet, a replayed journal frame, a stored event). */
   send (event: string, id: string, data: string): Promise<void> | undefined {
     if (this.#finished) return undefined
+    // the backlog before this event: a writer that waits for drain never passes the limit, even
+    // with one event larger than it; one that ignores backpressure does
+    const backlog = this.#res.writableLength
     const ok = this.#res.write(formatEvent(event, id, data))
     this.#options.metrics?.packet()
     this.#heartbeat.refresh()
-    if (this.#res.writableLength > this.#options.maxBufferBytes) {
+    if (backlog > this.#options.maxBufferBytes) {
       this.#gone('slow_consumer')
       this.#res.destroy()
       return undefined
     }
     if (ok) return undefined
     this.#drain ??= new Promise<void>((resolve) => {
+      const stalled = setTimeout(() => {
+        this.#gone('slow_consumer')
+        this.#res.destroy()
+      }, this.#options.stallMs).unref()
       const settle = (): void => {
+        clearTimeout(stalled)
         this.#res.off('drain', settle)
         this.#res.off('close', settle)
         this.#drain = undefined
@@ -92,6 +105,7 @@ export class SseWriter implements PacketSink {
     this.#finished = true
     clearTimeout(this.#heartbeat)
     this.#options.metrics?.closed()
+    this.#options.onFinished?.()
     this.#res.end()
   }
 
@@ -109,6 +123,7 @@ export class SseWriter implements PacketSink {
     this.#finished = true
     clearTimeout(this.#heartbeat)
     this.#options.metrics?.closed()
+    this.#options.onFinished?.()
     this.#options.metrics?.gone(why)
     this.#options.onGone(why, this)
   }

@@ -38,10 +38,11 @@ async function errorHandler (app: FastifyInstance): Promise<void> {
   app.setErrorHandler((err: FastifyError, request: FastifyRequest, reply: FastifyReply) => {
     const error = toHostError(err, request)
     const statusCode = error.statusCode ?? 500
-    if (statusCode >= 500) request.log.error({ err }, 'request failed')
+    if (statusCode === 503) request.log.warn({ code: error.code }, 'request refused: unavailable')
+    else if (statusCode >= 500) request.log.error({ err }, 'request failed')
     else request.log.info({ code: error.code, message: error.message }, 'request rejected')
     const body: ErrorBody = errorBody({ ...error, statusCode, code: error.code, message: error.message, details: error.details })
-    if (statusCode === 503) reply.header('retry-after', '5')
+    if (statusCode === 503 && !reply.hasHeader('retry-after')) reply.header('retry-after', '5')
     return reply.code(statusCode).type('application/json; charset=utf-8').send(body)
   })
   app.setNotFoundHandler((request, reply) => {

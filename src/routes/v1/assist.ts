@@ -81,19 +81,40 @@ function pickCapability (hosted: HostedAgent, name: unknown): HostedCapability {
 const assistRoutes: FastifyPluginAsyncTypebox = async (app) => {
   const config = app.config
 
-  function openWriter (reply: FastifyReply, onGone: (why: 'client_disconnected' | 'slow_consumer', writer: SseWriter) => void): SseWriter {
+  function openWriter (request: FastifyRequest, reply: FastifyReply, onGone: (why: 'client_disconnected' | 'slow_consumer', writer: SseWriter) => void): SseWriter {
+    const release = app.limits.openStream(request, reply)
     reply.hijack()
     return new SseWriter(reply.raw, {
       headers: reply.getHeaders() as OutgoingHttpHeaders,
       heartbeatMs: config.SSE_HEARTBEAT_MS,
       retryMs: config.SSE_RETRY_MS,
       maxBufferBytes: config.SSE_MAX_BUFFER_BYTES,
+      stallMs: config.SSE_STALL_TIMEOUT_MS,
       onGone,
-      metrics: app.metrics.sse
+      metrics: app.metrics.sse,
+      onFinished: release
     })
   }
 
-  /** Write journaled wire packets after `afterOrd`; returns the last `ord` written. */
+  /**
+   * Write journaled wire packets after `afterOrd`, waiting for the client to drain its socket
+   * (a long journal must not count as a slow consumer), until the journal has nothing newer.
+   * Returns the last `ord` written.
+   */
+  async function drainJournal (writer: SseWriter, requestId: string, afterOrd: number): Promise<number> {
+    let last = afterOrd
+    for (let rows = app.runStore.rows(requestId, last); rows.length > 0 && !writer.finished; rows = app.runStore.rows(requestId, last)) {
+      for (const row of rows) {
+        const drained = row.seq !== null ? writer.send(SSE_EVENT_NAME, row.stream_id, row.frame) : undefined
+        last = row.ord
+        if (drained !== undefined) await drained
+        if (writer.finished) break
+      }
+    }
+    return last
+  }
+
+  /** Write journaled wire packets after `afterOrd` at once (see `drainJournal`); returns the last `ord` written. */
   function writeJournal (writer: SseWriter, requestId: string, afterOrd: number): number {
     let last = afterOrd
     for (const row of app.runStore.rows(requestId, afterOrd)) {
@@ -107,14 +128,16 @@ const assistRoutes: FastifyPluginAsyncTypebox = async (app) => {
    * A known request id with the same envelope, in SSE mode: replay its journal after the cursor,
    * then follow the run while it is still going (here, or in another process on the same DATA_DIR).
    */
-  async function replay (reply: FastifyReply, record: RunRecord, cursor: Cursor | undefined, log: FastifyBaseLogger): Promise<void> {
+  async function replay (request: FastifyRequest, reply: FastifyReply, record: RunRecord, cursor: Cursor | undefined, log: FastifyBaseLogger): Promise<void> {
     const id = record.request_id
     const live = app.runs.get(id)
-    const writer = openWriter(reply, (why, w) => { live?.detach(w, why) })
+    const writer = openWriter(request, reply, (why, w) => { live?.detach(w, why) })
     let after = cursor?.seq === undefined ? 0 : (app.runStore.ordOf(id, cursor.streamId, cursor.seq) ?? 0)
     log.info({ requestId: id, after, live: live !== undefined }, 'resuming a known request')
-    after = writeJournal(writer, id, after)
+    after = await drainJournal(writer, id, after)
     if (live !== undefined) {
+      // what was journaled while we waited, then follow: in one tick, so no packet falls between
+      after = writeJournal(writer, id, after)
       live.attach(writer, after)
       await live.ended
       return
@@ -127,14 +150,14 @@ const assistRoutes: FastifyPluginAsyncTypebox = async (app) => {
         await sleep(100)
         current = app.runStore.get(id)
       }
-      after = writeJournal(writer, id, after)
+      after = await drainJournal(writer, id, after)
     }
     writer.end()
   }
 
   /** A resume cursor for a request the journal no longer holds: ERROR `resume_gap`, then CLOSE. */
-  function resumeGap (reply: FastifyReply, cursor: Cursor): void {
-    const writer = openWriter(reply, () => {})
+  function resumeGap (request: FastifyRequest, reply: FastifyReply, cursor: Cursor): void {
+    const writer = openWriter(request, reply, () => {})
     const seq = (cursor.seq ?? 0) + 1
     const packets: StreamPacket[] = [
       { stream_id: cursor.streamId, seq, op: 'ERROR', t: new Date().toISOString(), p: { code: 'resume_gap', message: 'This request is no longer in the journal (it is older than its retention); send a new request', severity: 'FATAL' } },
@@ -186,17 +209,18 @@ const assistRoutes: FastifyPluginAsyncTypebox = async (app) => {
     if (known !== undefined) {
       if (known.envelope_hash !== hash) throw new RequestConflictError(envelope.request_id)
       if (mode === 'request_response') return await sendAnswer(reply, await app.runService.answer(known))
-      await replay(reply, known, cursor, log)
+      await replay(request, reply, known, cursor, log)
       return reply
     }
     if (cursor !== undefined && mode === 'server_sent_events') {
-      resumeGap(reply, cursor)
+      resumeGap(request, reply, cursor)
       return reply
     }
     if (hosted.agent.backends !== undefined) await app.backends.require(hosted.agent.backends)
+    await app.limits.agentRun(request, reply, { id: hosted.manifest.metadata.id, name: hosted.manifest.metadata.name })
 
     if (mode === 'server_sent_events') {
-      const sink = openWriter(reply, (why, writer) => {
+      const sink = openWriter(request, reply, (why, writer) => {
         log.info({ why, policy: onDisconnect }, 'client gone')
         run.detach(writer, why)
       })

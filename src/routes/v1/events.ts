@@ -37,14 +37,17 @@ const eventRoutes: FastifyPluginAsyncTypebox = async (app) => {
     }
     const lastEventId = Number(request.headers['last-event-id'])
     let after = Number.isInteger(lastEventId) && lastEventId > 0 ? lastEventId : (query.after ?? 0)
+    const release = app.limits.openStream(request, reply)
     reply.hijack()
     const writer = new SseWriter(reply.raw, {
       headers: reply.getHeaders() as OutgoingHttpHeaders,
       heartbeatMs: app.config.SSE_HEARTBEAT_MS,
       retryMs: app.config.SSE_RETRY_MS,
       maxBufferBytes: app.config.SSE_MAX_BUFFER_BYTES,
+      stallMs: app.config.SSE_STALL_TIMEOUT_MS,
       onGone: () => { stop() },
-      metrics: app.metrics.sse
+      metrics: app.metrics.sse,
+      onFinished: release
     })
     let busy = false
     const pump = async (): Promise<void> => {

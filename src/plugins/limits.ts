@@ -1,0 +1,92 @@
+import fp from 'fastify-plugin'
+import rateLimit from '@fastify/rate-limit'
+import type { FastifyInstance, FastifyReply, FastifyRequest } from 'fastify'
+import { isPublic } from '../auth/scopes.js'
+import { RateLimitedError, TooManyStreamsError, withDetails } from '../errors.js'
+import { StreamGate } from '../http/stream-gate.js'
+
+/** The limits a route applies itself (the per-caller rate limit applies to every scoped route). */
+export interface Limits {
+  /**
+   * Count a new run of `agent` against `RATE_LIMIT_AGENT_MAX` (all callers together). Throws 429
+   * `AH_ERR_RATE_LIMITED` with `Retry-After` past it.
+   */
+  agentRun: (request: FastifyRequest, reply: FastifyReply, agent: { id: string, name: string }) => Promise<void>
+  /**
+   * Take an SSE slot for the caller before a stream starts. Throws `AH_ERR_TOO_MANY_STREAMS` (429
+   * past `MAX_STREAMS_PER_CALLER`, 503 past `MAX_STREAMS`); returns the function that frees the slot.
+   */
+  openStream: (request: FastifyRequest, reply: FastifyReply) => () => void
+  /** Counts open SSE responses. */
+  streams: StreamGate
+}
+
+declare module 'fastify' {
+  interface FastifyInstance {
+    /** Rate limits and the SSE stream cap (src/plugins/limits.ts). */
+    limits: Limits
+  }
+}
+
+/** Who counts as one caller: the key or token subject, or the client address when auth is off. */
+export function callerOf (request: FastifyRequest): string {
+  return request.identity.anonymous ? `ip:${request.ip}` : request.identity.id
+}
+
+/**
+ * Rate limits (@fastify/rate-limit, in-process store): `RATE_LIMIT_MAX` requests per caller per
+ * `RATE_LIMIT_WINDOW_MS` on every scoped route, with `X-RateLimit-*` headers on each answer, and
+ * `RATE_LIMIT_AGENT_MAX` new runs per agent (see {@link Limits}); plus the cap on open SSE responses.
+ * Refusals carry `Retry-After` and count in `agent_host_rate_limited_total`.
+ */
+async function limits (app: FastifyInstance): Promise<void> {
+  const config = app.config
+  await app.register(rateLimit, { global: false, timeWindow: config.RATE_LIMIT_WINDOW_MS, cache: 10000 })
+
+  const refuse = (request: FastifyRequest, reply: FastifyReply, limit: 'caller' | 'agent', max: number, retryAfter: number, who: string): never => {
+    app.metrics.rateLimited.inc({ limit })
+    request.log.info({ limit, max, who }, 'refused: rate limit')
+    reply.header('retry-after', String(retryAfter))
+    throw withDetails(new RateLimitedError(`${limit === 'caller' ? 'this caller' : `agent "${who}"`} may make ${max} requests per ${config.RATE_LIMIT_WINDOW_MS / 1000} s`),
+      { limit, max, window_ms: config.RATE_LIMIT_WINDOW_MS, retry_after_s: retryAfter })
+  }
+
+  if (config.RATE_LIMIT_MAX > 0) {
+    const perCaller = app.createRateLimit({ max: config.RATE_LIMIT_MAX, keyGenerator: callerOf })
+    // after the auth plugin's hook: the caller is known
+    app.addHook('onRequest', async (request, reply) => {
+      const url = request.routeOptions.url
+      if (url === undefined || isPublic(request.method, url)) return
+      const state = await perCaller(request)
+      if (state.isAllowed) return
+      reply.header('x-ratelimit-limit', state.max).header('x-ratelimit-remaining', state.remaining).header('x-ratelimit-reset', state.ttlInSeconds)
+      if (state.isExceeded) refuse(request, reply, 'caller', state.max, state.ttlInSeconds, callerOf(request))
+    })
+  }
+
+  const perAgent = config.RATE_LIMIT_AGENT_MAX > 0
+    ? app.createRateLimit({ max: config.RATE_LIMIT_AGENT_MAX, keyGenerator: (request) => `agent:${(request.body as { context: { agent_id: string } }).context.agent_id}` })
+    : undefined
+  const streams = new StreamGate(config.MAX_STREAMS, config.MAX_STREAMS_PER_CALLER)
+  app.decorate('limits', {
+    streams,
+    async agentRun (request, reply, agent) {
+      if (perAgent === undefined) return
+      const state = await perAgent(request)
+      if (!state.isAllowed && state.isExceeded) refuse(request, reply, 'agent', state.max, state.ttlInSeconds, agent.name)
+    },
+    openStream (request, reply) {
+      const slot = streams.acquire(callerOf(request))
+      if (typeof slot === 'function') return slot
+      const max = slot === 'caller' ? config.MAX_STREAMS_PER_CALLER : config.MAX_STREAMS
+      app.metrics.rateLimited.inc({ limit: `${slot}_streams` })
+      request.log.info({ limit: slot, max }, 'refused: too many streams')
+      reply.header('retry-after', '1')
+      const error = withDetails(new TooManyStreamsError(slot === 'caller' ? `this caller holds ${max} open already` : `the server holds ${max} open already`), { limit: `${slot}_streams`, max })
+      if (slot === 'total') error.statusCode = 503
+      throw error
+    }
+  } satisfies Limits)
+}
+
+export default fp(limits, { name: 'limits', fastify: '5.x', dependencies: ['config', 'auth', 'metrics'] })

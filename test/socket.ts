@@ -1,0 +1,39 @@
+import { request, type IncomingMessage, type ClientRequest } from 'node:http'
+import { setTimeout as sleep } from 'node:timers/promises'
+
+/** A response read from a real socket as it arrives. */
+export interface Open {
+  req: ClientRequest
+  res: IncomingMessage
+  text: () => string
+  bytes: () => number
+  ended: Promise<void>
+}
+
+/** POST an envelope over a real socket and collect the response as it arrives. */
+export async function open (url: string, body: unknown, accept = 'text/event-stream', headers: Record<string, string> = {}): Promise<Open> {
+  const payload = JSON.stringify(body)
+  return await new Promise((resolve, reject) => {
+    const req = request(`${url}/v1/assist`, {
+      method: 'POST',
+      headers: { 'content-type': 'application/json', accept, 'content-length': Buffer.byteLength(payload), ...headers }
+    }, (res) => {
+      const chunks: Buffer[] = []
+      let size = 0
+      res.on('data', (c: Buffer) => { chunks.push(c); size += c.length })
+      const ended = new Promise<void>((resolve) => { res.on('end', resolve); res.on('close', resolve) })
+      resolve({ req, res, text: () => Buffer.concat(chunks).toString('utf8'), bytes: () => size, ended })
+    })
+    req.on('error', reject)
+    req.end(payload)
+  })
+}
+
+/** Poll `check` every `every` ms until it holds; throw after `ms`. */
+export async function until (what: string, check: () => boolean, ms = 5000, every = 2): Promise<void> {
+  const deadline = Date.now() + ms
+  while (!check()) {
+    if (Date.now() > deadline) throw new Error(`timed out waiting for ${what}`)
+    await sleep(every)
+  }
+}
