@@ -1,4 +1,5 @@
 import { createHmac, randomBytes, timingSafeEqual } from 'node:crypto'
+import type { Statement } from 'better-sqlite3'
 import type { Db } from '../storage/database.js'
 
 /** A key as listed: never the key itself, which is shown once when it is made. */
@@ -60,6 +61,8 @@ function digest (salt: string, secret: string): Buffer {
 export class KeyStore {
   readonly #db: Db
   readonly #config: Array<{ record: ApiKeyRecord, salt: string, hash: Buffer }>
+  // every authenticated request looks its key up: prepare that once
+  #byId: Statement | undefined
 
   constructor (db: Db, configKeys: ConfigKey[] = []) {
     this.#db = db
@@ -111,7 +114,8 @@ export class KeyStore {
     }
     const match = KEY.exec(presented)
     if (match === null) return { refused: 'unknown' }
-    const row = this.#db.prepare('SELECT * FROM api_keys WHERE id = ?').get(match[1]) as KeyRow | undefined
+    this.#byId ??= this.#db.prepare('SELECT * FROM api_keys WHERE id = ?')
+    const row = this.#byId.get(match[1]) as KeyRow | undefined
     if (row === undefined || !timingSafeEqual(digest(row.salt, match[2] as string), Buffer.from(row.hash, 'hex'))) return { refused: 'unknown' }
     if (row.revoked_at !== null) return { refused: 'revoked' }
     if (row.expires_at !== null && Date.parse(row.expires_at) <= now.getTime()) return { refused: 'expired' }
