@@ -162,7 +162,7 @@ t.test('the agent sees only the permissions its caller holds', async (t) => {
   t.same((await open.inject({ method: 'POST', url: '/v1/assist', payload: body2 })).json().output, { permissions: ['reports:read', 'payroll:write'] }, 'auth off: the caller holds everything')
 })
 
-t.test('the OpenAPI document names the bearer scheme and the 401/403 answers of scoped routes', async (t) => {
+t.test('the OpenAPI document names the bearer scheme and the 401/403/429 answers of scoped routes', async (t) => {
   const app = await build(t)
   const doc = (await app.inject({ url: '/openapi.json' })).json()
   t.match(doc.components.securitySchemes, { bearerAuth: { type: 'http', scheme: 'bearer' } })
@@ -170,6 +170,8 @@ t.test('the OpenAPI document names the bearer scheme and the 401/403 answers of 
     const op = doc.paths[path][method]
     t.same(op.security, [{ bearerAuth: [] }], `${method} ${path} security`)
     t.ok('401' in op.responses && '403' in op.responses, `${method} ${path} documents 401 and 403`)
+    t.ok('429' in op.responses, `${method} ${path} documents 429 (rate limits)`)
   }
   t.notOk('security' in doc.paths['/health'].get, '/health is public')
+  t.notOk('429' in doc.paths['/health'].get.responses, '/health is not rate-limited')
 })

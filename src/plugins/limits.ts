@@ -4,6 +4,7 @@ import type { FastifyInstance, FastifyReply, FastifyRequest } from 'fastify'
 import { isPublic } from '../auth/scopes.js'
 import { RateLimitedError, TooManyStreamsError, withDetails } from '../errors.js'
 import { StreamGate } from '../http/stream-gate.js'
+import { ErrorBody } from '../protocol/response.js'
 
 /** The limits a route applies itself (the per-caller rate limit applies to every scoped route). */
 export interface Limits {
@@ -42,6 +43,12 @@ export function callerOf (request: FastifyRequest): string {
 async function limits (app: FastifyInstance): Promise<void> {
   const config = app.config
   await app.register(rateLimit, { global: false, timeWindow: config.RATE_LIMIT_WINDOW_MS, cache: 10000 })
+
+  // document it: every scoped route may answer 429
+  app.addHook('onRoute', (route) => {
+    if (route.schema === undefined || [route.method].flat().every((m) => m === 'HEAD' || isPublic(m, route.url))) return
+    route.schema = { ...route.schema, response: { 429: ErrorBody, ...(route.schema.response as Record<string, unknown> | undefined) } } as typeof route.schema
+  })
 
   const refuse = (request: FastifyRequest, reply: FastifyReply, limit: 'caller' | 'agent', max: number, retryAfter: number, who: string): never => {
     app.metrics.rateLimited.inc({ limit })

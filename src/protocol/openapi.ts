@@ -14,16 +14,17 @@ const errorResponse = (description: string) => ({
 
 /** The error statuses `POST /v1/assist` may answer before a stream starts (CAP.md §6). */
 export const ASSIST_ERROR_RESPONSES = {
-  401: 'AUTH_MODE=apikey: no valid key (`AH_ERR_AUTH_REQUIRED`)',
+  401: 'AUTH_MODE=apikey or jwt: no valid key or token (`AH_ERR_AUTH_REQUIRED`)',
   403: 'The key lacks `assist:invoke` or may not invoke this agent (`AH_ERR_FORBIDDEN`)',
   400: 'Envelope or agent input failed validation (`AH_ERR_VALIDATION`, `details.errors` lists the paths), or the body is not JSON (`AH_ERR_BODY_MALFORMED`)',
   404: 'No agent has `context.agent_id` (`AH_ERR_AGENT_NOT_FOUND`)',
   406: 'The `Accept` header admits neither JSON nor SSE (`AH_ERR_NOT_ACCEPTABLE`)',
   413: 'Body larger than `BODY_LIMIT` (`AH_ERR_BODY_TOO_LARGE`)',
   415: 'Body is not `application/json` (`AH_ERR_MEDIA_TYPE_UNSUPPORTED`)',
+  429: 'The caller or the agent is past its rate limit (`AH_ERR_RATE_LIMITED`), or the caller holds `MAX_STREAMS_PER_CALLER` streams (`AH_ERR_TOO_MANY_STREAMS`); with `Retry-After`',
   500: 'Unexpected host failure (`AH_ERR_INTERNAL`)',
   502: 'JSON mode: the agent failed before producing anything (`AH_ERR_AGENT_FAILED`)',
-  503: 'Shutting down (`AH_ERR_SHUTTING_DOWN`, with `Retry-After`), overloaded (`AH_ERR_OVERLOADED`, with `Retry-After`), or a backend the agent needs is not available (`AH_ERR_BACKEND_UNAVAILABLE`, naming the settings to set)',
+  503: 'Shutting down (`AH_ERR_SHUTTING_DOWN`, with `Retry-After`), overloaded (`AH_ERR_OVERLOADED`, with `Retry-After`), a backend the agent needs is not available (`AH_ERR_BACKEND_UNAVAILABLE`, naming the settings to set), or the server holds `MAX_STREAMS` streams (`AH_ERR_TOO_MANY_STREAMS`, with `Retry-After`)',
   504: 'JSON mode: the run passed its timeout before producing anything (`AH_ERR_RUN_TIMEOUT`)'
 } as const
 
