@@ -16,9 +16,10 @@ export class UnknownKeyError extends Error {
 
 /**
  * Why a token was refused (audited as the reason) and what to tell the caller, from the error that
- * @fastify/jwt, fast-jwt or the key lookup raised; undefined for an error that is not a refusal.
+ * @fastify/jwt, fast-jwt or the key lookup raised. Any other error while checking a token is the
+ * token's doing too (fast-jwt throws a RangeError on an `nbf` past the year 275760): `invalid`.
  */
-export function refusalOf (err: { code?: unknown, message: string }): { reason: string, message: string } | undefined {
+export function refusalOf (err: { code?: unknown, message: string }): { reason: string, message: string } {
   const code = typeof err.code === 'string' ? err.code : ''
   if (code === 'FST_JWT_AUTHORIZATION_TOKEN_EXPIRED') return { reason: 'expired', message: err.message }
   if (code === 'FAST_JWT_MISSING_SIGNATURE') return { reason: 'unsigned', message: err.message }
@@ -26,7 +27,7 @@ export function refusalOf (err: { code?: unknown, message: string }): { reason: 
   if (code === 'FAST_JWT_INACTIVE') return { reason: 'not_yet_valid', message: `the token is not valid yet: ${err.message}` }
   if (code.startsWith('FST_JWT_')) return { reason: 'invalid', message: err.message }
   if (code.startsWith('FAST_JWT_')) return { reason: 'invalid', message: `the token is not valid: ${err.message}` }
-  return undefined
+  return { reason: 'invalid', message: 'the token is not valid' }
 }
 
 /** Algorithms accepted with public keys from a JWKS file: never an HMAC one, so a public key cannot be used as a shared secret. */

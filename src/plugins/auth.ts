@@ -81,7 +81,7 @@ async function auth (app: FastifyInstance): Promise<void> {
       return identityOf(await request.jwtVerify<Record<string, unknown>>())
     } catch (err) {
       const refusal = refusalOf(err as Error)
-      if (refusal === undefined) throw err
+      if (typeof (err as { code?: unknown }).code !== 'string') request.log.warn({ err }, 'a token broke the JWT verifier')
       return deny(request, new AuthRequiredError(refusal.message), refusal.reason, undefined, scope)
     }
   }

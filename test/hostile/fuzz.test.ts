@@ -1,5 +1,6 @@
 import t from 'tap'
 import fc from 'fast-check'
+import { createHmac } from 'node:crypto'
 import type { FastifyInstance } from 'fastify'
 import { AGENTS, build, envelope } from '../helper.js'
 import { checkErrorBody } from '../sse.js'
@@ -11,6 +12,9 @@ import { checkErrorBody } from '../sse.js'
  */
 const RUNS = Number(process.env.FUZZ_RUNS ?? 60)
 const CODE = /^AH_ERR_[A-Z]+(_[A-Z]+)*$/
+
+/** Long local runs must reach the parsers, not the rate limits (which have their own tests). */
+const UNLIMITED = { RATE_LIMIT_MAX: '0', RATE_LIMIT_AGENT_MAX: '0' }
 
 interface Answer { statusCode: number, body: string, headers: Record<string, unknown> }
 
@@ -61,7 +65,7 @@ async function post (app: FastifyInstance, url: string, body: string, headers: R
 }
 
 t.test('random JSON bodies at /v1/assist and /v1/tasks', async (t) => {
-  const app = await build(t, { WORKERS_PER_TYPE: '0' })
+  const app = await build(t, { ...UNLIMITED, WORKERS_PER_TYPE: '0' })
   await fc.assert(fc.asyncProperty(json, fc.constantFrom('/v1/assist', '/v1/tasks', '/assist'), async (body, url) => {
     checkAnswer(await post(app, url, JSON.stringify(body) ?? 'null'), url)
   }), { numRuns: RUNS })
@@ -69,7 +73,7 @@ t.test('random JSON bodies at /v1/assist and /v1/tasks', async (t) => {
 })
 
 t.test('mutated valid envelopes: each field replaced or removed', async (t) => {
-  const app = await build(t)
+  const app = await build(t, UNLIMITED)
   await fc.assert(fc.asyncProperty(
     fc.constantFrom(...ENVELOPE_PATHS), json, fc.boolean(), fc.constantFrom(AGENTS.echo, AGENTS.echoStream),
     fc.constantFrom('application/json', 'text/event-stream', '*/*', 'text/html', 'application/json, text/event-stream'),
@@ -82,7 +86,7 @@ t.test('mutated valid envelopes: each field replaced or removed', async (t) => {
 })
 
 t.test('random headers on a valid request', async (t) => {
-  const app = await build(t)
+  const app = await build(t, UNLIMITED)
   const header = fc.string({ unit: fc.constantFrom(...'abcXYZ0123:;,=/*-_ \t'.split('')), maxLength: 60 })
   await fc.assert(fc.asyncProperty(header, header, header, async (accept, contentType, lastEventId) => {
     const res = await app.inject({ method: 'POST', url: '/v1/assist', headers: { accept, 'content-type': contentType, 'last-event-id': lastEventId }, payload: JSON.stringify(envelope(AGENTS.echo, { query: 'x' })) })
@@ -91,8 +95,38 @@ t.test('random headers on a valid request', async (t) => {
   t.pass('no 5xx')
 })
 
+t.test('random and mutated bearer tokens in JWT mode: a 401 with a stable code, never a 5xx', async (t) => {
+  const secret = 'a-shared-secret-of-at-least-32-characters'
+  const app = await build(t, { ...UNLIMITED, AUTH_MODE: 'jwt', JWT_SECRET: secret, JWT_ISSUER: 'iss', JWT_AUDIENCE: 'aud', WORKERS_PER_TYPE: '0' })
+  const b64 = (v: unknown): string => Buffer.from(typeof v === 'string' ? v : JSON.stringify(v)).toString('base64url')
+  const sign = (input: string): string => createHmac('sha256', secret).update(input).digest('base64url')
+  const header = fc.record({
+    alg: fc.oneof(fc.constantFrom('HS256', 'none', 'None', 'RS256', 'ES256', 'HS512', ''), fc.string(), json),
+    kid: fc.oneof(fc.constantFrom('../../../etc/passwd', 'kid\r\nx: y', '__proto__'), fc.string(), json),
+    typ: fc.oneof(fc.constant('JWT'), json),
+    crit: fc.oneof(fc.constant(['exp']), json)
+  }, { requiredKeys: [] })
+  const claims = fc.record({
+    iss: fc.oneof(fc.constant('iss'), json), aud: fc.oneof(fc.constant('aud'), fc.constant(['aud', 'x']), json), sub: fc.oneof(fc.constant('s'), json),
+    exp: fc.oneof(fc.constant(4102444800), fc.double(), fc.string(), json), nbf: fc.oneof(fc.integer(), json), scope: fc.oneof(fc.constant('agents:read'), json)
+  }, { requiredKeys: [] })
+  const token = fc.oneof(
+    fc.tuple(header, claims).map(([h, c]) => { const input = `${b64(h)}.${b64(c)}`; return `${input}.${sign(input)}` }),
+    fc.tuple(header, claims, fc.string()).map(([h, c, sig]) => `${b64(h)}.${b64(c)}.${b64(sig)}`),
+    fc.tuple(fc.string(), fc.string(), fc.string()).map((parts) => parts.join('.')),
+    fc.array(fc.string({ unit: 'binary' }), { maxLength: 5 }).map((parts) => parts.map(b64).join('.')),
+    fc.string({ unit: fc.constantFrom(...'eyJ.-_=+/abcXYZ0123 '.split('')), maxLength: 400 })
+  )
+  await fc.assert(fc.asyncProperty(token, async (jwt) => {
+    const res = await app.inject({ url: '/v1/agents', headers: { authorization: `Bearer ${jwt}` } })
+    checkAnswer({ statusCode: res.statusCode, body: res.body, headers: res.headers }, `token ${jwt.slice(0, 200)}`)
+    if (res.statusCode !== 200 && res.statusCode !== 401 && res.statusCode !== 403) throw new Error(`token ${jwt.slice(0, 200)}: ${res.statusCode}`)
+  }), { numRuns: RUNS * 4 })
+  t.pass('no 5xx; 200, 401 or 403 only')
+})
+
 t.test('targeted hostile cases', async (t) => {
-  const app = await build(t, { WORKERS_PER_TYPE: '0' })
+  const app = await build(t, { ...UNLIMITED, WORKERS_PER_TYPE: '0' })
   const deep = '['.repeat(100_000) + ']'.repeat(100_000)
   let res = await post(app, '/v1/assist', deep)
   checkAnswer(res, 'deep nesting')
