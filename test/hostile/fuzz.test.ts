@@ -107,8 +107,12 @@ t.test('random and mutated bearer tokens in JWT mode: a 401 with a stable code, 
     crit: fc.oneof(fc.constant(['exp']), json)
   }, { requiredKeys: [] })
   const claims = fc.record({
-    iss: fc.oneof(fc.constant('iss'), json), aud: fc.oneof(fc.constant('aud'), fc.constant(['aud', 'x']), json), sub: fc.oneof(fc.constant('s'), json),
-    exp: fc.oneof(fc.constant(4102444800), fc.double(), fc.string(), json), nbf: fc.oneof(fc.integer(), json), scope: fc.oneof(fc.constant('agents:read'), json)
+    iss: fc.oneof(fc.constant('iss'), json),
+    aud: fc.oneof(fc.constant('aud'), fc.constant(['aud', 'x']), json),
+    sub: fc.oneof(fc.constant('s'), json),
+    exp: fc.oneof(fc.constant(4102444800), fc.double(), fc.string(), json),
+    nbf: fc.oneof(fc.integer(), json),
+    scope: fc.oneof(fc.constant('agents:read'), json)
   }, { requiredKeys: [] })
   const token = fc.oneof(
     fc.tuple(header, claims).map(([h, c]) => { const input = `${b64(h)}.${b64(c)}`; return `${input}.${sign(input)}` }),
