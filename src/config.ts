@@ -76,6 +76,8 @@ export const ConfigSchema = Type.Object({
   /** New /v1/assist runs one agent may be given per RATE_LIMIT_WINDOW_MS, all callers together (0: no limit). */
   RATE_LIMIT_AGENT_MAX: Type.Integer({ default: 1200, minimum: 0 }),
   RATE_LIMIT_WINDOW_MS: Type.Integer({ default: 60000, minimum: 100 }),
+  /** Failed authentications one client address may make per RATE_LIMIT_WINDOW_MS before it gets 429 (unaudited) instead of 401 (0: no limit). */
+  AUTH_FAILURE_MAX: Type.Integer({ default: 20, minimum: 0 }),
   /** SSE responses open at once, all callers together (0: no limit). */
   MAX_STREAMS: Type.Integer({ default: 1000, minimum: 0 }),
   /** SSE responses one caller may hold open at once (0: no limit). */

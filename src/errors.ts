@@ -46,7 +46,7 @@ export const NotAcceptableError = define('AH_ERR_NOT_ACCEPTABLE', 406, 'Accept h
 export const BodyTooLargeError = define('AH_ERR_BODY_TOO_LARGE', 413, 'Request body is larger than %s bytes',
   'The body is larger than `BODY_LIMIT`.')
 export const RateLimitedError = define('AH_ERR_RATE_LIMITED', 429, 'Rate limit reached: %s',
-  'The caller (`RATE_LIMIT_MAX`) or the agent (`RATE_LIMIT_AGENT_MAX`) used up its requests for the window; `Retry-After` says when to come back, `details.limit` which limit it was.')
+  'The caller (`RATE_LIMIT_MAX`) or the agent (`RATE_LIMIT_AGENT_MAX`) used up its requests for the window, or the client address failed to authenticate `AUTH_FAILURE_MAX` times; `Retry-After` says when to come back, `details.limit` which limit it was.')
 export const TooManyStreamsError = define('AH_ERR_TOO_MANY_STREAMS', 429, 'Too many open streams: %s',
   'The caller holds `MAX_STREAMS_PER_CALLER` SSE responses open already (429), or the server holds `MAX_STREAMS` (503); close one, or retry after `Retry-After`.')
 export const MediaTypeUnsupportedError = define('AH_ERR_MEDIA_TYPE_UNSUPPORTED', 415, 'Content-Type "%s" is not supported: send application/json',

@@ -38,7 +38,7 @@ export class HostMetrics {
   readonly reclaims = new Counter({ name: `${PREFIX}task_reclaims_total`, help: 'Tasks claimed again after a failure or an expired lease', registers: [this.registry] })
   readonly staleCompletions = new Counter({ name: `${PREFIX}task_stale_completions_total`, help: 'Heartbeats, completions and failures refused because the claim had moved on', labelNames: ['operation'], registers: [this.registry] })
   readonly overloads = new Counter({ name: `${PREFIX}overloaded_total`, help: 'Requests refused with 503 AH_ERR_OVERLOADED, by the limit passed', labelNames: ['type'], registers: [this.registry] })
-  readonly rateLimited = new Counter({ name: `${PREFIX}rate_limited_total`, help: 'Requests refused by a limit: caller or agent rate (429 AH_ERR_RATE_LIMITED), caller_streams or total_streams (AH_ERR_TOO_MANY_STREAMS)', labelNames: ['limit'], registers: [this.registry] })
+  readonly rateLimited = new Counter({ name: `${PREFIX}rate_limited_total`, help: 'Requests refused by a limit: caller, agent or auth_failures (429 AH_ERR_RATE_LIMITED), caller_streams or total_streams (AH_ERR_TOO_MANY_STREAMS)', labelNames: ['limit'], registers: [this.registry] })
   readonly leaseExpiries = new Counter({ name: `${PREFIX}task_lease_expiries_total`, help: 'Claims whose lease expired (found by the reaper)', registers: [this.registry] })
 
   /** The SSE side, for `SseWriter`. */

@@ -108,7 +108,7 @@ t.test('rate limit per agent: RATE_LIMIT_AGENT_MAX new runs per window across ca
   t.equal((await app.inject({ method: 'POST', url: '/v1/assist', headers: json, payload: envelope(AGENTS.echo), remoteAddress: '10.0.0.2' })).statusCode, 200)
   const refused = await app.inject({ method: 'POST', url: '/v1/assist', headers: json, payload: envelope(AGENTS.echo), remoteAddress: '10.0.0.3' })
   t.equal(refused.statusCode, 429, 'a third caller finds the agent\'s budget spent')
-  t.match(checkErrorBody(refused.json()), { code: 'AH_ERR_RATE_LIMITED', message: /agent "echo" may make 2 requests/, details: { limit: 'agent', max: 2 } })
+  t.match(checkErrorBody(refused.json()), { code: 'AH_ERR_RATE_LIMITED', message: /agent "echo" may be given 2 new runs per/, details: { limit: 'agent', max: 2 } })
   t.ok(Number(refused.headers['retry-after']) >= 1)
   t.equal((await app.inject({ method: 'POST', url: '/v1/assist', headers: json, payload: first })).statusCode, 200, 'the retry of a known request id is answered from the journal')
   t.equal((await app.inject({ method: 'POST', url: '/v1/assist', headers: json, payload: envelope(AGENTS.echoStream) })).statusCode, 200, 'another agent has its own budget')
@@ -153,4 +153,26 @@ t.test('SSE stream caps: MAX_STREAMS_PER_CALLER (429) and MAX_STREAMS (503); a s
   t.match(metrics.body, /agent_host_rate_limited_total\{limit="total_streams"\} 1\n/)
   for (const s of [a2, b1]) s.res.destroy()
   await until('every slot to be freed', () => app.limits.streams.open === 0)
+})
+
+t.test('failed authentications: 401 and audited up to AUTH_FAILURE_MAX per address, then 429 and not audited; good keys still pass', async (t) => {
+  const app = await build(t, { AUTH_MODE: 'apikey', AUTH_FAILURE_MAX: '3', RATE_LIMIT_WINDOW_MS: '1000', WORKERS_PER_TYPE: '0' })
+  const good = { authorization: `Bearer ${app.keys.create({ name: 'good', scopes: ['agents:read'] }).key}` }
+  const bad = { authorization: 'Bearer ahk_0000000000000000_AAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAA' }
+  const denials = (): number => app.audit.list({ action: 'auth.deny', limit: 1000 }).length
+  for (const headers of [bad, {}, bad]) t.equal((await app.inject({ url: '/v1/agents', headers, remoteAddress: '10.0.0.9' })).statusCode, 401)
+  t.equal(denials(), 3)
+  for (let i = 0; i < 5; i++) {
+    const res = await app.inject({ url: '/v1/agents', headers: bad, remoteAddress: '10.0.0.9' })
+    t.equal(res.statusCode, 429)
+    t.match(checkErrorBody(res.json()), { code: 'AH_ERR_RATE_LIMITED', message: /this address failed to authenticate 3 times per 1 s/, details: { limit: 'auth_failures', max: 3 } })
+    t.ok(Number(res.headers['retry-after']) >= 1)
+  }
+  t.equal(denials(), 3, 'the refusals past the limit are not audited')
+  t.equal((await app.inject({ url: '/v1/agents', headers: good, remoteAddress: '10.0.0.9' })).statusCode, 200, 'a good key from the same address still passes')
+  t.equal((await app.inject({ url: '/v1/agents', headers: bad, remoteAddress: '10.0.0.8' })).statusCode, 401, 'another address has its own count')
+  await sleep(1100)
+  t.equal((await app.inject({ url: '/v1/agents', headers: bad, remoteAddress: '10.0.0.9' })).statusCode, 401, 'a new window')
+  const metrics = await app.inject({ url: '/metrics', headers: { authorization: `Bearer ${app.keys.create({ name: 'm', scopes: ['admin'] }).key}` } })
+  t.match(metrics.body, /agent_host_rate_limited_total\{limit="auth_failures"\} 5\n/)
 })

@@ -14,12 +14,15 @@ export class UnknownKeyError extends Error {
   }
 }
 
+/** Why credentials were refused: the audited reason, and the message for the caller. */
+export interface Refusal { reason: string, message: string }
+
 /**
  * Why a token was refused (audited as the reason) and what to tell the caller, from the error that
  * @fastify/jwt, fast-jwt or the key lookup raised. Any other error while checking a token is the
  * token's doing too (fast-jwt throws a RangeError on an `nbf` past the year 275760): `invalid`.
  */
-export function refusalOf (err: { code?: unknown, message: string }): { reason: string, message: string } {
+export function refusalOf (err: { code?: unknown, message: string }): Refusal {
   const code = typeof err.code === 'string' ? err.code : ''
   if (code === 'FST_JWT_AUTHORIZATION_TOKEN_EXPIRED') return { reason: 'expired', message: err.message }
   if (code === 'FAST_JWT_MISSING_SIGNATURE') return { reason: 'unsigned', message: err.message }

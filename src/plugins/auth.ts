@@ -1,7 +1,7 @@
 import fp from 'fastify-plugin'
-import type { FastifyInstance, FastifyRequest } from 'fastify'
+import type { FastifyInstance, FastifyReply, FastifyRequest } from 'fastify'
 import fastifyJwt from '@fastify/jwt'
-import { identityOf, jwtOptions, refusalOf } from '../auth/jwt.js'
+import { identityOf, jwtOptions, refusalOf, type Refusal } from '../auth/jwt.js'
 import { ANONYMOUS, KeyStore, type Identity } from '../auth/keys.js'
 import { grants, isPublic, ROUTE_SCOPES, routeKey } from '../auth/scopes.js'
 import { parseApiKeys } from '../config.js'
@@ -69,31 +69,38 @@ async function auth (app: FastifyInstance): Promise<void> {
     throw error
   }
 
-  const verifyKey = (request: FastifyRequest, token: string, scope: string): Identity => {
+  /** 401, audited; past AUTH_FAILURE_MAX from one address, 429 and not audited (so failures cannot flood the log). */
+  const unauthenticated = async (request: FastifyRequest, reply: FastifyReply, refusal: Refusal, scope: string): Promise<never> => {
+    await app.limits.authFailure(request, reply)
+    return deny(request, new AuthRequiredError(refusal.message), refusal.reason, undefined, scope)
+  }
+
+  const verifyKey = (token: string): Identity | Refusal => {
     const verified = keys.verify(token)
-    if ('refused' in verified) deny(request, new AuthRequiredError(`the key is ${verified.refused === 'unknown' ? 'not valid' : verified.refused}`), verified.refused, undefined, scope)
-    return verified as Identity
+    if (!('refused' in verified)) return verified
+    return { reason: verified.refused, message: `the key is ${verified.refused === 'unknown' ? 'not valid' : verified.refused}` }
   }
 
   if (config.AUTH_MODE === 'jwt') await app.register(fastifyJwt, jwtOptions(config))
-  const verifyToken = async (request: FastifyRequest, scope: string): Promise<Identity> => {
+  const verifyToken = async (request: FastifyRequest): Promise<Identity | Refusal> => {
     try {
       return identityOf(await request.jwtVerify<Record<string, unknown>>())
     } catch (err) {
-      const refusal = refusalOf(err as Error)
       if (typeof (err as { code?: unknown }).code !== 'string') request.log.warn({ err }, 'a token broke the JWT verifier')
-      return deny(request, new AuthRequiredError(refusal.message), refusal.reason, undefined, scope)
+      return refusalOf(err as Error)
     }
   }
 
-  app.addHook('onRequest', async (request) => {
+  app.addHook('onRequest', async (request, reply) => {
     const url = request.routeOptions.url
     if (url === undefined || isPublic(request.method, url)) return
     const scope = ROUTE_SCOPES[routeKey(request.method, url)] as string
     const header = request.headers.authorization
     const token = typeof header === 'string' && /^bearer /i.test(header) ? header.slice(7).trim() : ''
-    if (token === '') deny(request, new AuthRequiredError('send Authorization: Bearer <key>'), 'missing', undefined, scope)
-    const identity = config.AUTH_MODE === 'jwt' ? await verifyToken(request, scope) : verifyKey(request, token, scope)
+    if (token === '') return await unauthenticated(request, reply, { reason: 'missing', message: 'send Authorization: Bearer <key>' }, scope)
+    const verified = config.AUTH_MODE === 'jwt' ? await verifyToken(request) : verifyKey(token)
+    if ('reason' in verified) return await unauthenticated(request, reply, verified, scope)
+    const identity = verified
     if (!grants(identity.scopes, scope)) deny(request, new ForbiddenError(`this key lacks the scope "${scope}"`), 'scope', identity, scope)
     if (url === '/v1/conversations/:id/events' && (request.query as { internal?: unknown }).internal === 'true' && !grants(identity.scopes, 'events:internal')) {
       deny(request, new ForbiddenError('this key lacks the scope "events:internal"'), 'scope', identity, 'events:internal')
@@ -116,4 +123,4 @@ export function checkAgentAccess (app: FastifyInstance, request: FastifyRequest,
   throw error
 }
 
-export default fp(auth, { name: 'auth', fastify: '5.x', dependencies: ['config', 'storage'] })
+export default fp(auth, { name: 'auth', fastify: '5.x', dependencies: ['config', 'storage', 'limits'] })

@@ -18,6 +18,11 @@ export interface Limits {
    * past `MAX_STREAMS_PER_CALLER`, 503 past `MAX_STREAMS`); returns the function that frees the slot.
    */
   openStream: (request: FastifyRequest, reply: FastifyReply) => () => void
+  /**
+   * Count a failed authentication from the request's address against `AUTH_FAILURE_MAX`. Throws
+   * 429 `AH_ERR_RATE_LIMITED` (`details.limit` `auth_failures`) past it.
+   */
+  authFailure: (request: FastifyRequest, reply: FastifyReply) => Promise<void>
   /** Counts open SSE responses. */
   streams: StreamGate
 }
@@ -37,7 +42,8 @@ export function callerOf (request: FastifyRequest): string {
 /**
  * Rate limits (@fastify/rate-limit, in-process store): `RATE_LIMIT_MAX` requests per caller per
  * `RATE_LIMIT_WINDOW_MS` on every scoped route, with `X-RateLimit-*` headers on each answer, and
- * `RATE_LIMIT_AGENT_MAX` new runs per agent (see {@link Limits}); plus the cap on open SSE responses.
+ * `RATE_LIMIT_AGENT_MAX` new runs per agent and `AUTH_FAILURE_MAX` failed authentications per address
+ * (see {@link Limits}); plus the cap on open SSE responses.
  * Refusals carry `Retry-After` and count in `agent_host_rate_limited_total`.
  */
 async function limits (app: FastifyInstance): Promise<void> {
@@ -50,18 +56,23 @@ async function limits (app: FastifyInstance): Promise<void> {
     route.schema = { ...route.schema, response: { 429: ErrorBody, ...(route.schema.response as Record<string, unknown> | undefined) } } as typeof route.schema
   })
 
-  const refuse = (request: FastifyRequest, reply: FastifyReply, limit: 'caller' | 'agent', max: number, retryAfter: number, who: string): never => {
+  const LIMITED = {
+    caller: (max: number) => `this caller may make ${max} requests`,
+    agent: (max: number, who: string) => `agent "${who}" may be given ${max} new runs`,
+    auth_failures: (max: number) => `this address failed to authenticate ${max} times`
+  }
+  const refuse = (request: FastifyRequest, reply: FastifyReply, limit: keyof typeof LIMITED, max: number, retryAfter: number, who: string): never => {
     app.metrics.rateLimited.inc({ limit })
     request.log.info({ limit, max, who }, 'refused: rate limit')
     reply.header('retry-after', String(retryAfter))
-    throw withDetails(new RateLimitedError(`${limit === 'caller' ? 'this caller' : `agent "${who}"`} may make ${max} requests per ${config.RATE_LIMIT_WINDOW_MS / 1000} s`),
+    throw withDetails(new RateLimitedError(`${LIMITED[limit](max, who)} per ${config.RATE_LIMIT_WINDOW_MS / 1000} s`),
       { limit, max, window_ms: config.RATE_LIMIT_WINDOW_MS, retry_after_s: retryAfter })
   }
 
   if (config.RATE_LIMIT_MAX > 0) {
     const perCaller = app.createRateLimit({ max: config.RATE_LIMIT_MAX, keyGenerator: callerOf })
-    // after the auth plugin's hook: the caller is known
-    app.addHook('onRequest', async (request, reply) => {
+    // after every onRequest hook (the auth plugin's names the caller), before the body is read
+    app.addHook('preParsing', async (request, reply) => {
       const url = request.routeOptions.url
       if (url === undefined || isPublic(request.method, url)) return
       const state = await perCaller(request)
@@ -74,9 +85,17 @@ async function limits (app: FastifyInstance): Promise<void> {
   const perAgent = config.RATE_LIMIT_AGENT_MAX > 0
     ? app.createRateLimit({ max: config.RATE_LIMIT_AGENT_MAX, keyGenerator: (request) => `agent:${(request.body as { context: { agent_id: string } }).context.agent_id}` })
     : undefined
+  const authFailures = config.AUTH_FAILURE_MAX > 0
+    ? app.createRateLimit({ max: config.AUTH_FAILURE_MAX, keyGenerator: (request) => `auth:${request.ip}` })
+    : undefined
   const streams = new StreamGate(config.MAX_STREAMS, config.MAX_STREAMS_PER_CALLER)
   app.decorate('limits', {
     streams,
+    async authFailure (request, reply) {
+      if (authFailures === undefined) return
+      const state = await authFailures(request)
+      if (!state.isAllowed && state.isExceeded) refuse(request, reply, 'auth_failures', state.max, state.ttlInSeconds, `ip:${request.ip}`)
+    },
     async agentRun (request, reply, agent) {
       if (perAgent === undefined) return
       const state = await perAgent(request)
@@ -96,4 +115,4 @@ async function limits (app: FastifyInstance): Promise<void> {
   } satisfies Limits)
 }
 
-export default fp(limits, { name: 'limits', fastify: '5.x', dependencies: ['config', 'auth', 'metrics'] })
+export default fp(limits, { name: 'limits', fastify: '5.x', dependencies: ['config', 'metrics'] })

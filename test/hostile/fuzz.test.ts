@@ -14,7 +14,7 @@ const RUNS = Number(process.env.FUZZ_RUNS ?? 60)
 const CODE = /^AH_ERR_[A-Z]+(_[A-Z]+)*$/
 
 /** Long local runs must reach the parsers, not the rate limits (which have their own tests). */
-const UNLIMITED = { RATE_LIMIT_MAX: '0', RATE_LIMIT_AGENT_MAX: '0' }
+const UNLIMITED = { RATE_LIMIT_MAX: '0', RATE_LIMIT_AGENT_MAX: '0', AUTH_FAILURE_MAX: '0' }
 
 interface Answer { statusCode: number, body: string, headers: Record<string, unknown> }
 
