@@ -57,7 +57,7 @@ for (const kind of ['file', 'sqlite'] as const) {
     t.ok(done.every((l) => l.endsWith(':1')), 'every task on its first attempt: no claim was shared')
     const tasks = await store.list({ limit: TASKS })
     t.ok(tasks.every((task) => task.status === 'COMPLETED' && task.attempt === 1 && task.outputs?.by === task.owner))
-    t.ok(results.filter((r) => r.lines.length > 0).length >= 2, 'the work was shared')
+    t.ok(results.filter((r) => r.lines.length > 0).length >= 2, `the work was shared: ${results.map((r) => r.lines.length).join(', ')}`)
     if (kind === 'file') {
       t.equal(torn, 0, `the file parsed on every one of ${reads} reads during the run`)
       t.ok(reads > 0)
