@@ -166,7 +166,7 @@ t.test('the agent sees only the permissions its caller holds', async (t) => {
 t.test('the OpenAPI document names the bearer scheme and the 401/403/429 answers of scoped routes', async (t) => {
   const app = await build(t)
   const doc = (await app.inject({ url: '/openapi.json' })).json()
-  t.match(doc.components.securitySchemes, { bearerAuth: { type: 'http', scheme: 'bearer' } })
+  t.match(doc.components.securitySchemes, { bearerAuth: { type: 'http', scheme: 'bearer', description: /API key.*JWT/ } })
   for (const [path, method] of [['/v1/agents', 'get'], ['/v1/tasks', 'post'], ['/v1/assist', 'post'], ['/metrics', 'get']] as Array<[string, string]>) {
     const op = doc.paths[path][method]
     t.same(op.security, [{ bearerAuth: [] }], `${method} ${path} security`)

@@ -30,7 +30,7 @@ async function docs (app: FastifyInstance): Promise<void> {
       ],
       components: {
         securitySchemes: {
-          bearerAuth: { type: 'http', scheme: 'bearer', description: 'An API key (`agent-host keys create`), needed when AUTH_MODE=apikey' }
+          bearerAuth: { type: 'http', scheme: 'bearer', description: 'An API key (`agent-host keys create`) when AUTH_MODE=apikey, or a JWT from your identity provider when AUTH_MODE=jwt' }
         }
       }
     },
