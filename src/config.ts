@@ -31,6 +31,14 @@ export const ConfigSchema = Type.Object({
   JOURNAL_RETENTION_MS: Type.Integer({ default: 86400000, minimum: 1000 }),
   /** Longest a /v1/assist run may take before it is stopped with `run_timeout` (0: no limit); a request may ask for less. */
   RUN_TIMEOUT_MS: Type.Integer({ default: 600000, minimum: 0 }),
+  /** Past this many bytes of packets a run is stopped with a FATAL `output_too_large` (what it produced so far is kept). */
+  RUN_MAX_OUTPUT_BYTES: Type.Integer({ default: 16777216, minimum: 1024 }),
+  /** How long a run's owner holds it without renewing (renewed every third of it); a run whose lease lapsed is recovered by any server on the DATA_DIR. */
+  RUN_LEASE_MS: Type.Integer({ default: 15000, minimum: 100 }),
+  /** How long a write may wait, without blocking the server, while another process holds the database's write lock; past it 503 `AH_ERR_STORAGE_BUSY`. */
+  DB_WRITE_BUDGET_MS: Type.Integer({ default: 5000, minimum: 10 }),
+  /** How long one write attempt blocks waiting for that lock before it is retried asynchronously (keep it short: it blocks the event loop). */
+  DB_BUSY_TIMEOUT_MS: Type.Integer({ default: 20, minimum: 0, maximum: 1000 }),
   /** What a run does when its last client goes away: go on (a re-POST picks it up) or be cancelled. */
   DISCONNECT_POLICY: Type.Union([Type.Literal('continue'), Type.Literal('cancel')], { default: 'continue' }),
   /** Where the task graph lives: `file` (DATA_DIR/tasks.graph.json, file-locked) or `sqlite`. */

@@ -71,6 +71,8 @@ export const RunTimeoutError = define('AH_ERR_RUN_TIMEOUT', 504, 'The run took l
   'JSON mode: the run went past its timeout (`RUN_TIMEOUT_MS` or `payload.metadata.timeout_ms`) before producing anything; `details.error` is the `run_timeout` StreamError.')
 export const OverloadedError = define('AH_ERR_OVERLOADED', 503, 'The server is overloaded (%s); retry later',
   'The event loop or memory is past its limit (`MAX_EVENT_LOOP_DELAY_MS`, `MAX_HEAP_USED_BYTES`, `MAX_RSS_BYTES`); `Retry-After` is set and `/health` says `degraded`.')
+export const StorageBusyError = define('AH_ERR_STORAGE_BUSY', 503, 'The database stayed locked by another process for %s ms; retry later',
+  'Another process held the database\'s write lock for longer than `DB_WRITE_BUDGET_MS`; nothing was started or changed. `Retry-After` is set.')
 export const ShuttingDownError = define('AH_ERR_SHUTTING_DOWN', 503, 'The server is shutting down',
   'The server is draining; retry against another instance (`Retry-After` is set).')
 
@@ -94,6 +96,21 @@ export const SchemaTooNewError = define('AH_ERR_STORAGE_SCHEMA_TOO_NEW', 500, 'D
 export const ConfigInvalidError = define('AH_ERR_CONFIG_INVALID', 500, 'Invalid configuration: %s',
   'Boot: an environment setting is missing or malformed.')
 
+/** Why an agent's signal fired (`signal.reason.kind`). */
+export type AbortKind = 'client_disconnected' | 'slow_consumer' | 'cancelled' | 'shutdown' | 'timeout' | 'agent_error' | 'agent_failed' |
+  'contract_violation' | 'output_too_large' | 'storage_busy' | 'lease_lost'
+
+/** The `signal.reason` of an aborted run: `name` is `AbortError`, as for any aborted fetch. */
+export const RunAbortedError = class RunAbortedError extends define('AH_ERR_RUN_ABORTED', 500, 'The run was aborted: %s',
+  'Raised to the agent as `signal.reason`: its run was aborted; `kind` says why (client gone, cancelled, shutdown, timeout, ...).') {
+  readonly kind: AbortKind
+  constructor (kind: AbortKind) {
+    super(kind)
+    this.name = 'AbortError'
+    this.kind = kind
+  }
+}
+
 /** Every host error code with its HTTP status and meaning. */
 export const ERROR_CATALOGUE: readonly ErrorEntry[] = catalogue
 
@@ -109,6 +126,8 @@ export const STREAM_ERROR_CODES = {
   run_interrupted: 'The process running the request died before it finished; the journal ends here (FATAL).',
   resume_gap: 'The resume cursor points into a journal that has been pruned (older than JOURNAL_RETENTION_MS) (FATAL).',
   slow_consumer: 'The client read too slowly and the server\'s send buffer for it filled up (TRANSIENT).',
+  output_too_large: 'The run produced more than `RUN_MAX_OUTPUT_BYTES` (the packets\' JSON, journaled); it was stopped, and what it produced up to there is kept (FATAL).',
+  storage_busy: 'The run could not write its journal within `DB_WRITE_BUDGET_MS` because another process held the database\'s write lock; it was stopped (TRANSIENT: retry).',
   run_timeout: 'The run went on longer than its timeout (`RUN_TIMEOUT_MS`, or a shorter `payload.metadata.timeout_ms`) and was stopped (TRANSIENT).',
   backend_unavailable: 'The agent\'s backend (LLM provider or local agent) is not configured or cannot be reached (FATAL).',
   backend_timeout: 'The backend sent nothing for longer than its timeout; the request or subprocess was stopped (TRANSIENT).',

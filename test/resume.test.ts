@@ -162,7 +162,7 @@ t.test('a run whose process was killed is finished as run_interrupted, and a re-
   const dataDir = tempDataDir(t)
   const child = spawn(process.execPath, [...process.execArgv, 'src/server.ts'], {
     cwd: ROOT,
-    env: { ...process.env, PORT: '0', HOST: '127.0.0.1', LOG_LEVEL: 'info', DATA_DIR: dataDir },
+    env: { ...process.env, PORT: '0', HOST: '127.0.0.1', LOG_LEVEL: 'info', DATA_DIR: dataDir, RUN_LEASE_MS: '300' },
     stdio: ['ignore', 'pipe', 'inherit']
   })
   let stdout = ''
@@ -177,9 +177,10 @@ t.test('a run whose process was killed is finished as run_interrupted, and a re-
   await live.ended
   const before = parseSse(live.text().slice(0, live.text().lastIndexOf('\n\n') + 2), false).packets
 
-  const app = await buildApp(testConfig(t, { DATA_DIR: dataDir }))
+  const app = await buildApp(testConfig(t, { DATA_DIR: dataDir, RUN_LEASE_MS: '300' }))
   t.teardown(() => app.close())
-  t.equal(app.runStore.get(body.request_id)?.end_reason, 'interrupted', 'finished at boot')
+  await until(() => app.runStore.get(body.request_id)?.state === 'ended', 10_000)
+  t.equal(app.runStore.get(body.request_id)?.end_reason, 'interrupted', 'recovered once its owner\'s lease lapsed')
   const replay = await app.inject({ method: 'POST', url: '/v1/assist', payload: body })
   const packets = parseSse(replay.body).packets
   t.same(packets.slice(0, before.length), before, 'what the client had is replayed first')

@@ -79,7 +79,7 @@ t.test('by default a run goes on after its client leaves, and its output is kept
 })
 
 t.test('a slow reader: the server stops writing until the socket drains', async (t) => {
-  const { url } = await listen(t, { AGENTS_DIR: FIXTURE_AGENTS_DIR })
+  const { url } = await listen(t, { AGENTS_DIR: FIXTURE_AGENTS_DIR, RUN_MAX_OUTPUT_BYTES: String(64 * 1024 * 1024) })
   const count = 400
   const size = 64 * 1024
   const body = envelope(SCRIPTED, { script: [{ op: 'open', name: 's' }, { op: 'flood', name: 's', count, size }] })

@@ -3,8 +3,8 @@
  * (A plain default-exported `{ manifest, assist }` object with no imports works too.)
  */
 export { defineAgent } from './define-agent.js'
-export { RunAbortedError } from './assist-run.js'
-export type { AbortKind } from './assist-run.js'
+export { RunAbortedError } from '../errors.js'
+export type { AbortKind } from '../errors.js'
 export { SafeAgentError } from './contract.js'
 export { capBridge, type CapBridge } from '../backends/cap-bridge.js'
 export { BackendError } from '../backends/errors.js'

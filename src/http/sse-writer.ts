@@ -1,7 +1,5 @@
 import type { OutgoingHttpHeaders, ServerResponse } from 'node:http'
 import type { SseMetrics } from '../metrics.js'
-import type { PacketSink } from '../agents/assist-run.js'
-import { SSE_EVENT_NAME, type StreamPacket } from '../protocol/packets.js'
 
 /** Response headers of every SSE answer (CAP.md §5). */
 export const SSE_HEADERS = {
@@ -41,7 +39,7 @@ export interface SseWriterOptions {
  * ends a client whose unread backlog passes `maxBufferBytes` (so it cannot grow the server's memory
  * by more than that and one event) or who reads nothing for `stallMs` (so it cannot hold a run).
  */
-export class SseWriter implements PacketSink {
+export class SseWriter {
   readonly #res: ServerResponse
   readonly #options: SseWriterOptions
   readonly #heartbeat: NodeJS.Timeout
@@ -62,10 +60,6 @@ export class SseWriter implements PacketSink {
 
   /** True once the response has ended or the client has gone. */
   get finished (): boolean { return this.#finished }
-
-  write (packet: StreamPacket, json: string): Promise<void> | undefined {
-    return this.send(SSE_EVENT_NAME, packet.stream_id, json)
-  }
 
   /** Send one event (a packet, a replayed journal frame, a stored event). */
   send (event: string, id: string, data: string): Promise<void> | undefined {
@@ -107,6 +101,12 @@ export class SseWriter implements PacketSink {
     this.#options.metrics?.closed()
     this.#options.onFinished?.()
     this.#res.end()
+  }
+
+  /** Hang up on a client that fell too far behind (counted as `slow_consumer`). */
+  cut (): void {
+    this.#gone('slow_consumer')
+    this.#res.destroy()
   }
 
   #ping (): void {

@@ -109,18 +109,4 @@ async function auth (app: FastifyInstance): Promise<void> {
   })
 }
 
-/**
- * Refuse `agent` to the caller when its key is limited to other agents, or when the agent
- * requires authentication and AUTH_MODE is off. Refusals are audited.
- */
-export function checkAgentAccess (app: FastifyInstance, request: FastifyRequest, agent: { id: string, name: string, requiresAuth: boolean }): void {
-  const who = request.identity
-  let error: Error | undefined
-  if (agent.requiresAuth && who.anonymous) error = new AuthRequiredError(`agent "${agent.name}" requires authentication, and AUTH_MODE is off`)
-  else if (who.agents !== null && !who.agents.has(agent.id) && !who.agents.has(agent.name)) error = new ForbiddenError(`this key may not invoke agent "${agent.name}"`)
-  if (error === undefined) return
-  app.audit.append({ actor: who.name, action: 'auth.deny', resource: `agent:${agent.name}`, success: false, details: { reason: agent.requiresAuth && who.anonymous ? 'requires_auth' : 'agent', key_id: who.id } })
-  throw error
-}
-
 export default fp(auth, { name: 'auth', fastify: '5.x', dependencies: ['config', 'storage', 'limits'] })

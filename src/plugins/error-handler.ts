@@ -2,8 +2,9 @@ import fp from 'fastify-plugin'
 import type { FastifyError, FastifyInstance, FastifyReply, FastifyRequest } from 'fastify'
 import {
   BodyMalformedError, errorBody, BodyTooLargeError, InternalError, MediaTypeUnsupportedError, RequestInvalidError,
-  RouteNotFoundError, ValidationError, withDetails
+  RouteNotFoundError, StorageBusyError, ValidationError, withDetails
 } from '../errors.js'
+import { isBusy } from '../storage/busy.js'
 import { toIssues } from '../agents/json-schema.js'
 import type { ErrorBody } from '../protocol/response.js'
 
@@ -25,6 +26,8 @@ function toHostError (err: FastifyError, request: FastifyRequest): HostError {
     case 'FST_ERR_CTP_INVALID_JSON_BODY': return new BodyMalformedError(err.message)
   }
   if (err instanceof SyntaxError) return new BodyMalformedError(err.message)
+  // a write that found the database locked by another process, outside the engine's retries
+  if (isBusy(err)) return new StorageBusyError(request.server.config.DB_BUSY_TIMEOUT_MS, { cause: err })
   const status = err.statusCode ?? 500
   if (status >= 400 && status < 500) return new RequestInvalidError(err.message)
   return new InternalError({ cause: err })

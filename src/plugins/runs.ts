@@ -1,57 +1,75 @@
 import fp from 'fastify-plugin'
 import type { FastifyInstance } from 'fastify'
-import { RunRegistry } from '../agents/run-registry.js'
-import { RunService } from '../agents/run-service.js'
+import { AssistEngine } from '../assist/engine.js'
+import type { RunRegistry } from '../assist/run-registry.js'
 import { ShuttingDownError } from '../errors.js'
 
 declare module 'fastify' {
   interface FastifyInstance {
-    /** Runs in flight in this process (cancel, follow, shutdown). */
+    /** The run engine: submit, follow, answer, cancel (`src/assist/`). */
+    assist: AssistEngine
+    /** Runs in flight in this process, and the shutdown switch. */
     runs: RunRegistry
-    /** Starts runs and records what they produce. */
-    runService: RunService
   }
 }
 
 /**
- * Tracks runs and drains them on close: once closing, new requests get 503 `AH_ERR_SHUTTING_DOWN`;
- * open streams get their shutdown packets and agents their abort before the server stops. Finishes
- * runs a dead process left behind, and prunes journals older than JOURNAL_RETENTION_MS.
+ * The run engine, wired to storage, agents, backends and metrics. Once closing, new requests get
+ * 503 `AH_ERR_SHUTTING_DOWN`; open runs get their shutdown packets and agents their abort before
+ * the server stops. Recovers runs whose owner's lease lapsed (at boot and on every heartbeat) and
+ * prunes journals older than JOURNAL_RETENTION_MS.
  */
 async function runs (app: FastifyInstance): Promise<void> {
-  const registry = new RunRegistry()
-  const service = new RunService({
+  const config = app.config
+  const engine = new AssistEngine({
     db: app.db,
     store: app.runStore,
     sessions: app.sessions,
     audit: app.audit,
     events: app.events,
-    live: registry,
+    agents: app.agents,
+    backends: app.backends,
     instanceId: app.instanceId,
     log: app.log,
-    host: app.backends
+    settings: {
+      leaseMs: config.RUN_LEASE_MS,
+      writeBudgetMs: config.DB_WRITE_BUDGET_MS,
+      maxOutputBytes: config.RUN_MAX_OUTPUT_BYTES,
+      runTimeoutMs: config.RUN_TIMEOUT_MS,
+      disconnectPolicy: config.DISCONNECT_POLICY,
+      followerMaxBytes: config.SSE_MAX_BUFFER_BYTES
+    },
+    onRunEnded: ({ agent, mode, reason, seconds }) => {
+      app.metrics.assistDuration.observe({ agent, mode }, seconds)
+      app.metrics.runs.inc({ agent, mode, end: reason })
+    }
   })
-  app.decorate('runs', registry)
-  app.decorate('runService', service)
+  app.decorate('assist', engine)
+  app.decorate('runs', engine.registry)
 
-  const recovered = service.recoverOrphans()
-  if (recovered > 0) app.log.warn({ recovered }, 'finished runs left behind by a process that died')
-  const retention = app.config.JOURNAL_RETENTION_MS
+  const recovered = engine.recoverExpired()
+  if (recovered > 0) app.log.warn({ recovered }, 'recovered runs whose owner\'s lease lapsed')
+  engine.start()
+  const retention = config.JOURNAL_RETENTION_MS
   const prune = (): void => {
-    const pruned = app.runStore.prune(Date.now() - retention)
-    if (pruned > 0) app.log.info({ pruned }, 'pruned expired run journals')
+    try {
+      const pruned = app.runStore.prune(Date.now() - retention)
+      if (pruned > 0) app.log.info({ pruned }, 'pruned expired run journals')
+    } catch (err) {
+      app.log.warn({ err }, 'pruning run journals failed; trying again later')
+    }
   }
   prune()
   const timer = setInterval(prune, Math.min(Math.max(Math.floor(retention / 4), 1000), 3600_000)).unref()
 
   app.addHook('onRequest', async (request) => {
-    if (registry.closing && request.url !== '/health') throw new ShuttingDownError()
+    if (engine.closing && request.url !== '/health') throw new ShuttingDownError()
   })
   app.addHook('preClose', async () => {
     clearInterval(timer)
-    app.log.info({ runs: registry.size }, 'draining runs')
-    await registry.shutdown(app.config.CLOSE_GRACE_MS)
+    app.log.info({ runs: engine.registry.size }, 'draining runs')
+    await engine.shutdown(config.CLOSE_GRACE_MS)
   })
 }
 
-export default fp(runs, { name: 'runs', fastify: '5.x', dependencies: ['config', 'storage', 'backends'] })
+export default fp(runs, { name: 'runs', fastify: '5.x', dependencies: ['config', 'storage', 'agents', 'backends', 'metrics'] })

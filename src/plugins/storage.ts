@@ -27,7 +27,7 @@ declare module 'fastify' {
  * closes the database last.
  */
 async function storage (app: FastifyInstance): Promise<void> {
-  const db = openDatabase(app.config.DATA_DIR)
+  const db = openDatabase(app.config.DATA_DIR, { busyTimeoutMs: app.config.DB_BUSY_TIMEOUT_MS })
   const audit = new AuditLog(db)
   app.decorate('db', db)
   app.decorate('audit', audit)

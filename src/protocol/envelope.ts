@@ -49,6 +49,29 @@ export const ClientCapabilities = Type.Object({
 }, closed)
 export type ClientCapabilities = Static<typeof ClientCapabilities>
 
+/**
+ * `payload.metadata`: free-form, passed to the agent as is, except for the keys the host reads
+ * itself, which must have these shapes.
+ */
+export const RequestMetadata = Type.Object({
+  /** Which of the agent's capabilities to run (default: its first). */
+  capability: Type.Optional(Type.String({ minLength: 1, maxLength: 200 })),
+  /** Stop the run after this many milliseconds (capped by RUN_TIMEOUT_MS). */
+  timeout_ms: Type.Optional(Type.Integer({ minimum: 1 })),
+  /** What happens to the run when its last client goes away (default: DISCONNECT_POLICY). */
+  on_disconnect: Type.Optional(Type.Union([Type.Literal('continue'), Type.Literal('cancel')]))
+}, { additionalProperties: true })
+export type RequestMetadata = Static<typeof RequestMetadata>
+
+/**
+ * The headers `POST /v1/assist` reads itself. `Last-Event-ID` is a resume cursor (CAP.md §5):
+ * a `stream_id`, optionally with the last `seq` the client has (`<stream_id>:<seq>`, our extension).
+ */
+export const AssistHeaders = Type.Object({
+  'last-event-id': Type.Optional(Type.String({ pattern: '^$|^[0-9a-fA-F]{8}-[0-9a-fA-F]{4}-[0-9a-fA-F]{4}-[0-9a-fA-F]{4}-[0-9a-fA-F]{12}(:[0-9]{1,15})?$' }))
+})
+export type AssistHeaders = Static<typeof AssistHeaders>
+
 /** The agent invocation itself: its arguments, lineage and client capabilities. */
 export const AgentRequest = Type.Object({
   /** Must equal `context.session_id`, else 400. */
@@ -63,7 +86,7 @@ export const AgentRequest = Type.Object({
   parent_request_id: Type.Optional(Uuid),
   /** Defaults to now. */
   timestamp: Type.Optional(DateTime),
-  metadata: Type.Optional(JsonObject),
+  metadata: Type.Optional(RequestMetadata),
   capabilities: Type.Optional(ClientCapabilities)
 }, closed)
 export type AgentRequest = Static<typeof AgentRequest>
@@ -88,7 +111,7 @@ export interface ResolvedAgentRequest {
   root_request_id: string
   parent_request_id?: string
   timestamp: string
-  metadata: Record<string, unknown>
+  metadata: RequestMetadata & Record<string, unknown>
   capabilities: ClientCapabilities
   /** The envelope's session context (user, trace, permissions). */
   context: SessionContext

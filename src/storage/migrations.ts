@@ -152,5 +152,16 @@ CREATE INDEX api_keys_name ON api_keys(name);
     sql: `
 ALTER TABLE sessions ADD COLUMN key_id TEXT;
 `
+  },
+  {
+    version: 5,
+    description: 'runs are owned by a lease (token and expiry), not a PID; who submitted them; cancel requests from other processes',
+    sql: `
+ALTER TABLE runs ADD COLUMN owner_key TEXT;
+ALTER TABLE runs ADD COLUMN lease_token TEXT;
+ALTER TABLE runs ADD COLUMN lease_expires_at INTEGER;
+ALTER TABLE runs ADD COLUMN cancel_requested INTEGER NOT NULL DEFAULT 0;
+CREATE INDEX runs_by_lease ON runs(state, lease_expires_at);
+`
   }
 ]

@@ -1,6 +1,6 @@
 import type { Db } from './database.js'
 
-/** A run as stored: its envelope's hash, who runs it, and (once ended) its JSON answer. */
+/** A run as stored: its envelope's hash, who runs it under which lease, and (once ended) its JSON answer. */
 export interface RunRecord {
   request_id: string
   envelope_hash: string
@@ -12,11 +12,21 @@ export interface RunRecord {
   main_stream_id: string
   state: 'running' | 'ended'
   end_reason: string | null
+  /** Diagnostics only: ownership is the lease below, never the instance or the PID. */
   owner_instance: string
   owner_pid: number
+  /** The caller who submitted the run (a key id, `jwt:<sub>`, or `anonymous`); null for runs stored before it was recorded. */
+  owner_key: string | null
+  /** The current owner's fencing token: only the holder of this token may write the run. */
+  lease_token: string | null
+  /** When the owner's lease lapses unless renewed (ms since epoch); a running run past it is an orphan. */
+  lease_expires_at: number | null
+  /** Another process asked for the run to be cancelled; its owner does so at its next heartbeat. */
+  cancel_requested: number
   started_at: number
   ended_at: number | null
   response_status: number | null
+  /** The JSON answer; for a 200 without `output`, the output is rebuilt from the journal. */
   response: string | null
 }
 
@@ -28,34 +38,62 @@ export interface JournalRow {
   frame: string
 }
 
+/** What a new run is stored with. */
+export type NewRun = Pick<RunRecord, 'request_id' | 'envelope_hash' | 'envelope' | 'session_id' | 'agent_id' | 'main_stream_id' | 'owner_instance' | 'owner_pid' | 'owner_key' | 'lease_token' | 'lease_expires_at'>
+
+/** The outcome of renewing this process's leases. */
+export interface Renewal {
+  /** Runs whose lease was taken (they were recovered elsewhere): their holder must stop writing. */
+  lost: string[]
+  /** Runs another process asked to cancel. */
+  cancelled: string[]
+}
+
 /**
  * Runs and their stream journal (CAP.md §5 "Resuming"): every packet a run produces, in order and
  * byte for byte, so a client that re-POSTs the same envelope can be replayed to; and each run's
  * final JSON answer, so a retried JSON request gets the same response.
+ *
+ * Every write of a running run is fenced by its lease token: a process whose lease was taken (it
+ * was paused or cut off past its lease and the run was recovered elsewhere) changes nothing.
  */
 export class RunStore {
   readonly #db: Db
-  readonly #pending: Array<[string, JournalRow]> = []
-  readonly #flushMany: () => void
-  #scheduled = false
+  /** Packets waiting for the next flush: request id → [lease token, rows]. */
+  readonly #pending = new Map<string, { token: string, rows: JournalRow[] }>()
+  readonly #flushMany: () => string[]
   readonly #get
   readonly #start
   readonly #append
+  readonly #owned
   readonly #finish
   readonly #rowsAfter
+  readonly #ordOf
+  readonly #renew
+  readonly #expired
 
   constructor (db: Db) {
     this.#db = db
     this.#get = db.prepare('SELECT * FROM runs WHERE request_id = ?')
-    this.#start = db.prepare(`INSERT INTO runs (request_id, envelope_hash, envelope, session_id, agent_id, main_stream_id, state, owner_instance, owner_pid, started_at)
-      VALUES (@request_id, @envelope_hash, @envelope, @session_id, @agent_id, @main_stream_id, 'running', @owner_instance, @owner_pid, @started_at)`)
+    this.#start = db.prepare(`INSERT INTO runs (request_id, envelope_hash, envelope, session_id, agent_id, main_stream_id, state, owner_instance, owner_pid, owner_key, lease_token, lease_expires_at, started_at)
+      VALUES (@request_id, @envelope_hash, @envelope, @session_id, @agent_id, @main_stream_id, 'running', @owner_instance, @owner_pid, @owner_key, @lease_token, @lease_expires_at, @started_at)
+      ON CONFLICT (request_id) DO NOTHING`)
     this.#append = db.prepare('INSERT INTO journal (request_id, ord, stream_id, seq, frame) VALUES (?, ?, ?, ?, ?)')
-    this.#finish = db.prepare(`UPDATE runs SET state = 'ended', end_reason = @end_reason, ended_at = @ended_at,
-      response_status = @response_status, response = @response WHERE request_id = @request_id`)
-    this.#rowsAfter = db.prepare('SELECT ord, stream_id, seq, frame FROM journal WHERE request_id = ? AND ord > ? ORDER BY ord')
+    this.#owned = db.prepare("SELECT 1 FROM runs WHERE request_id = ? AND state = 'running' AND lease_token = ?").pluck()
+    this.#finish = db.prepare(`UPDATE runs SET state = 'ended', end_reason = @end_reason, ended_at = @ended_at, response_status = @response_status, response = @response
+      WHERE request_id = @request_id AND state = 'running' AND lease_token = @lease_token`)
+    this.#rowsAfter = db.prepare('SELECT ord, stream_id, seq, frame FROM journal WHERE request_id = ? AND ord > ? ORDER BY ord LIMIT ?')
+    this.#ordOf = db.prepare('SELECT ord FROM journal WHERE request_id = ? AND stream_id = ? AND seq = ?').pluck()
+    this.#renew = db.prepare("UPDATE runs SET lease_expires_at = ? WHERE request_id = ? AND state = 'running' AND lease_token = ? RETURNING cancel_requested")
+    this.#expired = db.prepare("SELECT * FROM runs WHERE state = 'running' AND (lease_expires_at IS NULL OR lease_expires_at < ?)")
     this.#flushMany = db.transaction(() => {
-      for (const [requestId, row] of this.#pending) this.#append.run(requestId, row.ord, row.stream_id, row.seq, row.frame)
-      this.#pending.length = 0
+      const lost: string[] = []
+      for (const [requestId, { token, rows }] of this.#pending) {
+        if (this.#owned.get(requestId, token) === undefined) { lost.push(requestId); continue }
+        for (const row of rows) this.#append.run(requestId, row.ord, row.stream_id, row.seq, row.frame)
+      }
+      this.#pending.clear()
+      return lost
     })
   }
 
@@ -63,62 +101,90 @@ export class RunStore {
     return this.#get.get(requestId) as RunRecord | undefined
   }
 
-  /** Record a new run. Throws (SQLite constraint) if the request id is taken. */
-  start (run: Pick<RunRecord, 'request_id' | 'envelope_hash' | 'envelope' | 'session_id' | 'agent_id' | 'main_stream_id' | 'owner_instance' | 'owner_pid'>): void {
-    this.#start.run({ ...run, started_at: Date.now() })
+  /** Record a new run. Returns false (and changes nothing) when the request id is taken. */
+  start (run: NewRun): boolean {
+    return this.#start.run({ ...run, started_at: Date.now() }).changes === 1
+  }
+
+  /** Queue one packet (or one event kept off the wire) of a run held under `token`, for the next {@link flush}. */
+  append (requestId: string, token: string, row: JournalRow): void {
+    const entry = this.#pending.get(requestId)
+    if (entry === undefined) this.#pending.set(requestId, { token, rows: [row] })
+    else entry.rows.push(row)
+  }
+
+  /** Whether packets are waiting for a flush. */
+  get dirty (): boolean { return this.#pending.size > 0 }
+
+  /**
+   * Write every queued packet in one transaction. Rows of a run whose lease is no longer held by
+   * the token they were queued under are dropped.
+   * @returns the request ids whose rows were dropped (their lease was lost)
+   * @throws SQLITE_BUSY when another process holds the write lock (nothing is lost: call again)
+   */
+  flush (): string[] {
+    return this.#pending.size === 0 ? [] : this.#flushMany()
   }
 
   /**
-   * Journal one packet (or one event kept off the wire). Packets are written in batches, one
-   * transaction per turn of the event loop (and before anything reads the journal), so a fast
-   * stream costs one commit per turn rather than one per packet.
+   * The run is over: store how, and its JSON answer. Fenced: returns false (and changes nothing)
+   * when `token` no longer holds the run.
    */
-  append (requestId: string, row: JournalRow): void {
-    this.#pending.push([requestId, row])
-    if (!this.#scheduled) {
-      this.#scheduled = true
-      setImmediate(() => { this.flush() })
-    }
+  finish (requestId: string, token: string, endReason: string, status: number, response: unknown): boolean {
+    return this.#finish.run({ request_id: requestId, lease_token: token, end_reason: endReason, ended_at: Date.now(), response_status: status, response: JSON.stringify(response) }).changes === 1
   }
 
-  /** Write the packets appended so far. */
-  flush (): void {
-    this.#scheduled = false
-    if (this.#pending.length > 0) this.#flushMany()
+  /** Journal rows after `ord` (0: all), in order; at most `limit` of them. */
+  rows (requestId: string, afterOrd = 0, limit = -1): JournalRow[] {
+    return this.#rowsAfter.all(requestId, afterOrd, limit) as JournalRow[]
   }
 
-  /** The run is over: store how, and the JSON answer every retry of it gets (its journal is flushed first). */
-  finish (requestId: string, endReason: string, status: number, response: unknown): void {
-    this.flush()
-    this.#finish.run({ request_id: requestId, end_reason: endReason, ended_at: Date.now(), response_status: status, response: JSON.stringify(response) })
-  }
-
-  /** Journal rows after `ord` (0: all), in order. */
-  rows (requestId: string, afterOrd = 0): JournalRow[] {
-    this.flush()
-    return this.#rowsAfter.all(requestId, afterOrd) as JournalRow[]
+  /** Append rows directly (recovery, inside its own transaction). */
+  appendNow (requestId: string, rows: readonly JournalRow[]): void {
+    for (const row of rows) this.#append.run(requestId, row.ord, row.stream_id, row.seq, row.frame)
   }
 
   /** The `ord` of the wire packet `streamId`/`seq`, if journaled. */
   ordOf (requestId: string, streamId: string, seq: number): number | undefined {
-    this.flush()
-    return (this.#db.prepare('SELECT ord FROM journal WHERE request_id = ? AND stream_id = ? AND seq = ?').get(requestId, streamId, seq) as { ord: number } | undefined)?.ord
+    return this.#ordOf.get(requestId, streamId, seq) as number | undefined
   }
 
-  /** Runs still marked running whose owner is not this instance (left behind by a process that died). */
-  orphans (instanceId: string): RunRecord[] {
-    return this.#db.prepare("SELECT * FROM runs WHERE state = 'running' AND owner_instance != ?").all(instanceId) as RunRecord[]
+  /** Extend the leases of runs held under the given tokens until `expiresAt`, in one transaction. */
+  renew (held: ReadonlyArray<[requestId: string, token: string]>, expiresAt: number): Renewal {
+    return this.#db.transaction(() => {
+      const renewal: Renewal = { lost: [], cancelled: [] }
+      for (const [requestId, token] of held) {
+        const row = this.#renew.get(expiresAt, requestId, token) as { cancel_requested: number } | undefined
+        if (row === undefined) renewal.lost.push(requestId)
+        else if (row.cancel_requested !== 0) renewal.cancelled.push(requestId)
+      }
+      return renewal
+    }).immediate()
+  }
+
+  /** Ask the owner of a running run, wherever it is, to cancel it. Returns false when the run is not running. */
+  requestCancel (requestId: string): boolean {
+    return this.#db.prepare("UPDATE runs SET cancel_requested = 1 WHERE request_id = ? AND state = 'running'").run(requestId).changes === 1
+  }
+
+  /** Running runs whose lease lapsed before `now` (ms since epoch): orphans, whoever owned them. */
+  expired (now: number): RunRecord[] {
+    return this.#expired.all(now) as RunRecord[]
+  }
+
+  /** End an orphan (recovery, inside its transaction); fenced on the lease token it was found with. */
+  finishOrphan (record: RunRecord, status: number, response: unknown): boolean {
+    return this.#db.prepare(`UPDATE runs SET state = 'ended', end_reason = 'interrupted', ended_at = ?, response_status = ?, response = ?
+      WHERE request_id = ? AND state = 'running' AND lease_token IS ?`).run(Date.now(), status, JSON.stringify(response), record.request_id, record.lease_token).changes === 1
   }
 
   /** Delete ended runs (and their journals) that ended before `before` (ms since epoch). */
   prune (before: number): number {
-    this.flush()
     return this.#db.prepare("DELETE FROM runs WHERE state = 'ended' AND ended_at < ?").run(before).changes
   }
 
-  /** Delete a session's runs and journals (session erasure). */
+  /** Delete a session's ended runs and journals (session erasure). */
   eraseSession (sessionId: string): number {
-    this.flush()
     return this.#db.prepare("DELETE FROM runs WHERE session_id = ? AND state = 'ended'").run(sessionId).changes
   }
 }

@@ -49,7 +49,7 @@ const sessionRoutes: FastifyPluginAsyncTypebox = async (app) => {
   }, async (request, reply) => {
     const { session_id: sessionId } = request.params
     if (!visible(request, sessionId)) throw new SessionNotFoundError(sessionId)
-    await app.runService.cancelSession(sessionId)
+    await app.assist.cancelSession(sessionId)
     const erased = app.db.transaction(() => ({
       runs: app.runStore.eraseSession(sessionId),
       events: app.events.eraseSession(sessionId),

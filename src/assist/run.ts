@@ -1,67 +1,53 @@
 import { randomUUID } from 'node:crypto'
 import { performance } from 'node:perf_hooks'
-import { EventInvalidError, STREAM_ERROR_CODES, StreamClosedError, type StreamErrorCode } from '../errors.js'
+import { EventInvalidError, RunAbortedError, STREAM_ERROR_CODES, StreamClosedError, type AbortKind, type StreamErrorCode } from '../errors.js'
 import {
   PRESENTATION_EVENT_TYPES, PresentationEvent as PresentationEventSchema,
-  type CloseReason, type EventPayload, type PresentationEvent, type StreamError, type StreamErrorSeverity,
-  type StreamOpCode, type StreamPacket
+  type CloseReason, type EventPayload, type PresentationEvent, type StreamError, type StreamOpCode, type StreamPacket
 } from '../protocol/packets.js'
 import type { ResolvedAgentRequest } from '../protocol/envelope.js'
 import { CloudEvent, GraphEvent } from '../protocol/events.js'
-import type { Agent, AgentHost, JsonObject, LogLevel, ResponseHandler, SessionHandle, StreamHandle } from './contract.js'
-import type { HostedCapability } from './hosted-agent.js'
-import { compileSchema, toIssues } from './json-schema.js'
+import type { Agent, AgentHost, JsonObject, LogLevel, ResponseHandler, SessionHandle, StreamHandle } from '../agents/contract.js'
+import type { HostedCapability } from '../agents/hosted-agent.js'
+import { compileSchema, toIssues } from '../agents/json-schema.js'
+import { PacketFactory, streamError, type UnsequencedPacket } from './packets.js'
 import { TranscriptBuilder } from './transcript.js'
 
 /**
- * Where a run's packets go on the wire. The SSE writer implements it; in JSON mode there is none
- * and the transcript is the whole output.
+ * A client following a run: the engine's follower queue implements it. Packets reach it only
+ * once they are journaled (journal first, then the wire).
  */
 export interface PacketSink {
   /**
-   * Hand one packet to the client, in call order; `json` is the packet already serialised. Returns
-   * a promise when the transport asks the producer to wait (backpressure), `undefined` when it can
-   * take more at once.
+   * Take one packet, in order; `json` is the packet already serialised, `ord` its place in the journal. Returns a promise when the
+   * client asks the producer to wait (backpressure), `undefined` when it can take more at once.
    */
-  write(packet: StreamPacket, json: string): Promise<void> | undefined
-  /** The main stream closed: finish the response. */
-  end(): void
+  write(packet: StreamPacket, json: string, ord: number): Promise<void> | undefined
+  /** The run ended (its main stream's CLOSE was written) or went on elsewhere (`lost`): stop following. */
+  end(lost?: boolean): void
 }
 
 /**
- * Where a run's output is made durable (the storage layer implements it). Calls are synchronous
- * and in emission order, so the journal always holds exactly what was sent, in the same order.
+ * Where a run's output is made durable (the engine implements it over the run store). Calls are
+ * synchronous and in emission order, so the journal always holds exactly what was sent, in order.
  */
 export interface RunRecorder {
-  /** Journal one packet: `seq` and `json` as on the wire, or `seq` null for an event kept off it. */
+  /** Queue one packet for the journal: `seq` and `json` as on the wire, or `seq` null for an event kept off it. */
   packet(ord: number, streamId: string, seq: number | null, json: string): void
   /** Store an internal event the agent emitted (a CloudEvent or a graph event). */
   event(kind: 'cloudevent' | 'graph', event: JsonObject): void
   /** Store an audit entry the agent recorded. */
   audit(actor: string, action: string, resource: string, success: boolean): void
   /**
-   * Make the packets journaled so far durable. When given, a packet reaches clients only after
-   * this has run for it (journal first, then the wire), so a client never holds a packet that a
-   * resume after a crash would not know.
+   * Make the queued packets durable. Returns `undefined` when done at once, or a promise while the
+   * database is locked by another process (it rejects once the write budget is spent). A packet
+   * reaches clients only after this has succeeded for it.
    */
-  flush?(): void
+  flush(): Promise<void> | undefined
 }
 
 /** What happens to a run when its last client goes away. */
 export type DisconnectPolicy = 'continue' | 'cancel'
-
-/** Why an agent's signal fired. */
-export type AbortKind = 'client_disconnected' | 'slow_consumer' | 'cancelled' | 'shutdown' | 'timeout' | 'agent_error' | 'agent_failed' | 'contract_violation'
-
-/** The `signal.reason` of an aborted run. */
-export class RunAbortedError extends Error {
-  readonly kind: AbortKind
-  constructor (kind: AbortKind) {
-    super(`The run was aborted: ${kind}`)
-    this.name = 'AbortError'
-    this.kind = kind
-  }
-}
 
 /** The logging surface a run needs (pino's, without importing it). */
 export interface RunLogger {
@@ -77,11 +63,15 @@ export interface AssistRunOptions {
   requestId: string
   capability: HostedCapability
   log: RunLogger
+  recorder: RunRecorder
   /** Presentation event types the client renders; others are kept off its wire (CAP.md §2). */
   supportedEvents?: readonly string[]
-  recorder?: RunRecorder
   /** `continue` (default): the run goes on when its last client leaves; `cancel`: it is aborted. */
   onDisconnect?: DisconnectPolicy
+  /** Past this many bytes of packets the run ends with `output_too_large` (0: no cap). */
+  maxOutputBytes?: number
+  /** How much of the output the run keeps in memory for its summary (the journal has all of it). */
+  summaryBytes?: number
 }
 
 const checkPresentationEvent = compileSchema<PresentationEvent>(PresentationEventSchema)
@@ -91,6 +81,8 @@ const LOG_LEVELS = new Set<string>(['trace', 'debug', 'info', 'warn', 'error', '
 const now = (): string => new Date().toISOString()
 /** Bytes a run queues for its clients before it journals and writes them without waiting for the turn to end. */
 const OUTBOX_HIGH_WATER = 64 * 1024
+/** In-memory summary kept by default (the session's record of the run, and the JSON answer when it fits). */
+export const SUMMARY_BYTES = 64 * 1024
 
 function isPlainObject (value: unknown): value is JsonObject {
   if (typeof value !== 'object' || value === null || Array.isArray(value)) return false
@@ -99,37 +91,42 @@ function isPlainObject (value: unknown): value is JsonObject {
 }
 
 /**
- * One execution of an agent's `assist()`: owns the main stream, the sub-streams, their `seq`
- * counters, the transcript and the AbortController. It enforces CAP.md §5's terminal rules: every
- * stream gets exactly one CLOSE and the main stream's CLOSE is the last packet.
+ * One execution of an agent's `assist()`: owns its packets (through a {@link PacketFactory}), a
+ * bounded transcript, the AbortController and the clients following it. Packets are journaled
+ * first and written to clients once per turn of the event loop, after the journal batch commits.
  */
 export class AssistRun {
   readonly requestId: string
-  readonly mainStreamId = randomUUID()
-  readonly transcript = new TranscriptBuilder()
+  readonly mainStreamId: string
+  readonly transcript: TranscriptBuilder
   readonly startedAt = performance.now()
   /** Packets produced (all of them, whether or not a client was there to read them). */
   packets = 0
+  readonly #factory = new PacketFactory()
   readonly #capability: HostedCapability
   readonly #log: RunLogger
   readonly #filter: ReadonlySet<string> | undefined
   readonly #controller = new AbortController()
-  readonly #seq = new Map<string, number>()
-  readonly #open = new Set<string>()
   readonly #ended: Promise<CloseReason>
-  readonly #recorder: RunRecorder | undefined
+  readonly #recorder: RunRecorder
   readonly #onDisconnect: DisconnectPolicy
+  readonly #maxOutputBytes: number
+  #outputBytes = 0
   /** Clients, each with the last journal `ord` it already has (a follower replayed up to there). */
   readonly #sinks = new Map<PacketSink, number>()
-  /** Packets journaled but not yet written to clients: [ord, packet, json]. */
+  /** Clients waiting for the JSON answer (they count for the disconnect policy). */
+  #waiters = 0
+  /** Packets queued for the journal but not yet written to clients: [ord, packet, json]. */
   readonly #outbox: Array<[number, StreamPacket, string]> = []
   #outboxBytes = 0
   #delivery: NodeJS.Immediate | undefined
-  /** Settles when the clients written to last have drained (backpressure for the agent). */
+  #flushing: Promise<void> | undefined
+  /** Settles when the journal has the queued packets and the clients written to last have drained (backpressure for the agent). */
   #drained: Promise<void> | undefined
   #ord = 0
   #resolveEnded!: (reason: CloseReason) => void
   #endReason: CloseReason | undefined
+  #lost = false
   #result: JsonObject | undefined
   #fatal: StreamError | undefined
   #usage: { input_tokens: number, output_tokens: number } = { input_tokens: 0, output_tokens: 0 }
@@ -139,12 +136,15 @@ export class AssistRun {
 
   constructor (options: AssistRunOptions) {
     this.requestId = options.requestId
+    this.mainStreamId = this.#factory.mainStreamId
+    this.transcript = new TranscriptBuilder(options.summaryBytes ?? SUMMARY_BYTES)
     this.#capability = options.capability
     this.#log = options.log
     const supported = options.supportedEvents ?? []
     this.#filter = supported.length > 0 ? new Set(supported) : undefined
     this.#recorder = options.recorder
     this.#onDisconnect = options.onDisconnect ?? 'continue'
+    this.#maxOutputBytes = options.maxOutputBytes ?? 0
     this.#ended = new Promise((resolve) => { this.#resolveEnded = resolve })
     this.handler = this.#makeHandler()
   }
@@ -154,6 +154,8 @@ export class AssistRun {
   /** Resolves with the main stream's close reason once its CLOSE has been produced. */
   get ended (): Promise<CloseReason> { return this.#ended }
   get endReason (): CloseReason | undefined { return this.#endReason }
+  /** True when this process's lease on the run was taken: the run went on (was recovered) elsewhere. */
+  get lost (): boolean { return this.#lost }
   /** The object given to `result()`, if any. */
   get result (): JsonObject | undefined { return this.#result }
   /** The FATAL error that ended the run, if one did. */
@@ -166,17 +168,33 @@ export class AssistRun {
 
   /** The disconnect policy in force. */
   get onDisconnect (): DisconnectPolicy { return this.#onDisconnect }
-  /** Clients currently following the run. */
-  get followers (): number { return this.#sinks.size }
+  /** Clients currently following the run or waiting for its answer. */
+  get followers (): number { return this.#sinks.size + this.#waiters }
 
   /**
-   * Send this run's packets to a client from now on (SSE mode; several clients may follow one run).
+   * Send this run's packets to a client from now on (several clients may follow one run).
    * @param afterOrd the journal position the client already has (a follower replayed up to there)
    */
   attach (sink: PacketSink, afterOrd = 0): void {
-    if (this.#endReason !== undefined) { sink.end(); return }
+    if (this.#endReason !== undefined || this.#lost) { sink.end(this.#lost); return }
     this.#sinks.set(sink, afterOrd)
   }
+
+  /**
+   * A client went away: stop writing to it. Output is still produced and journaled; when it was the
+   * last client and the policy is `cancel`, the agent is aborted.
+   */
+  detach (sink: PacketSink | undefined, kind: 'client_disconnected' | 'slow_consumer'): void {
+    if (sink !== undefined && !this.#sinks.delete(sink)) return
+    if (sink === undefined) this.#waiters = Math.max(0, this.#waiters - 1)
+    if (kind === 'slow_consumer' && this.#endReason === undefined) {
+      this.transcript.error(streamError('slow_consumer', 'The client did not read the stream fast enough', 'TRANSIENT'), this.mainStreamId)
+    }
+    if (this.followers === 0 && this.#onDisconnect === 'cancel' && this.#endReason === undefined) this.cancel(kind)
+  }
+
+  /** A client waits for the JSON answer: it counts as a follower until it {@link detach}es with no sink. */
+  wait (): void { this.#waiters++ }
 
   /**
    * Run the agent to the end. Never rejects: a thrown error becomes an `agent_failed` packet, and
@@ -191,22 +209,10 @@ export class AssistRun {
     }
   }
 
-  /**
-   * A client went away: stop writing to it. Output is still produced and journaled; when it was the
-   * last client and the policy is `cancel`, the agent is aborted.
-   */
-  detach (sink: PacketSink | undefined, kind: 'client_disconnected' | 'slow_consumer'): void {
-    if (sink !== undefined) this.#sinks.delete(sink)
-    if (kind === 'slow_consumer' && this.#endReason === undefined) {
-      this.transcript.error(this.#streamError('slow_consumer', 'The client did not read the stream fast enough', 'TRANSIENT'), this.mainStreamId)
-    }
-    if (this.#sinks.size === 0 && this.#onDisconnect === 'cancel') this.#abort(kind)
-  }
-
   /** Server shutdown: ERROR `shutting_down` (TRANSIENT), CLOSE `"shutdown"` on every stream. */
   shutdown (): void {
     if (this.#endReason === undefined) {
-      this.#send(this.mainStreamId, 'ERROR', this.#streamError('shutting_down', 'The server is shutting down; retry the request', 'TRANSIENT'))
+      this.#send(this.mainStreamId, 'ERROR', streamError('shutting_down', 'The server is shutting down; retry the request', 'TRANSIENT'))
       this.#endAll('shutdown')
     }
     this.#abort('shutdown')
@@ -218,102 +224,191 @@ export class AssistRun {
    */
   expireAfter (ms: number): void {
     const timer = setTimeout(() => {
-      if (this.#endReason === undefined) this.#fatalEnd(this.#streamError('run_timeout', `The run took longer than ${ms} ms and was stopped`, 'TRANSIENT', { timeout_ms: ms }), 'timeout')
+      if (this.#endReason === undefined) this.#fatalEnd(streamError('run_timeout', `The run took longer than ${ms} ms and was stopped`, 'TRANSIENT', { timeout_ms: ms }), 'timeout')
     }, ms)
     timer.unref()
     this.#ended.then(() => { clearTimeout(timer) }, () => {})
   }
 
-  /** Cancel on request: CLOSE `"cancelled"` on every stream. Returns false when the run had already ended. */
-  cancel (): boolean {
+  /**
+   * Cancel: CLOSE `"cancelled"` on every stream, and the agent's signal fires (kind `cancelled`, or
+   * the disconnect that triggered it). Returns false when the run had already ended.
+   */
+  cancel (kind: AbortKind = 'cancelled'): boolean {
     if (this.#endReason !== undefined) return false
     this.#endAll('cancelled')
-    this.#abort('cancelled')
+    this.#abort(kind)
     return true
+  }
+
+  /**
+   * This process no longer holds the run (its lease lapsed and the run was recovered elsewhere):
+   * stop the agent and write nothing more; followers go back to the journal, which says how it ended.
+   */
+  leaseLost (): void {
+    if (this.#lost) return
+    this.#lost = true
+    this.#log.warn({ requestId: this.requestId }, 'lost the run\'s lease: it was recovered elsewhere')
+    this.#outbox.length = 0
+    for (const sink of this.#sinks.keys()) sink.end(true)
+    this.#sinks.clear()
+    if (this.#endReason === undefined) {
+      this.#endReason = 'aborted'
+      this.#resolveEnded('aborted')
+    }
+    this.#abort('lease_lost')
   }
 
   #abort (kind: AbortKind): void {
     if (!this.#controller.signal.aborted) this.#controller.abort(new RunAbortedError(kind))
   }
 
-  #streamError (code: StreamErrorCode, message: string, severity: StreamErrorSeverity, details?: JsonObject): StreamError {
-    const error: StreamError = { code, message, severity }
-    if (details !== undefined) error.details = details
-    return error
-  }
-
   #send (streamId: string, op: StreamOpCode, p: StreamPacket['p']): Promise<void> | undefined {
-    this.packets++
-    switch (op) {
-      case 'DELTA': this.transcript.delta(p as string, streamId); break
-      case 'EVENT': this.transcript.event(p as EventPayload, streamId); break
-      case 'ERROR': this.transcript.error(p as StreamError, streamId); break
-      case 'CLOSE': this.transcript.close(p as CloseReason, streamId); break
+    if (this.#lost) return undefined
+    if (this.#overCap(p)) return undefined
+    let packet: StreamPacket | UnsequencedPacket
+    let wire = true
+    if (op === 'EVENT' && this.#filter !== undefined && PRESENTATION_EVENT_TYPES.includes((p as EventPayload).type as PresentationEvent['type']) && !this.#filter.has((p as EventPayload).type)) {
+      packet = this.#factory.unsequenced(streamId, op, p)
+      wire = false
+    } else {
+      packet = this.#factory.packet(streamId, op, p)
     }
-    const ord = ++this.#ord
-    if (op === 'EVENT' && this.#filter !== undefined) {
-      const type = (p as EventPayload).type as PresentationEvent['type']
-      if (PRESENTATION_EVENT_TYPES.includes(type) && !this.#filter.has(type)) {
-        this.#recorder?.packet(ord, streamId, null, JSON.stringify({ stream_id: streamId, op, t: now(), p }))
-        return undefined
-      }
-    }
-    const seq = (this.#seq.get(streamId) ?? 0) + 1
-    this.#seq.set(streamId, seq)
-    const packet = { stream_id: streamId, seq, op, t: now(), p } as StreamPacket
     const json = JSON.stringify(packet)
-    this.#recorder?.packet(ord, streamId, seq, json)
-    if (this.#sinks.size === 0) return undefined
-    if (this.#recorder?.flush === undefined) return this.#write([[ord, packet, json]])
-    this.#outbox.push([ord, packet, json])
-    this.#outboxBytes += json.length
-    // a full batch goes at once, so the socket (and its SSE_MAX_BUFFER_BYTES cap) sees a fast writer
-    if (this.#outboxBytes >= OUTBOX_HIGH_WATER) this.#deliver()
-    else this.#delivery ??= setImmediate(() => { this.#deliver() })
+    const ord = ++this.#ord
+    this.packets++
+    this.transcript.add(packet, json.length)
+    this.#recorder.packet(ord, streamId, wire ? (packet as StreamPacket).seq : null, json)
+    if (wire) {
+      this.#outbox.push([ord, packet as StreamPacket, json])
+      this.#outboxBytes += json.length
+    }
+    this.#schedule()
     return this.#drained
   }
 
-  /** Journal what is pending, then write it to the clients (once per turn of the event loop). */
+  /**
+   * Count a payload against the output cap. Past it the run ends with `output_too_large` (those
+   * closing packets are always made) and the payload that did not fit is dropped.
+   */
+  #overCap (p: StreamPacket['p']): boolean {
+    if (this.#maxOutputBytes === 0 || this.#ending) return false
+    // the packet's envelope (ids, seq, time) is about 120 bytes; the payload is what grows
+    this.#outputBytes += (typeof p === 'string' ? p.length : JSON.stringify(p).length) + 120
+    if (this.#outputBytes <= this.#maxOutputBytes || this.#endReason !== undefined) return false
+    this.#fatalEnd(streamError('output_too_large', `The run produced more than ${this.#maxOutputBytes} bytes and was stopped`, 'FATAL', { max_bytes: this.#maxOutputBytes }), 'output_too_large')
+    return true
+  }
+
+  #ending = false
+
+  /** Deliver what is queued at the end of this turn, or at once past the high-water mark. */
+  #schedule (): void {
+    // a full batch goes at once, so a fast writer is journaled and sent in bounded steps
+    if (this.#outboxBytes >= OUTBOX_HIGH_WATER) this.#deliver()
+    else this.#delivery ??= setImmediate(() => { this.#deliver() })
+  }
+
+  /** Journal what is queued, then write it to the clients. */
   #deliver (): void {
     if (this.#delivery !== undefined) clearImmediate(this.#delivery)
     this.#delivery = undefined
-    if (this.#outbox.length === 0) return
-    this.#recorder?.flush?.()
-    const batch = this.#outbox.splice(0)
-    this.#outboxBytes = 0
-    const drained = this.#write(batch)
-    if (drained !== undefined) {
-      const settled: Promise<void> = drained.finally(() => { if (this.#drained === settled) this.#drained = undefined })
-      this.#drained = settled
+    if (this.#flushing !== undefined || this.#lost) return
+    let flushed: Promise<void> | undefined
+    try {
+      flushed = this.#recorder.flush()
+    } catch (err) {
+      this.#storageFailed(err)
+      return
     }
+    if (flushed === undefined) { this.#writeOutbox(); return }
+    const settled: Promise<void> = flushed.then(() => {
+      this.#flushing = undefined
+      this.#writeOutbox()
+      if (this.#outbox.length > 0) this.#deliver()
+    }, (err: unknown) => {
+      this.#flushing = undefined
+      this.#storageFailed(err)
+    })
+    this.#flushing = settled
+    this.#wait(settled)
   }
 
-  #write (batch: Array<[number, StreamPacket, string]>): Promise<void> | undefined {
+  #writeOutbox (): void {
+    if (this.#outbox.length === 0 || this.#lost) return
+    const batch = this.#outbox.splice(0)
+    this.#outboxBytes = 0
     const waits: Array<Promise<void>> = []
     for (const [sink, after] of this.#sinks) {
       for (const [ord, packet, json] of batch) {
         if (ord <= after) continue
-        const wait = sink.write(packet, json)
+        const wait = sink.write(packet, json, ord)
         if (wait !== undefined) waits.push(wait)
       }
     }
-    return waits.length === 0 ? undefined : Promise.all(waits).then(() => undefined)
+    if (this.#endReason !== undefined && this.#outbox.length === 0) {
+      for (const sink of this.#sinks.keys()) sink.end()
+      this.#sinks.clear()
+    }
+    if (waits.length > 0) this.#wait(Promise.all(waits).then(() => undefined))
+  }
+
+  /** Make the agent wait for `promise` (its calls return {@link #drained} until it settles). */
+  #wait (promise: Promise<void>): void {
+    const previous = this.#drained
+    const both = previous === undefined ? promise : Promise.all([previous, promise]).then(() => undefined)
+    const settled: Promise<void> = both.finally(() => { if (this.#drained === settled) this.#drained = undefined })
+    this.#drained = settled
+  }
+
+  /**
+   * The journal could not be written within its budget (another process held the database's lock):
+   * the run ends with `storage_busy` (TRANSIENT). Its clients get what is queued at once, without
+   * waiting for the journal; the engine goes on trying to write it.
+   */
+  #storageFailed (err: unknown): void {
+    this.#log.error({ err, requestId: this.requestId }, 'the run could not write its journal')
+    if (this.#endReason === undefined) {
+      this.#fatal = streamError('storage_busy', 'The server could not store this run\'s output in time; retry the request', 'TRANSIENT')
+      for (const packet of this.#factory.failAll(this.#fatal)) this.#queue(packet)
+      this.#endReason = 'aborted'
+      this.#abort('storage_busy')
+    }
+    this.#writeOutbox()
+    for (const sink of this.#sinks.keys()) sink.end()
+    this.#sinks.clear()
+    this.#resolveEnded(this.#endReason ?? 'aborted')
+  }
+
+  /** A closing packet made outside {@link #send} (the storage failure path): counted, journaled, queued. */
+  #queue (packet: StreamPacket): void {
+    const json = JSON.stringify(packet)
+    const ord = ++this.#ord
+    this.packets++
+    this.transcript.add(packet, json.length)
+    this.#recorder.packet(ord, packet.stream_id, packet.seq, json)
+    this.#outbox.push([ord, packet, json])
   }
 
   /** Close every open sub-stream, then the main stream, with `reason`. */
   #endAll (reason: CloseReason): void {
-    for (const id of this.#open) this.#send(id, 'CLOSE', reason)
-    this.#open.clear()
-    this.#send(this.mainStreamId, 'CLOSE', reason)
+    for (const packet of this.#factory.closeAll(reason)) {
+      if (this.#lost) break
+      const json = JSON.stringify(packet)
+      const ord = ++this.#ord
+      this.packets++
+      this.transcript.add(packet, json.length)
+      this.#recorder.packet(ord, packet.stream_id, packet.seq, json)
+      this.#outbox.push([ord, packet, json])
+    }
     this.#endReason = reason
     this.#deliver()
-    for (const sink of this.#sinks.keys()) sink.end()
-    this.#sinks.clear()
     this.#resolveEnded(reason)
   }
 
   #fatalEnd (error: StreamError, kind: AbortKind): void {
     this.#fatal = error
+    this.#ending = true
     this.#send(this.mainStreamId, 'ERROR', error)
     this.#endAll('aborted')
     this.#abort(kind)
@@ -333,7 +428,7 @@ export class AssistRun {
     // a safe error may name its own stream code and severity (backend errors: backend_timeout is TRANSIENT)
     const code = safe && typeof e.streamCode === 'string' && e.streamCode in STREAM_ERROR_CODES ? e.streamCode as StreamErrorCode : 'agent_failed'
     const severity = safe && e.severity === 'TRANSIENT' ? 'TRANSIENT' : 'FATAL'
-    this.#fatalEnd(this.#streamError(code, safe ? e.message as string : 'The agent failed', severity, details), 'agent_failed')
+    this.#fatalEnd(streamError(code, safe ? e.message as string : 'The agent failed', severity, details), 'agent_failed')
   }
 
   #assertOpen (): void {
@@ -362,9 +457,8 @@ export class AssistRun {
     const start: EventPayload = { type: 'STREAM_START' }
     if (title !== undefined) start.title = String(title)
     if (metadata !== undefined) start.metadata = metadata
-    this.#open.add(id)
     await this.#send(id, 'EVENT', start)
-    const active = (): boolean => state === 'active' && run.#open.has(id)
+    const active = (): boolean => state === 'active' && run.#factory.isOpen(id)
     return {
       stream_id: id,
       get is_active () { return active() },
@@ -376,14 +470,12 @@ export class AssistRun {
       async close () {
         if (!active()) return
         state = 'closed'
-        run.#open.delete(id)
         return run.#send(id, 'CLOSE', 'done')
       },
       async abort (reason: string) {
         if (!active()) return
         state = 'aborted'
-        run.#open.delete(id)
-        run.#send(id, 'ERROR', run.#streamError('stream_aborted', String(reason), 'FATAL'))
+        run.#send(id, 'ERROR', streamError('stream_aborted', String(reason), 'FATAL'))
         return run.#send(id, 'CLOSE', 'aborted')
       }
     }
@@ -422,7 +514,7 @@ export class AssistRun {
       async error (message, details, recoverable = false) {
         run.#assertOpen()
         if (details !== undefined && !isPlainObject(details)) throw new EventInvalidError('error() details must be a plain object')
-        const error = run.#streamError('agent_error', String(message), recoverable ? 'WARNING' : 'FATAL', details)
+        const error = streamError('agent_error', String(message), recoverable ? 'WARNING' : 'FATAL', details)
         if (recoverable) return run.#send(run.mainStreamId, 'ERROR', error)
         run.#fatalEnd(error, 'agent_error')
       },
@@ -433,7 +525,7 @@ export class AssistRun {
         const validate = run.#capability.validateOutput
         if (validate !== undefined && !validate(obj)) {
           const errors = toIssues(validate.errors, '/result')
-          run.#fatalEnd(run.#streamError('agent_contract_violation', 'The agent\'s result does not match its outputs schema', 'FATAL', { errors }), 'contract_violation')
+          run.#fatalEnd(streamError('agent_contract_violation', 'The agent\'s result does not match its outputs schema', 'FATAL', { errors }), 'contract_violation')
           throw new EventInvalidError(`result() does not match the outputs schema: ${errors.map((e) => `${e.path} ${e.message}`).join('; ')}`)
         }
         run.#result = obj

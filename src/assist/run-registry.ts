@@ -1,4 +1,4 @@
-import type { AssistRun } from './assist-run.js'
+import type { AssistRun } from './run.js'
 
 /**
  * The runs in flight, by request id: what cancel finds and what shutdown ends.
@@ -38,7 +38,8 @@ export class RunRegistry {
 
   /**
    * Begin shutdown: every open run gets its shutdown packets and its signal fires. Resolves when
-   * every agent has returned, or after `graceMs`, whichever is first.
+   * every run is recorded and its agent has returned, or after half of `graceMs`, whichever is
+   * first: the rest of the grace period is the server's, to close and to audit its shutdown.
    */
   async shutdown (graceMs: number): Promise<void> {
     this.#closing = true
@@ -48,7 +49,7 @@ export class RunRegistry {
     let timer: NodeJS.Timeout | undefined
     await Promise.race([
       Promise.allSettled(settled),
-      new Promise((resolve) => { timer = setTimeout(resolve, graceMs).unref() })
+      new Promise((resolve) => { timer = setTimeout(resolve, Math.floor(graceMs / 2)).unref() })
     ])
     clearTimeout(timer)
   }

@@ -1,0 +1,530 @@
+import { createHash, randomUUID } from 'node:crypto'
+import { setTimeout as sleep } from 'node:timers/promises'
+import canonicalize from 'canonicalize'
+import {
+  AgentNotFoundError, RequestConflictError, RunNotFoundError, SessionNotFoundError, ShuttingDownError, ValidationError, withDetails
+} from '../errors.js'
+import type { AgentHost, JsonObject } from '../agents/contract.js'
+import type { HostedAgent, HostedCapability } from '../agents/hosted-agent.js'
+import { toIssues } from '../agents/json-schema.js'
+import type { AgentRegistry } from '../agents/registry.js'
+import { resolveAgentRequest } from '../agents/resolve-request.js'
+import { agentRefusal } from '../auth/agent-access.js'
+import type { Identity } from '../auth/keys.js'
+import { grants } from '../auth/scopes.js'
+import type { DeliveryMode } from '../protocol/manifest.js'
+import type { ResolvedAgentRequest, ServiceRequest } from '../protocol/envelope.js'
+import type { AuditLog } from '../storage/audit.js'
+import { isBusy, retryBusy } from '../storage/busy.js'
+import type { Db } from '../storage/database.js'
+import type { EventStore } from '../storage/events.js'
+import type { RunRecord, RunStore } from '../storage/runs.js'
+import type { SqliteSessionStore } from '../storage/sessions.js'
+import { answerOf, storedAnswer, type RunAnswer } from './answers.js'
+import { FrameQueue, type Frame } from './frame-queue.js'
+import { isCloseFrame, resumeGapPackets } from './packets.js'
+import { recoverRun } from './recover.js'
+import { AssistRun, SUMMARY_BYTES, type DisconnectPolicy, type RunLogger } from './run.js'
+import { RunRegistry } from './run-registry.js'
+
+export type { RunAnswer } from './answers.js'
+export type { Frame } from './frame-queue.js'
+
+/** SHA-256 of the envelope's canonical JSON (after validation dropped unknown keys and filled defaults). */
+export function envelopeHash (envelope: ServiceRequest): string {
+  return createHash('sha256').update(canonicalize(envelope) as string).digest('hex')
+}
+
+/** The settings the engine runs by (see `src/config.ts` for each). */
+export interface EngineSettings {
+  /** RUN_LEASE_MS: how long a run's owner holds it without renewing. */
+  leaseMs: number
+  /** DB_WRITE_BUDGET_MS: how long a write may wait for a lock held by another process. */
+  writeBudgetMs: number
+  /** RUN_MAX_OUTPUT_BYTES (0: no cap). */
+  maxOutputBytes: number
+  /** RUN_TIMEOUT_MS (0: no limit). */
+  runTimeoutMs: number
+  /** DISCONNECT_POLICY. */
+  disconnectPolicy: DisconnectPolicy
+  /** SSE_MAX_BUFFER_BYTES: what one follower may hold unread before it is cut as a slow consumer. */
+  followerMaxBytes: number
+  /** How often a follower of a run owned by another process looks at the journal. */
+  pollMs?: number
+}
+
+export interface EngineOptions {
+  db: Db
+  store: RunStore
+  sessions: SqliteSessionStore
+  audit: AuditLog
+  events: EventStore
+  agents: AgentRegistry
+  /** What agents get as their fourth argument, and the check that an agent's backends are there. */
+  backends: AgentHost & { require(names: readonly string[]): Promise<void> }
+  instanceId: string
+  log: RunLogger
+  settings: EngineSettings
+  /** Told when a run this process ran has ended (metrics). */
+  onRunEnded?: (run: { agent: string, mode: DeliveryMode, reason: string, seconds: number }) => void
+}
+
+/** How a submission was taken. */
+export interface Submission {
+  requestId: string
+  mode: DeliveryMode
+  /** `started`: a new run; `joined`: the request id is known with the same envelope; `gone`: a resume cursor for a request the journal no longer holds. */
+  outcome: 'started' | 'joined' | 'gone'
+}
+
+export interface SubmitOptions {
+  /** Who is asking: access to the agent, ownership of the session and of the run. */
+  identity: Identity
+  /** Choose the delivery mode given the capability's own; throw to refuse (HTTP: 406). */
+  chooseMode: (capabilityMode: DeliveryMode) => DeliveryMode
+  /** The client is resuming (it sent a cursor): an unknown request id is `gone`, not started. */
+  resuming?: boolean
+  /** Called once before a new run starts (not for joins), to refuse it (rate limits): throw to refuse. */
+  admit?: (agent: { id: string, name: string }) => Promise<void>
+  /** The request's logger (the run logs through a child of it). */
+  log?: RunLogger & { child?: (bindings: JsonObject) => RunLogger }
+}
+
+/** A resume cursor: a stream id, and the last `seq` of it the client has (absent: replay everything). */
+export interface Cursor {
+  streamId: string
+  seq?: number
+}
+
+export interface FollowOptions {
+  after?: Cursor
+  /** Aborted when the client goes away; `signal.reason` may be `'slow_consumer'`. */
+  signal?: AbortSignal
+  /**
+   * Called when the client fell more than `SSE_MAX_BUFFER_BYTES` behind a run that does not wait
+   * for it: it no longer follows the run (the iterator ends without the final CLOSE), and the
+   * transport should hang up now rather than wait for the client to drain.
+   */
+  onSlow?: () => void
+}
+
+/** The capability named by `metadata.capability`, else the agent's first. */
+function pickCapability (hosted: HostedAgent, name: string | undefined): HostedCapability {
+  if (name === undefined) return hosted.capabilities[0] as HostedCapability
+  const found = hosted.capabilities.find((c) => c.capability.name === name)
+  if (found !== undefined) return found
+  const names = hosted.capabilities.map((c) => c.capability.name).join(', ')
+  const path = '/payload/metadata/capability'
+  throw withDetails(new ValidationError(`Invalid request: ${path} must name a capability of the agent (${names})`), {
+    errors: [{ path, message: `must be one of: ${names}` }]
+  })
+}
+
+/**
+ * The run engine: a run's life from submission to its last packet, with no HTTP in it. The CAP
+ * route, the task runtime and other protocol bindings all go through it:
+ * - {@link submit} checks access and the session, joins a known request id, or starts a run;
+ * - {@link follow} yields a run's packets: its journal after a cursor, then the live run (here, or
+ *   in another process on the same database) until its last packet;
+ * - {@link answer} is the JSON answer; {@link cancel} ends a run wherever it runs.
+ *
+ * A running run is owned by a lease renewed by heartbeat (RUN_LEASE_MS); a run whose lease lapsed
+ * is an orphan, whatever its PID or instance, and is recovered exactly once (at boot, by the
+ * sweeper, or by whoever follows it).
+ */
+export class AssistEngine {
+  readonly registry = new RunRegistry()
+  readonly #o: EngineOptions
+  readonly #s: Required<EngineSettings>
+  /** Lease tokens of the runs this process holds. */
+  readonly #tokens = new Map<string, string>()
+  /** Each live run's finish (answer stored, interaction and audit recorded). */
+  readonly #answers = new Map<string, Promise<RunAnswer>>()
+  #timer: NodeJS.Timeout | undefined
+
+  constructor (options: EngineOptions) {
+    this.#o = options
+    this.#s = { pollMs: 50, ...options.settings }
+  }
+
+  /** Begin the heartbeat: renew this process's leases, pick up cancel requests, recover orphans. */
+  start (): void {
+    this.#timer ??= setInterval(() => { this.#tick() }, Math.max(10, Math.floor(this.#s.leaseMs / 3))).unref()
+  }
+
+  /** Whether shutdown has begun (new runs are refused). */
+  get closing (): boolean { return this.registry.closing }
+
+  /**
+   * Take a request: resolve and check it, then join the run of a known request id (same
+   * envelope; a different one is a 409) or start a new run.
+   * @throws the catalogue's 4xx errors, 503 `AH_ERR_SHUTTING_DOWN`, 503 `AH_ERR_STORAGE_BUSY`
+   */
+  async submit (envelope: ServiceRequest, options: SubmitOptions): Promise<Submission> {
+    const resolved = resolveAgentRequest(envelope)
+    const hosted = this.#o.agents.get(envelope.context.agent_id)
+    if (hosted === undefined) throw new AgentNotFoundError(envelope.context.agent_id)
+    const agent = { id: hosted.manifest.metadata.id, name: hosted.manifest.metadata.name }
+    const who = options.identity
+    const refusal = agentRefusal(who, { ...agent, requiresAuth: hosted.manifest.metadata.requires_auth })
+    if (refusal !== undefined) {
+      this.#o.audit.append({ actor: who.name, action: 'auth.deny', resource: `agent:${agent.name}`, success: false, details: { reason: refusal.reason, key_id: who.id } })
+      throw refusal.error
+    }
+    const metadata = resolved.metadata as { capability?: string, timeout_ms?: number, on_disconnect?: DisconnectPolicy }
+    const capability = pickCapability(hosted, metadata.capability)
+    if (capability.validateInput !== undefined && !capability.validateInput(resolved.payload)) {
+      const errors = toIssues(capability.validateInput.errors, '/payload/payload')
+      throw withDetails(new ValidationError(`Invalid agent input: ${errors.slice(0, 3).map((e) => `${e.path} ${e.message}`).join('; ')}`), { errors })
+    }
+    const mode = options.chooseMode(capability.capability.delivery_mode)
+    if (this.registry.closing) throw new ShuttingDownError()
+    const admin = grants(who.scopes, 'admin')
+    const hash = envelopeHash(envelope)
+    const requestId = envelope.request_id
+
+    const known = this.#o.store.get(requestId)
+    if (known !== undefined) return this.#join(known, hash, mode, who, admin, resolved)
+    if (options.resuming === true && mode === 'server_sent_events') return { requestId, mode, outcome: 'gone' }
+    if (hosted.agent.backends !== undefined) await this.#o.backends.require(hosted.agent.backends)
+    await options.admit?.(agent)
+
+    const run = new AssistRun({
+      requestId,
+      capability,
+      log: options.log?.child?.({ agent: agent.name, requestId, mode }) ?? options.log ?? this.#o.log,
+      supportedEvents: resolved.capabilities.supported_events,
+      onDisconnect: metadata.on_disconnect ?? this.#s.disconnectPolicy,
+      maxOutputBytes: this.#s.maxOutputBytes,
+      recorder: this.#recorder(requestId, resolved, agent.name, envelope.context.trace.trace_id)
+    })
+    const token = randomUUID()
+    const started = await retryBusy(() => this.#o.db.transaction(() => {
+      if (!admin && this.#o.sessions.claim(resolved.session_id, envelope.context.user.user_id, who.id) !== who.id) return 'not-yours'
+      return this.#o.store.start({
+        request_id: requestId,
+        envelope_hash: hash,
+        envelope: JSON.stringify(envelope),
+        session_id: resolved.session_id,
+        agent_id: agent.id,
+        main_stream_id: run.mainStreamId,
+        owner_instance: this.#o.instanceId,
+        owner_pid: process.pid,
+        owner_key: who.id,
+        lease_token: token,
+        lease_expires_at: Date.now() + this.#s.leaseMs
+      })
+        ? 'started'
+        : 'taken'
+    }).immediate(), this.#s.writeBudgetMs)
+    // another key's session: 404, not 403, so that session ids cannot be probed
+    if (started === 'not-yours') throw new SessionNotFoundError(resolved.session_id)
+    if (started === 'taken') {
+      // another process started it between our look and our insert: join it
+      return this.#join(this.#o.store.get(requestId) as RunRecord, hash, mode, who, admin, resolved)
+    }
+    // the agent sees only the permissions its caller holds
+    resolved.context = { ...resolved.context, permissions: resolved.context.permissions.filter((p) => grants(who.scopes, p)) }
+    this.#launch(run, token, resolved, hosted, mode, envelope, metadata.timeout_ms)
+    return { requestId, mode, outcome: 'started' }
+  }
+
+  #join (known: RunRecord, hash: string, mode: DeliveryMode, who: Identity, admin: boolean, resolved: ResolvedAgentRequest): Submission {
+    if (!admin && this.#o.sessions.keyOf(resolved.session_id) !== who.id) {
+      throw new SessionNotFoundError(resolved.session_id)
+    }
+    if (known.envelope_hash !== hash) throw new RequestConflictError(known.request_id)
+    return { requestId: known.request_id, mode, outcome: 'joined' }
+  }
+
+  #launch (run: AssistRun, token: string, resolved: ResolvedAgentRequest, hosted: HostedAgent, mode: DeliveryMode, envelope: ServiceRequest, timeoutMs: number | undefined): void {
+    const requestId = run.requestId
+    this.#tokens.set(requestId, token)
+    const limit = this.#s.runTimeoutMs
+    const timeout = timeoutMs === undefined ? limit : limit === 0 ? timeoutMs : Math.min(timeoutMs, limit)
+    if (timeout > 0) run.expireAfter(timeout)
+    const session = this.#o.sessions.open(resolved.session_id, envelope.context.user)
+    const answer = run.ended.then(async () => await this.#finish(run, token, resolved, hosted, envelope, mode))
+    this.#answers.set(requestId, answer)
+    const settled = run.execute(hosted.agent, resolved, session, this.#o.backends)
+    this.registry.track(run, Promise.all([settled, answer]).then(() => {
+      this.#answers.delete(requestId)
+      this.#tokens.delete(requestId)
+    }))
+  }
+
+  /**
+   * The JSON answer of a run: waits for a live one (counting as one of its clients: when `signal`
+   * fires the run's disconnect policy applies), waits for one owned elsewhere, and recovers one
+   * whose owner's lease lapsed.
+   * @throws AH_ERR_RUN_NOT_FOUND for an unknown request id; the signal's reason when it fires
+   */
+  async answer (requestId: string, options: { signal?: AbortSignal } = {}): Promise<RunAnswer> {
+    const live = this.registry.get(requestId)
+    const pending = this.#answers.get(requestId)
+    if (live !== undefined && pending !== undefined) {
+      live.wait()
+      const gone = (): void => { live.detach(undefined, 'client_disconnected') }
+      options.signal?.addEventListener('abort', gone, { once: true })
+      try {
+        return await pending
+      } finally {
+        options.signal?.removeEventListener('abort', gone)
+      }
+    }
+    for (;;) {
+      const record = await this.#current(requestId)
+      if (record === undefined) throw new RunNotFoundError(requestId)
+      if (record.state === 'ended') return storedAnswer(record, this.#o.store)
+      await sleep(this.#s.pollMs, undefined, options.signal === undefined ? {} : { signal: options.signal })
+    }
+  }
+
+  /**
+   * A run's packets for one client: the journal after `after`, then the live run until its main
+   * stream's CLOSE. The same iterator serves a fresh run, a second client, a resume, and a run
+   * owned by another process. A resume cursor for a request the journal no longer holds yields
+   * ERROR `resume_gap` and CLOSE. Leaving the loop (or `signal`) detaches the client.
+   * Ends early, without the final CLOSE, when the client could not keep up (see `final`).
+   */
+  async * follow (requestId: string, options: FollowOptions = {}): AsyncGenerator<Frame, void, undefined> {
+    const { store } = this.#o
+    const signal = options.signal
+    let record = store.get(requestId)
+    if (record === undefined) {
+      if (options.after === undefined) throw new RunNotFoundError(requestId)
+      for (const packet of resumeGapPackets(options.after.streamId, options.after.seq)) {
+        yield { ord: 0, stream_id: packet.stream_id, seq: packet.seq, json: JSON.stringify(packet), final: packet.stream_id === options.after.streamId && packet.op === 'CLOSE' }
+      }
+      return
+    }
+    const main = record.main_stream_id
+    let ord = options.after?.seq === undefined ? 0 : (store.ordOf(requestId, options.after.streamId, options.after.seq) ?? 0)
+    const frameOf = (row: { ord: number, stream_id: string, seq: number | null, frame: string }): Frame =>
+      ({ ord: row.ord, stream_id: row.stream_id, seq: row.seq as number, json: row.frame, final: row.stream_id === main && isCloseFrame(row.frame) })
+    for (;;) {
+      // the journal first, a page at a time, as fast as the client takes it
+      for (let rows = store.rows(requestId, ord, 256); rows.length > 0; rows = store.rows(requestId, ord, 256)) {
+        for (const row of rows) {
+          ord = row.ord
+          if (row.seq === null) continue
+          const frame = frameOf(row)
+          yield frame
+          if (frame.final) return
+          if (signal?.aborted === true) return
+        }
+      }
+      if (signal?.aborted === true) return
+      const live = this.registry.get(requestId)
+      if (live !== undefined && !live.lost && live.endReason === undefined) {
+        // what was journaled since the last page, then the live run: in one turn, so no packet falls between
+        const tail = store.rows(requestId, ord)
+        const queue: FrameQueue = new FrameQueue(main, 64 * 1024, this.#s.followerMaxBytes, () => {
+          live.detach(queue, 'slow_consumer')
+          options.onSlow?.()
+        })
+        live.attach(queue, tail.at(-1)?.ord ?? ord)
+        const leave = (): void => { live.detach(queue, signal?.reason === 'slow_consumer' ? 'slow_consumer' : 'client_disconnected'); queue.close() }
+        signal?.addEventListener('abort', leave, { once: true })
+        try {
+          for (const row of tail) {
+            ord = row.ord
+            if (row.seq !== null) yield frameOf(row)
+          }
+          for (let frame = await queue.take(); frame !== undefined; frame = await queue.take()) {
+            ord = frame.ord
+            yield frame
+            if (frame.final) return
+          }
+          if (queue.ended === 'overflow') return
+        } finally {
+          signal?.removeEventListener('abort', leave)
+          if (queue.ended === undefined) leave()
+        }
+        if ((signal as AbortSignal | undefined)?.aborted === true) return
+        continue
+      }
+      record = await this.#current(requestId)
+      if (record === undefined || (record.state === 'ended' && store.rows(requestId, ord, 1).length === 0)) return
+      if (record.state === 'running') await sleep(this.#s.pollMs, undefined, signal === undefined ? {} : { signal }).catch(() => {})
+    }
+  }
+
+  /**
+   * Cancel a running run, wherever it runs. Only the caller who submitted it, or an admin, may;
+   * for anyone else it does not exist (404, as for sessions).
+   * @throws AH_ERR_RUN_NOT_FOUND
+   */
+  async cancel (requestId: string, identity: Identity): Promise<void> {
+    const record = this.#o.store.get(requestId)
+    const mine = record !== undefined && (grants(identity.scopes, 'admin') || record.owner_key === identity.id)
+    if (!mine || record.state !== 'running') throw new RunNotFoundError(requestId)
+    const live = this.registry.get(requestId)
+    if (live !== undefined) {
+      if (!live.cancel()) throw new RunNotFoundError(requestId)
+      return
+    }
+    if (!await retryBusy(() => this.#o.store.requestCancel(requestId), this.#s.writeBudgetMs)) throw new RunNotFoundError(requestId)
+  }
+
+  /** Cancel this process's live runs of a session and wait until they are recorded (before erasure). */
+  async cancelSession (sessionId: string): Promise<void> {
+    const pending: Array<Promise<RunAnswer>> = []
+    for (const run of this.registry.list()) {
+      if (this.#o.store.get(run.requestId)?.session_id !== sessionId) continue
+      run.cancel()
+      const answer = this.#answers.get(run.requestId)
+      if (answer !== undefined) pending.push(answer)
+    }
+    await Promise.all(pending)
+  }
+
+  /** Recover every run whose lease has lapsed (boot, and each heartbeat). Returns how many this call recovered. */
+  recoverExpired (): number {
+    let n = 0
+    for (const record of this.#o.store.expired(Date.now())) {
+      if (this.registry.has(record.request_id)) continue
+      if (recoverRun(this.#o, record.request_id, SUMMARY_BYTES).recovered) {
+        n++
+        this.#o.log.warn({ requestId: record.request_id }, 'recovered a run whose owner\'s lease lapsed')
+      }
+    }
+    return n
+  }
+
+  /**
+   * Begin shutdown: new runs are refused, every open run gets its shutdown packets and its agent
+   * its abort; resolves once every run is recorded and every agent has returned, or after
+   * `graceMs`, whichever is first (an agent that ignores its abort cannot hold the process).
+   */
+  async shutdown (graceMs: number): Promise<void> {
+    clearInterval(this.#timer)
+    await this.registry.shutdown(graceMs)
+  }
+
+  /** The run record, recovering it first when its lease has lapsed (the follower of an orphan finishes it). */
+  async #current (requestId: string): Promise<RunRecord | undefined> {
+    const record = this.#o.store.get(requestId)
+    if (record === undefined || record.state !== 'running' || this.registry.has(requestId)) return record
+    if (record.lease_expires_at !== null && record.lease_expires_at >= Date.now()) return record
+    return await retryBusy(() => recoverRun(this.#o, requestId, SUMMARY_BYTES).record, this.#s.writeBudgetMs)
+  }
+
+  /** Renew this process's leases, act on cancel requests and lost leases, recover orphans. */
+  #tick (): void {
+    try {
+      const held = [...this.#tokens].filter(([id]) => this.registry.get(id)?.endReason === undefined)
+      if (held.length > 0) {
+        const { lost, cancelled } = this.#o.store.renew(held, Date.now() + this.#s.leaseMs)
+        for (const id of lost) this.registry.get(id)?.leaseLost()
+        for (const id of cancelled) this.registry.get(id)?.cancel()
+      }
+      this.recoverExpired()
+    } catch (err) {
+      // a lock held elsewhere: the next beat tries again (a lease outlives two missed beats)
+      if (!isBusy(err)) this.#o.log.error({ err }, 'run heartbeat failed')
+    }
+  }
+
+  /** The run's link to storage: packets are queued per run and written in one transaction per turn. */
+  #recorder (requestId: string, resolved: ResolvedAgentRequest, agentName: string, traceId: string): ConstructorParameters<typeof AssistRun>[0]['recorder'] {
+    const { store, events, audit } = this.#o
+    const tokenOf = (): string => this.#tokens.get(requestId) ?? ''
+    const flushNow = (): void => {
+      for (const id of store.flush()) this.registry.get(id)?.leaseLost()
+    }
+    return {
+      packet: (ord, streamId, seq, json) => { store.append(requestId, tokenOf(), { ord, stream_id: streamId, seq, frame: json }) },
+      event: (kind, event) => {
+        events.append({
+          kind,
+          id: String(kind === 'cloudevent' ? event.id : `${String(event.run_id)}:${String(event.node_id)}:${String(event.timestamp)}`),
+          type: String(kind === 'cloudevent' ? event.type : event.event_type),
+          source: kind === 'cloudevent' ? String(event.source) : `agents/${agentName}`,
+          time: String(kind === 'cloudevent' ? (event.time ?? new Date().toISOString()) : event.timestamp),
+          session_id: resolved.session_id,
+          request_id: requestId,
+          trace_id: traceId,
+          event
+        })
+      },
+      flush: () => {
+        try {
+          flushNow()
+          return undefined
+        } catch (err) {
+          if (!isBusy(err)) throw err
+          return retryBusy(flushNow, this.#s.writeBudgetMs)
+        }
+      },
+      audit: (actor, action, resource, success) => {
+        audit.append({ actor, action, resource, success, request_id: requestId, root_request_id: resolved.root_request_id, trace_id: traceId, details: { by: `agent:${agentName}` } })
+      }
+    }
+  }
+
+  /** Store the answer, record a summary in the session and audit the call, in one transaction fenced by the lease. */
+  async #finish (run: AssistRun, token: string, resolved: ResolvedAgentRequest, hosted: HostedAgent, envelope: ServiceRequest, mode: DeliveryMode): Promise<RunAnswer> {
+    const reason = run.endReason ?? 'aborted'
+    const metrics = { latency_ms: Math.round((performance.now() - run.startedAt) * 1000) / 1000, packets: run.packets, ...run.usage }
+    const answer = answerOf({
+      requestId: run.requestId,
+      reason,
+      produced: run.transcript.produced,
+      ...(run.fatalError !== undefined ? { fatal: run.fatalError } : {}),
+      ...(run.transcript.lastError !== undefined ? { lastError: run.transcript.lastError } : {}),
+      metrics
+    })
+    const output: JsonObject | undefined = reason === 'done' && run.result !== undefined ? run.result : undefined
+    const record = (): boolean => this.#o.db.transaction(() => {
+      for (const id of this.#o.store.flush()) if (id !== run.requestId) this.registry.get(id)?.leaseLost()
+      if (!this.#o.store.finish(run.requestId, token, reason, answer.status, answer.body)) return false
+      const summary = output !== undefined && JSON.stringify(output).length <= SUMMARY_BYTES ? output : run.transcript.summary()
+      this.#o.sessions.recordNow({
+        request_id: run.requestId,
+        session_id: resolved.session_id,
+        user_id: envelope.context.user.user_id,
+        agent_id: hosted.manifest.metadata.id,
+        agent_request_id: resolved.request_id,
+        root_request_id: resolved.root_request_id,
+        ...(resolved.parent_request_id !== undefined ? { parent_request_id: resolved.parent_request_id } : {}),
+        timestamp: resolved.timestamp,
+        status: reason,
+        input: resolved.payload,
+        output: summary
+      })
+      this.#o.audit.append({
+        actor: envelope.context.user.user_id,
+        action: 'assist',
+        resource: hosted.manifest.metadata.id,
+        success: reason === 'done' && run.fatalError === undefined,
+        request_id: run.requestId,
+        root_request_id: resolved.root_request_id,
+        trace_id: envelope.context.trace.trace_id,
+        details: { agent: hosted.manifest.metadata.name, end: reason, packets: run.packets }
+      })
+      return true
+    }).immediate()
+    let ours = !run.lost
+    if (ours) {
+      // the lock may be held elsewhere for longer than one budget: keep trying, the lease fences a late write
+      for (;;) {
+        try {
+          ours = await retryBusy(record, this.#s.writeBudgetMs)
+          break
+        } catch (err) {
+          if (!isBusy((err as { cause?: unknown }).cause)) { run.leaseLost(); this.#o.log.error({ err, requestId: run.requestId }, 'recording the run failed'); ours = false; break }
+        }
+      }
+    }
+    this.#o.onRunEnded?.({ agent: hosted.manifest.metadata.name, mode, reason, seconds: (performance.now() - run.startedAt) / 1000 })
+    if (!ours) {
+      const stored = this.#o.store.get(run.requestId)
+      return stored?.state === 'ended' ? storedAnswer(stored, this.#o.store) : answer
+    }
+    if (answer.status !== 200) return answer
+    const body = { ...answer.body }
+    delete body.metrics
+    return { status: 200, body: { ...body, output: output ?? (run.transcript.truncated ? storedAnswer(this.#o.store.get(run.requestId) as RunRecord, this.#o.store).body.output as JsonObject : run.transcript.build()), metrics } }
+  }
+}

@@ -1,0 +1,28 @@
+import { setTimeout as sleep } from 'node:timers/promises'
+import { StorageBusyError } from '../errors.js'
+
+/** Whether `err` is SQLite saying another connection holds the lock it needs (SQLITE_BUSY or SQLITE_LOCKED, any variant). */
+export function isBusy (err: unknown): boolean {
+  const code = (err as { code?: unknown } | null)?.code
+  return typeof code === 'string' && (code.startsWith('SQLITE_BUSY') || code.startsWith('SQLITE_LOCKED'))
+}
+
+/**
+ * Run a synchronous write, and while another process holds the database's write lock, try again
+ * later without blocking the event loop (each try waits at most the connection's short busy
+ * timeout), backing off from 5 ms to 200 ms.
+ * @param budgetMs how long to keep trying before giving up
+ * @throws AH_ERR_STORAGE_BUSY (503) once the budget is spent; any other error at once
+ */
+export async function retryBusy<T> (write: () => T, budgetMs: number, signal?: AbortSignal): Promise<T> {
+  const deadline = Date.now() + budgetMs
+  for (let wait = 5; ; wait = Math.min(wait * 2, 200)) {
+    try {
+      return write()
+    } catch (err) {
+      if (!isBusy(err)) throw err
+      if (Date.now() + wait > deadline || signal?.aborted === true) throw new StorageBusyError(budgetMs, { cause: err })
+    }
+    await sleep(wait)
+  }
+}
