@@ -5,10 +5,13 @@
 import type { ResolvedAgentRequest, SessionContext } from '../protocol/envelope.js'
 import type { AgentDefinition, AgentCapability, AgentMetadata, ModelConfig } from '../protocol/manifest.js'
 import type { Citation, MediaItem, PresentationEvent, StreamErrorSeverity } from '../protocol/packets.js'
-import type { AgentProtocol } from '../backends/protocol.js'
+import type { AgentHost } from '../backends/protocol.js'
+import type { SessionHandle } from '../protocol/session.js'
 
 export type { ResolvedAgentRequest as AgentRequest } from '../protocol/envelope.js'
 export type { AgentDefinition } from '../protocol/manifest.js'
+export type { Interaction, RecallHit, SessionHandle, SessionIdentity } from '../protocol/session.js'
+export type { AgentHost } from '../backends/protocol.js'
 
 /** A JSON object. */
 export type JsonObject = Record<string, unknown>
@@ -87,69 +90,6 @@ export interface ResponseHandler extends EventSink {
    * the main stream.
    */
   usage(usage: { input_tokens: number, output_tokens: number }, cost?: number): Promise<void>
-}
-
-/** What the host lends an agent besides the request: its configured backends (see `GET /v1/backends`). */
-export interface AgentHost {
-  /**
-   * The backend protocol named `name` (`llm`, `openai`, `anthropic`, `local`, ...).
-   * @throws AH_ERR_BACKEND_UNAVAILABLE when it is not configured
-   */
-  backend(name: string): AgentProtocol
-}
-
-/** One recorded exchange of a session (newest last in `history()`). */
-export interface Interaction {
-  /** The envelope's `request_id` (the HTTP transaction). */
-  request_id: string
-  /** The agent that answered (manifest id). */
-  agent_id: string
-  /** `payload.request_id` as the agent saw it, and its lineage. */
-  agent_request_id: string
-  root_request_id: string
-  parent_request_id?: string
-  timestamp: string
-  /** How the run ended: `done`, `aborted`, `cancelled`, `shutdown` or `interrupted`. */
-  status: string
-  /** The agent's arguments (`payload.payload`). */
-  input: JsonObject
-  /** The `result()` object, or the transcript `{ text, events, streams, errors }`. */
-  output: JsonObject
-}
-
-/** A search hit of `recall()`. */
-export interface RecallHit {
-  /** What matched: an interaction or a stored value. */
-  kind: 'interaction' | 'value'
-  /** The interaction's request id, or the value's key. */
-  ref: string
-  /** Relevance in 0..1 (1 is best). */
-  score: number
-  content: JsonObject
-}
-
-/** Who the session belongs to. */
-export interface SessionIdentity {
-  user_id: string
-  email?: string
-  tier: string
-  locale: string
-}
-
-/**
- * Active memory for one session (seed 000): history, search and key/value storage.
- */
-export interface SessionHandle {
-  readonly session_id: string
-  readonly identity: SessionIdentity
-  /** The session's interactions, newest last, skipping the `offset` newest. */
-  history(limit?: number, offset?: number): Promise<Interaction[]>
-  /** Interactions and values whose text matches `query`, best first. */
-  recall(query: string, limit?: number, threshold?: number): Promise<RecallHit[]>
-  /** Store a JSON value under `key` for this session. */
-  store(key: string, value: unknown): Promise<void>
-  /** Read a stored value, or `fallback` when there is none. */
-  get<T = unknown>(key: string, fallback?: T): Promise<T | undefined>
 }
 
 /**

@@ -207,3 +207,12 @@ export function takeLines (chunk: Uint8Array | string | null, state: ParseState)
 export function traceparentOf (trace: { trace_id: string, span_id: string }): string {
   return `00-${trace.trace_id.replace(/-/g, '').toLowerCase()}-${trace.span_id.replace(/-/g, '').slice(0, 16).toLowerCase()}-01`
 }
+
+/** What the host lends an agent besides the request: its configured backends (see `GET /v1/backends`). */
+export interface AgentHost {
+  /**
+   * The backend protocol named `name` (`llm`, `openai`, `anthropic`, `local`, ...).
+   * @throws AH_ERR_BACKEND_UNAVAILABLE when it is not configured
+   */
+  backend(name: string): AgentProtocol
+}

@@ -1,12 +1,11 @@
 import { join } from 'node:path'
-import type { AgentHost } from '../agents/contract.js'
 import { BUNDLED_AGENTS_DIR, parseCommand, parsePrices, type Config } from '../config.js'
 import { BackendUnavailableError } from '../errors.js'
 import { AnthropicTransport } from './llm/anthropic.js'
 import { LlmProtocol } from './llm/llm-protocol.js'
 import { OpenAiTransport } from './llm/openai.js'
 import { LocalAgentProtocol } from './local/local-agent-protocol.js'
-import type { AgentProtocol, ProtocolLog, SessionUsage, TransportType } from './protocol.js'
+import type { AgentHost, AgentProtocol, ProtocolLog, SessionUsage, TransportType } from './protocol.js'
 
 /** One backend as `GET /v1/backends` shows it. */
 export interface BackendInfo {

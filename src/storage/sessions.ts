@@ -1,7 +1,8 @@
 import { ValueTooLargeError } from '../errors.js'
-import type { Interaction, JsonObject, RecallHit, SessionHandle, SessionIdentity } from '../agents/contract.js'
-import type { InteractionRecord, SessionStore } from '../agents/session-store.js'
+import type { Interaction, InteractionRecord, RecallHit, SessionHandle, SessionIdentity, SessionStore } from '../protocol/session.js'
 import type { Db } from './database.js'
+
+type JsonObject = Record<string, unknown>
 
 /** The largest JSON value `store()` accepts, in bytes of its JSON text. */
 export const MAX_VALUE_BYTES = 1024 * 1024

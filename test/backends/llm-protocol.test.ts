@@ -1,7 +1,7 @@
 import t from 'tap'
 import { LlmProtocol } from '../../src/backends/llm/llm-protocol.js'
 import { OpenAiTransport } from '../../src/backends/llm/openai.js'
-import { capBridge } from '../../src/backends/cap-bridge.js'
+import { capBridge } from '../../src/agents/cap-bridge.js'
 import { BaseProtocol, ParseState, type Message, type ParseResult, type ProtocolResponse, type StreamChunk } from '../../src/backends/protocol.js'
 import { memory } from '../fixtures/memory.js'
 import { fakeProvider, openai, type FakeProvider } from '../fixtures/providers.js'

@@ -1,5 +1,5 @@
-import type { ResponseHandler, StreamHandle } from '../agents/contract.js'
-import type { StreamChunk } from './protocol.js'
+import type { ResponseHandler, StreamHandle } from './contract.js'
+import type { StreamChunk } from '../backends/protocol.js'
 
 /** What {@link capBridge} gives an agent: the `onStreamMessage` to pass to a protocol, and `finish`. */
 export interface CapBridge {

@@ -1,0 +1,68 @@
+import t from 'tap'
+import { readdirSync, readFileSync } from 'node:fs'
+import { dirname, join, relative, resolve } from 'node:path'
+import { fileURLToPath } from 'node:url'
+import ts from 'typescript'
+
+const SRC = fileURLToPath(new URL('../../src/', import.meta.url))
+
+/** Every .ts file under `dir`. */
+function files (dir: string): string[] {
+  return readdirSync(dir, { withFileTypes: true }).flatMap((e) => e.isDirectory() ? files(join(dir, e.name)) : e.name.endsWith('.ts') ? [join(dir, e.name)] : [])
+}
+
+/** The folder a file belongs to: its first path segment under src/ (top-level files are `.`). */
+function folderOf (file: string): string {
+  const parts = relative(SRC, file).split('/')
+  return parts.length === 1 ? '.' : parts[0] as string
+}
+
+/** Folder → the folders its files import (type-only imports included: a cycle of types is still a cycle). */
+function folderGraph (): Map<string, Map<string, string[]>> {
+  const graph = new Map<string, Map<string, string[]>>()
+  for (const file of files(SRC)) {
+    const from = folderOf(file)
+    for (const { fileName } of ts.preProcessFile(readFileSync(file, 'utf8'), true, false).importedFiles) {
+      if (!fileName.startsWith('.')) continue
+      const target = resolve(dirname(file), fileName)
+      if (!target.startsWith(SRC)) continue
+      const to = folderOf(target)
+      if (to === from || to === '.') continue
+      const edges = graph.get(from) ?? new Map<string, string[]>()
+      edges.set(to, [...(edges.get(to) ?? []), relative(SRC, file)])
+      graph.set(from, edges)
+    }
+  }
+  return graph
+}
+
+t.test('no import cycles between the folders of src/', async (t) => {
+  const graph = folderGraph()
+  const cycles: string[] = []
+  for (const [a, edges] of graph) {
+    for (const b of edges.keys()) {
+      // a → b and b →* a
+      const seen = new Set<string>([b])
+      const stack = [b]
+      while (stack.length > 0) {
+        const node = stack.pop() as string
+        for (const next of graph.get(node)?.keys() ?? []) {
+          if (next === a) cycles.push(`${a} → ${b} (${(edges.get(b) ?? []).slice(0, 2).join(', ')}) → … → ${a} (${(graph.get(node)?.get(a) ?? []).slice(0, 2).join(', ')})`)
+          if (!seen.has(next)) { seen.add(next); stack.push(next) }
+        }
+      }
+    }
+  }
+  t.same([...new Set(cycles)], [], 'folder dependencies go one way')
+})
+
+t.test('protocol/ holds no logic of other folders; the engine, runtime/ and agents/ know nothing of HTTP', async (t) => {
+  const graph = folderGraph()
+  t.same([...(graph.get('protocol')?.keys() ?? [])], [], 'protocol/ imports no other folder')
+  for (const folder of ['assist', 'runtime', 'agents', 'storage', 'backends']) {
+    for (const http of ['http', 'routes', 'plugins']) {
+      t.notOk(graph.get(folder)?.has(http), `${folder}/ does not import ${http}/: ${(graph.get(folder)?.get(http) ?? []).join(', ')}`)
+    }
+  }
+  for (const file of files(join(SRC, 'assist'))) t.notMatch(readFileSync(file, 'utf8'), /from 'fastify'/, `${relative(SRC, file)} does not import Fastify`)
+})
