@@ -2,7 +2,7 @@ import { fileURLToPath } from 'node:url'
 import { resolve } from 'node:path'
 import envSchema from 'env-schema'
 import { Type, type Static } from 'typebox'
-import { ConfigInvalidError } from './errors.js'
+import { AH_ERR_CONFIG_INVALID } from './errors.js'
 
 /**
  * Every setting of the server, read once at boot from the environment (and `.env` when present).
@@ -143,19 +143,19 @@ export function loadConfig (env: Record<string, string | undefined>, dotenv = fa
   try {
     raw = envSchema<Config>({ schema: structuredClone(ConfigSchema), data, env: false, dotenv })
   } catch (err) {
-    throw new ConfigInvalidError((err as Error).message, { cause: err })
+    throw new AH_ERR_CONFIG_INVALID((err as Error).message, { cause: err })
   }
   if (raw.TASK_HEARTBEAT_MS >= raw.TASK_LEASE_MS) {
-    throw new ConfigInvalidError('env/TASK_HEARTBEAT_MS must be shorter than TASK_LEASE_MS, or leases lapse between heartbeats')
+    throw new AH_ERR_CONFIG_INVALID('env/TASK_HEARTBEAT_MS must be shorter than TASK_LEASE_MS, or leases lapse between heartbeats')
   }
   if (raw.INSTANCE_ID !== '' && !/^[0-9a-f]{8}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{12}$/i.test(raw.INSTANCE_ID)) {
-    throw new ConfigInvalidError('env/INSTANCE_ID must be a UUID or empty')
+    throw new AH_ERR_CONFIG_INVALID('env/INSTANCE_ID must be a UUID or empty')
   }
   if (raw.AUTH_MODE === 'off' && !raw.ALLOW_INSECURE && !isLoopback(raw.HOST)) {
-    throw new ConfigInvalidError(`env/HOST is ${raw.HOST} but AUTH_MODE is off: anyone who can reach it may run every agent. Set AUTH_MODE=apikey, or ALLOW_INSECURE=true on a network you trust`)
+    throw new AH_ERR_CONFIG_INVALID(`env/HOST is ${raw.HOST} but AUTH_MODE is off: anyone who can reach it may run every agent. Set AUTH_MODE=apikey, or ALLOW_INSECURE=true on a network you trust`)
   }
   if (raw.HEADERS_TIMEOUT_MS > raw.REQUEST_TIMEOUT_MS) {
-    throw new ConfigInvalidError('env/HEADERS_TIMEOUT_MS must not be longer than REQUEST_TIMEOUT_MS')
+    throw new AH_ERR_CONFIG_INVALID('env/HEADERS_TIMEOUT_MS must not be longer than REQUEST_TIMEOUT_MS')
   }
   if (raw.AUTH_MODE === 'jwt') checkJwtConfig(raw)
   parseApiKeys(raw.API_KEYS)
@@ -174,12 +174,12 @@ export function parsePrices (text: string): Record<string, { input: number, outp
   try {
     parsed = JSON.parse(text)
   } catch (err) {
-    throw new ConfigInvalidError(`env/LLM_PRICES is not JSON: ${(err as Error).message}`)
+    throw new AH_ERR_CONFIG_INVALID(`env/LLM_PRICES is not JSON: ${(err as Error).message}`)
   }
   const ok = (n: unknown): boolean => typeof n === 'number' && Number.isFinite(n) && n >= 0
   if (typeof parsed !== 'object' || parsed === null || Array.isArray(parsed) ||
     !Object.values(parsed).every((p) => typeof p === 'object' && p !== null && ok((p as { input?: unknown }).input) && ok((p as { output?: unknown }).output))) {
-    throw new ConfigInvalidError('env/LLM_PRICES must be {"<model>": {"input": <usd per million>, "output": <usd per million>}}')
+    throw new AH_ERR_CONFIG_INVALID('env/LLM_PRICES must be {"<model>": {"input": <usd per million>, "output": <usd per million>}}')
   }
   return parsed as Record<string, { input: number, output: number }>
 }
@@ -192,10 +192,10 @@ export function parseCommand (text: string): string[] {
   try {
     parsed = JSON.parse(text)
   } catch (err) {
-    throw new ConfigInvalidError(`env/CLI_AGENT_COMMAND is not a JSON array: ${(err as Error).message}`)
+    throw new AH_ERR_CONFIG_INVALID(`env/CLI_AGENT_COMMAND is not a JSON array: ${(err as Error).message}`)
   }
   if (!Array.isArray(parsed) || parsed.length === 0 || !parsed.every((a) => typeof a === 'string' && a !== '')) {
-    throw new ConfigInvalidError('env/CLI_AGENT_COMMAND must be a non-empty JSON array of strings')
+    throw new AH_ERR_CONFIG_INVALID('env/CLI_AGENT_COMMAND must be a non-empty JSON array of strings')
   }
   return parsed as string[]
 }
@@ -212,24 +212,24 @@ export function parseApiKeys (text: string): Array<{ name: string, key: string, 
   try {
     parsed = JSON.parse(text)
   } catch (err) {
-    throw new ConfigInvalidError(`env/API_KEYS is not JSON: ${(err as Error).message}`)
+    throw new AH_ERR_CONFIG_INVALID(`env/API_KEYS is not JSON: ${(err as Error).message}`)
   }
   const strings = (v: unknown): boolean => Array.isArray(v) && v.every((x) => typeof x === 'string')
   const valid = Array.isArray(parsed) && parsed.every((k: { name?: unknown, key?: unknown, scopes?: unknown, agents?: unknown }) =>
     typeof k === 'object' && k !== null && typeof k.name === 'string' && typeof k.key === 'string' && k.key.length >= 24 &&
     strings(k.scopes) && (k.agents === undefined || strings(k.agents)))
-  if (!valid) throw new ConfigInvalidError('env/API_KEYS must be [{"name": "...", "key": "<24 or more characters>", "scopes": ["..."], "agents"?: ["..."]}]')
+  if (!valid) throw new AH_ERR_CONFIG_INVALID('env/API_KEYS must be [{"name": "...", "key": "<24 or more characters>", "scopes": ["..."], "agents"?: ["..."]}]')
   return parsed as Array<{ name: string, key: string, scopes: string[], agents?: string[] }>
 }
 
 function checkJwtConfig (raw: Config): void {
   if ((raw.JWT_SECRET === '') === (raw.JWT_JWKS_FILE === '')) {
-    throw new ConfigInvalidError('AUTH_MODE=jwt needs exactly one of env/JWT_SECRET (HS256) and env/JWT_JWKS_FILE (public keys)')
+    throw new AH_ERR_CONFIG_INVALID('AUTH_MODE=jwt needs exactly one of env/JWT_SECRET (HS256) and env/JWT_JWKS_FILE (public keys)')
   }
   if (raw.JWT_SECRET !== '' && raw.JWT_SECRET.length < 32) {
-    throw new ConfigInvalidError('env/JWT_SECRET must be 32 or more characters')
+    throw new AH_ERR_CONFIG_INVALID('env/JWT_SECRET must be 32 or more characters')
   }
   if (raw.JWT_ISSUER === '' || raw.JWT_AUDIENCE === '') {
-    throw new ConfigInvalidError('AUTH_MODE=jwt needs env/JWT_ISSUER and env/JWT_AUDIENCE: tokens minted for another service must not pass')
+    throw new AH_ERR_CONFIG_INVALID('AUTH_MODE=jwt needs env/JWT_ISSUER and env/JWT_AUDIENCE: tokens minted for another service must not pass')
   }
 }

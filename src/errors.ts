@@ -21,79 +21,79 @@ function define (code: string, statusCode: number, message: string, description:
 }
 
 // HTTP: the request
-export const ValidationError = define('AH_ERR_VALIDATION', 400, '%s',
+export const AH_ERR_VALIDATION = define('AH_ERR_VALIDATION', 400, '%s',
   'The envelope, a path parameter or the agent input failed validation; `details.errors` lists each failing path.')
-export const BodyMalformedError = define('AH_ERR_BODY_MALFORMED', 400, 'Request body is not valid JSON: %s',
+export const AH_ERR_BODY_MALFORMED = define('AH_ERR_BODY_MALFORMED', 400, 'Request body is not valid JSON: %s',
   'The body could not be parsed as JSON, or carried a prototype-pollution key (`__proto__`, `constructor.prototype`).')
-export const RequestInvalidError = define('AH_ERR_REQUEST_INVALID', 400, 'Bad request: %s',
+export const AH_ERR_REQUEST_INVALID = define('AH_ERR_REQUEST_INVALID', 400, 'Bad request: %s',
   'The HTTP request itself is malformed (for example a bad Content-Length).')
-export const AuthRequiredError = define('AH_ERR_AUTH_REQUIRED', 401, 'Authentication required: %s',
+export const AH_ERR_AUTH_REQUIRED = define('AH_ERR_AUTH_REQUIRED', 401, 'Authentication required: %s',
   'The request has no valid credentials: AUTH_MODE=apikey and the key is missing, unknown, expired or revoked; AUTH_MODE=jwt and the token is missing, badly signed, expired, not yet valid, or for another issuer or audience. Also: the agent requires auth and AUTH_MODE is off.')
-export const ForbiddenError = define('AH_ERR_FORBIDDEN', 403, 'Forbidden: %s',
+export const AH_ERR_FORBIDDEN = define('AH_ERR_FORBIDDEN', 403, 'Forbidden: %s',
   'The key lacks the route\'s scope (the message names it), or may not invoke this agent.')
-export const AgentNotFoundError = define('AH_ERR_AGENT_NOT_FOUND', 404, 'No agent is registered with id or name "%s"',
+export const AH_ERR_AGENT_NOT_FOUND = define('AH_ERR_AGENT_NOT_FOUND', 404, 'No agent is registered with id or name "%s"',
   '`context.agent_id` (or the `:id` path parameter) names no registered agent.')
-export const RouteNotFoundError = define('AH_ERR_ROUTE_NOT_FOUND', 404, 'Route %s %s not found',
+export const AH_ERR_ROUTE_NOT_FOUND = define('AH_ERR_ROUTE_NOT_FOUND', 404, 'Route %s %s not found',
   'No route matches the method and path.')
-export const SessionNotFoundError = define('AH_ERR_SESSION_NOT_FOUND', 404, 'No session with id "%s"',
+export const AH_ERR_SESSION_NOT_FOUND = define('AH_ERR_SESSION_NOT_FOUND', 404, 'No session with id "%s"',
   'The session id names no stored session (never used, or erased).')
-export const RunNotFoundError = define('AH_ERR_RUN_NOT_FOUND', 404, 'No running request with id "%s"',
+export const AH_ERR_RUN_NOT_FOUND = define('AH_ERR_RUN_NOT_FOUND', 404, 'No running request with id "%s"',
   'The request id names no run that is still going (cancel).')
-export const RequestConflictError = define('AH_ERR_REQUEST_CONFLICT', 409, 'Request id "%s" was already used with a different envelope',
+export const AH_ERR_REQUEST_CONFLICT = define('AH_ERR_REQUEST_CONFLICT', 409, 'Request id "%s" was already used with a different envelope',
   'The envelope\'s `request_id` was already used with a different envelope (a retry must resend the same one).')
-export const NotAcceptableError = define('AH_ERR_NOT_ACCEPTABLE', 406, 'Accept header "%s" allows neither application/json nor text/event-stream',
+export const AH_ERR_NOT_ACCEPTABLE = define('AH_ERR_NOT_ACCEPTABLE', 406, 'Accept header "%s" allows neither application/json nor text/event-stream',
   'The `Accept` header admits neither `application/json` nor `text/event-stream`.')
-export const BodyTooLargeError = define('AH_ERR_BODY_TOO_LARGE', 413, 'Request body is larger than %s bytes',
+export const AH_ERR_BODY_TOO_LARGE = define('AH_ERR_BODY_TOO_LARGE', 413, 'Request body is larger than %s bytes',
   'The body is larger than `BODY_LIMIT`.')
-export const RateLimitedError = define('AH_ERR_RATE_LIMITED', 429, 'Rate limit reached: %s',
+export const AH_ERR_RATE_LIMITED = define('AH_ERR_RATE_LIMITED', 429, 'Rate limit reached: %s',
   'The caller (`RATE_LIMIT_MAX`) or the agent (`RATE_LIMIT_AGENT_MAX`) used up its requests for the window, or the client address failed to authenticate `AUTH_FAILURE_MAX` times; `Retry-After` says when to come back, `details.limit` which limit it was.')
-export const TooManyStreamsError = define('AH_ERR_TOO_MANY_STREAMS', 429, 'Too many open streams: %s',
+export const AH_ERR_TOO_MANY_STREAMS = define('AH_ERR_TOO_MANY_STREAMS', 429, 'Too many open streams: %s',
   'The caller holds `MAX_STREAMS_PER_CALLER` SSE responses open already (429), or the server holds `MAX_STREAMS` (503); close one, or retry after `Retry-After`.')
-export const MediaTypeUnsupportedError = define('AH_ERR_MEDIA_TYPE_UNSUPPORTED', 415, 'Content-Type "%s" is not supported: send application/json',
+export const AH_ERR_MEDIA_TYPE_UNSUPPORTED = define('AH_ERR_MEDIA_TYPE_UNSUPPORTED', 415, 'Content-Type "%s" is not supported: send application/json',
   'The body is not `application/json`.')
-export const InternalError = define('AH_ERR_INTERNAL', 500, 'Internal server error',
+export const AH_ERR_INTERNAL = define('AH_ERR_INTERNAL', 500, 'Internal server error',
   'An unexpected failure inside the host; details are in the server log, never in the response.')
-export const AgentFailedError = define('AH_ERR_AGENT_FAILED', 502, 'The agent failed before producing any output',
+export const AH_ERR_AGENT_FAILED = define('AH_ERR_AGENT_FAILED', 502, 'The agent failed before producing any output',
   'JSON mode: the agent failed fatally and produced nothing; the body carries the agent error in `details`.')
-export const TaskInvalidError = define('AH_ERR_TASK_INVALID', 400, 'Invalid task graph: %s',
+export const AH_ERR_TASK_INVALID = define('AH_ERR_TASK_INVALID', 400, 'Invalid task graph: %s',
   'A task to create is malformed, repeats an id, depends on an unknown task, or the graph has a cycle.')
-export const TaskNotFoundError = define('AH_ERR_TASK_NOT_FOUND', 404, 'No task with id "%s"',
+export const AH_ERR_TASK_NOT_FOUND = define('AH_ERR_TASK_NOT_FOUND', 404, 'No task with id "%s"',
   'The task id names no task.')
-export const StaleClaimError = define('AH_ERR_TASK_STALE_CLAIM', 409, 'Task "%s" is no longer held by %s at attempt %s',
+export const AH_ERR_TASK_STALE_CLAIM = define('AH_ERR_TASK_STALE_CLAIM', 409, 'Task "%s" is no longer held by %s at attempt %s',
   'A worker presented a claim (owner, attempt) that is no longer current: its lease expired and the task moved on. Nothing was changed.')
-export const TaskStateError = define('AH_ERR_TASK_STATE', 409, 'Task "%s" is %s: cannot %s',
+export const AH_ERR_TASK_STATE = define('AH_ERR_TASK_STATE', 409, 'Task "%s" is %s: cannot %s',
   'The task is not in a state that allows the operation (for example cancelling a completed task).')
-export const PolicyViolationError = define('AH_ERR_POLICY_VIOLATION', 422, 'Refused by the narrator-only policy: %s',
+export const AH_ERR_POLICY_VIOLATION = define('AH_ERR_POLICY_VIOLATION', 422, 'Refused by the narrator-only policy: %s',
   'An agent event tried to speak to the user (a truthy `render_to_user`, or `visibility: "user"` from anyone but the narrator). Nothing was stored.')
-export const BackendUnavailableError = define('AH_ERR_BACKEND_UNAVAILABLE', 503, 'The agent\'s backend is not available: %s',
+export const AH_ERR_BACKEND_UNAVAILABLE = define('AH_ERR_BACKEND_UNAVAILABLE', 503, 'The agent\'s backend is not available: %s',
   'The agent needs a backend (`GET /v1/backends`) that is not configured or cannot run here; the message names the settings to set.')
-export const RunTimeoutError = define('AH_ERR_RUN_TIMEOUT', 504, 'The run took longer than its timeout and produced nothing',
+export const AH_ERR_RUN_TIMEOUT = define('AH_ERR_RUN_TIMEOUT', 504, 'The run took longer than its timeout and produced nothing',
   'JSON mode: the run went past its timeout (`RUN_TIMEOUT_MS` or `payload.metadata.timeout_ms`) before producing anything; `details.error` is the `run_timeout` StreamError.')
-export const OverloadedError = define('AH_ERR_OVERLOADED', 503, 'The server is overloaded (%s); retry later',
+export const AH_ERR_OVERLOADED = define('AH_ERR_OVERLOADED', 503, 'The server is overloaded (%s); retry later',
   'The event loop or memory is past its limit (`MAX_EVENT_LOOP_DELAY_MS`, `MAX_HEAP_USED_BYTES`, `MAX_RSS_BYTES`); `Retry-After` is set and `/health` says `degraded`.')
-export const StorageBusyError = define('AH_ERR_STORAGE_BUSY', 503, 'The database stayed locked by another process for %s ms; retry later',
+export const AH_ERR_STORAGE_BUSY = define('AH_ERR_STORAGE_BUSY', 503, 'The database stayed locked by another process for %s ms; retry later',
   'Another process held the database\'s write lock for longer than `DB_WRITE_BUDGET_MS`; nothing was started or changed. `Retry-After` is set.')
-export const ShuttingDownError = define('AH_ERR_SHUTTING_DOWN', 503, 'The server is shutting down',
+export const AH_ERR_SHUTTING_DOWN = define('AH_ERR_SHUTTING_DOWN', 503, 'The server is shutting down',
   'The server is draining; retry against another instance (`Retry-After` is set).')
 
 // Agents: authoring and runtime (raised to agent code or at boot)
-export const AgentInvalidError = define('AH_ERR_AGENT_INVALID', 500, 'Invalid agent at %s: %s',
+export const AH_ERR_AGENT_INVALID = define('AH_ERR_AGENT_INVALID', 500, 'Invalid agent at %s: %s',
   'Boot: an agent folder does not default-export a valid agent (bad export or invalid manifest).')
-export const AgentDuplicateError = define('AH_ERR_AGENT_DUPLICATE', 500, 'Duplicate agent at %s: %s',
+export const AH_ERR_AGENT_DUPLICATE = define('AH_ERR_AGENT_DUPLICATE', 500, 'Duplicate agent at %s: %s',
   'Boot: two agents share a manifest id or name.')
-export const AgentStartupError = define('AH_ERR_AGENT_STARTUP', 500, 'Agent "%s" failed in startup(): %s',
+export const AH_ERR_AGENT_STARTUP = define('AH_ERR_AGENT_STARTUP', 500, 'Agent "%s" failed in startup(): %s',
   'Boot: an agent\'s `startup()` hook threw.')
-export const StreamClosedError = define('AH_ERR_STREAM_CLOSED', 500, 'Stream %s is already %s',
+export const AH_ERR_STREAM_CLOSED = define('AH_ERR_STREAM_CLOSED', 500, 'Stream %s is already %s',
   'Raised to the agent: it wrote to a stream (or a response) that is closed or aborted.')
-export const EventInvalidError = define('AH_ERR_EVENT_INVALID', 500, 'Invalid event: %s',
+export const AH_ERR_EVENT_INVALID = define('AH_ERR_EVENT_INVALID', 500, 'Invalid event: %s',
   'Raised to the agent: an emitted event or presentation payload does not match its schema.')
-export const ValueTooLargeError = define('AH_ERR_SESSION_VALUE_INVALID', 500, 'Session value "%s" must be %s (got %s bytes)',
+export const AH_ERR_SESSION_VALUE_INVALID = define('AH_ERR_SESSION_VALUE_INVALID', 500, 'Session value "%s" must be %s (got %s bytes)',
   'Raised to the agent: `session.store()` got something that is not JSON, or more than 1 MiB of it.')
 
 // Boot
-export const SchemaTooNewError = define('AH_ERR_STORAGE_SCHEMA_TOO_NEW', 500, 'Database %s has schema version %s but this code knows only up to %s: upgrade agent-host',
+export const AH_ERR_STORAGE_SCHEMA_TOO_NEW = define('AH_ERR_STORAGE_SCHEMA_TOO_NEW', 500, 'Database %s has schema version %s but this code knows only up to %s: upgrade agent-host',
   'Boot: the database was written by a newer agent-host; this one refuses to touch it.')
-export const ConfigInvalidError = define('AH_ERR_CONFIG_INVALID', 500, 'Invalid configuration: %s',
+export const AH_ERR_CONFIG_INVALID = define('AH_ERR_CONFIG_INVALID', 500, 'Invalid configuration: %s',
   'Boot: an environment setting is missing or malformed.')
 
 /** Why an agent's signal fired (`signal.reason.kind`). */
@@ -101,7 +101,7 @@ export type AbortKind = 'client_disconnected' | 'slow_consumer' | 'cancelled' | 
   'contract_violation' | 'output_too_large' | 'storage_busy' | 'lease_lost'
 
 /** The `signal.reason` of an aborted run: `name` is `AbortError`, as for any aborted fetch. */
-export const RunAbortedError = class RunAbortedError extends define('AH_ERR_RUN_ABORTED', 500, 'The run was aborted: %s',
+export const AH_ERR_RUN_ABORTED = class RunAbortedError extends define('AH_ERR_RUN_ABORTED', 500, 'The run was aborted: %s',
   'Raised to the agent as `signal.reason`: its run was aborted; `kind` says why (client gone, cancelled, shutdown, timeout, ...).') {
   readonly kind: AbortKind
   constructor (kind: AbortKind) {
@@ -110,6 +110,75 @@ export const RunAbortedError = class RunAbortedError extends define('AH_ERR_RUN_
     this.kind = kind
   }
 }
+
+// Agents and their backends: raised by agent code, or to it
+/**
+ * An error whose message may be shown to the client. Agents throw it (or any error with
+ * `expose: true`) when the message is meant for the user; other errors are reported as "The agent
+ * failed" so that internals never leak. Agents import it as `SafeAgentError`.
+ */
+export const AH_ERR_AGENT_SAFE = class SafeAgentError extends define('AH_ERR_AGENT_SAFE', 500, '%s',
+  'Thrown by an agent (`SafeAgentError`): its message and `details` are shown to the client in the `agent_failed` StreamError.') {
+  readonly expose = true
+  readonly details: Record<string, unknown> | undefined
+  constructor (message: string, details?: Record<string, unknown>) {
+    super(message)
+    this.name = 'SafeAgentError'
+    this.details = details
+  }
+}
+
+/** The stream error codes a backend failure carries (documented in the README's stream error table). */
+export type BackendStreamCode = 'backend_unavailable' | 'backend_timeout' | 'backend_failed'
+
+/**
+ * A backend failed: the provider answered with an error, stalled, or the local agent died. Its
+ * message is safe to show (`expose`), and an agent that lets it propagate ends its response with
+ * ERROR `{ code: streamCode, severity }`: TRANSIENT when a retry may help, else FATAL. Agents
+ * import it as `BackendError`.
+ */
+export const AH_ERR_BACKEND_FAILED = class BackendError extends define('AH_ERR_BACKEND_FAILED', 502, '%s',
+  'Raised to agent code (`BackendError`): a backend failed (provider error, stall, local agent crash); an agent that lets it propagate ends its response with the backend stream error.') {
+  readonly expose = true
+  readonly streamCode: BackendStreamCode
+  readonly severity: 'FATAL' | 'TRANSIENT'
+  readonly details?: Record<string, unknown>
+  constructor (streamCode: BackendStreamCode, message: string, severity: 'FATAL' | 'TRANSIENT', details?: Record<string, unknown>) {
+    super(message)
+    this.name = 'BackendError'
+    this.streamCode = streamCode
+    this.severity = severity
+    if (details !== undefined) this.details = details
+  }
+}
+export const AH_ERR_BACKEND_CONFIG = define('AH_ERR_BACKEND_CONFIG', 500, '%s',
+  'A local agent setting is unusable (a workspace outside DATA_DIR/workspaces, a bad session id).')
+
+/** A failure a task agent reports on purpose (seed S34): why, and whether trying again may help. Agents import it as `AgentError`. */
+export const AH_ERR_TASK_AGENT_FAILED = class AgentError extends define('AH_ERR_TASK_AGENT_FAILED', 500, '%s',
+  'Thrown by a task agent (`AgentError`): the task failed for `reason`; `retryable` says whether another attempt may help.') {
+  readonly reason: string
+  readonly retryable: boolean
+  readonly details: Record<string, unknown> | undefined
+  constructor (reason: string, options: { retryable?: boolean, details?: Record<string, unknown>, cause?: unknown } = {}) {
+    super(reason, ...(options.cause !== undefined ? [{ cause: options.cause }] : []))
+    this.name = 'AgentError'
+    this.reason = reason
+    this.retryable = options.retryable ?? false
+    this.details = options.details
+  }
+}
+export const AH_ERR_TASK_LOCK_COMPROMISED = define('AH_ERR_TASK_LOCK_COMPROMISED', 500, 'the lock on %s was compromised; the change was not written',
+  'The task graph file\'s lock was taken by another process while held (it judged it stale): the write was not made.')
+
+// Authentication internals
+export const AH_ERR_AUTH_UNKNOWN_KEY = define('AH_ERR_AUTH_UNKNOWN_KEY', 401, 'the token\'s key id (kid) %s is not one of ours',
+  'AUTH_MODE=jwt: a token names a key id the JWKS file does not hold (answered as 401 `AH_ERR_AUTH_REQUIRED`, audited as `unknown_key`).')
+
+/** Instance types of the errors agent code meets, by the names agents know them by. */
+export type SafeAgentError = InstanceType<typeof AH_ERR_AGENT_SAFE>
+export type BackendError = InstanceType<typeof AH_ERR_BACKEND_FAILED>
+export type AgentError = InstanceType<typeof AH_ERR_TASK_AGENT_FAILED>
 
 /** Every host error code with its HTTP status and meaning. */
 export const ERROR_CATALOGUE: readonly ErrorEntry[] = catalogue

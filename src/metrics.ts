@@ -1,5 +1,5 @@
 import { Counter, Gauge, Histogram, Registry, collectDefaultMetrics } from 'prom-client'
-import { StaleClaimError } from './errors.js'
+import { AH_ERR_TASK_STALE_CLAIM } from './errors.js'
 import type { TaskStore } from './runtime/task-store.js'
 import { TASK_STATUSES } from './runtime/task.js'
 
@@ -84,7 +84,7 @@ export class HostMetrics {
       try {
         return await run()
       } catch (err) {
-        if (err instanceof StaleClaimError) this.staleCompletions.inc({ operation })
+        if (err instanceof AH_ERR_TASK_STALE_CLAIM) this.staleCompletions.inc({ operation })
         throw err
       }
     }

@@ -134,18 +134,3 @@ export type { SessionContext }
 
 /** Severity of an error reported by an agent. */
 export type { StreamErrorSeverity }
-
-/**
- * An error whose message may be shown to the client. Agents throw it (or any error with
- * `expose: true`) when the message is meant for the user; other errors are reported as
- * "The agent failed" so that internals never leak.
- */
-export class SafeAgentError extends Error {
-  readonly expose = true
-  readonly details: JsonObject | undefined
-  constructor (message: string, details?: JsonObject) {
-    super(message)
-    this.name = 'SafeAgentError'
-    this.details = details
-  }
-}

@@ -1,7 +1,7 @@
 import { readdir, stat } from 'node:fs/promises'
 import { join } from 'node:path'
 import { pathToFileURL } from 'node:url'
-import { AgentDuplicateError, AgentInvalidError } from '../errors.js'
+import { AH_ERR_AGENT_DUPLICATE, AH_ERR_AGENT_INVALID } from '../errors.js'
 import { hostAgent } from './hosted-agent.js'
 import { AgentRegistry } from './registry.js'
 import { asBaseAgent, isTaskAgent, type BaseAgent } from '../runtime/base-agent.js'
@@ -62,7 +62,7 @@ export async function loadAgents (dir: string): Promise<LoadResult> {
   try {
     entries = await readdir(dir, { withFileTypes: true })
   } catch (err) {
-    throw new AgentInvalidError(dir, `cannot read the agents folder (${(err as Error).message})`, { cause: err })
+    throw new AH_ERR_AGENT_INVALID(dir, `cannot read the agents folder (${(err as Error).message})`, { cause: err })
   }
   const folders = entries.filter((e) => e.isDirectory() && !/^[._]/.test(e.name)).map((e) => e.name).sort()
   for (const folder of folders) {
@@ -76,7 +76,7 @@ export async function loadAgents (dir: string): Promise<LoadResult> {
     try {
       mod = await import(pathToFileURL(file).href) as { default?: unknown }
     } catch (err) {
-      throw new AgentInvalidError(file, importFailure(file, err), { cause: err })
+      throw new AH_ERR_AGENT_INVALID(file, importFailure(file, err), { cause: err })
     }
     const value = unwrapDefault(mod.default)
     const task = isTaskAgent(value)
@@ -85,7 +85,7 @@ export async function loadAgents (dir: string): Promise<LoadResult> {
       try {
         taskAgents.push({ agent: asBaseAgent(value), source: file })
       } catch (err) {
-        throw new AgentInvalidError(file, (err as Error).message, { cause: err })
+        throw new AH_ERR_AGENT_INVALID(file, (err as Error).message, { cause: err })
       }
     }
     if (task && !cap) continue
@@ -93,12 +93,12 @@ export async function loadAgents (dir: string): Promise<LoadResult> {
     try {
       hosted = hostAgent(value, file)
     } catch (err) {
-      throw new AgentInvalidError(file, (err as Error).message, { cause: err })
+      throw new AH_ERR_AGENT_INVALID(file, (err as Error).message, { cause: err })
     }
     try {
       registry.add(hosted)
     } catch (err) {
-      throw new AgentDuplicateError(file, (err as Error).message, { cause: err })
+      throw new AH_ERR_AGENT_DUPLICATE(file, (err as Error).message, { cause: err })
     }
   }
   return { registry, taskAgents, skipped }

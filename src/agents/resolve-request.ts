@@ -1,9 +1,9 @@
 import { randomUUID } from 'node:crypto'
-import { ValidationError, withDetails } from '../errors.js'
+import { AH_ERR_VALIDATION, withDetails } from '../errors.js'
 import type { ResolvedAgentRequest, ServiceRequest } from '../protocol/envelope.js'
 
 function invalid (path: string, message: string): Error {
-  return withDetails(new ValidationError(`Invalid request: ${path} ${message}`), { errors: [{ path, message }] })
+  return withDetails(new AH_ERR_VALIDATION(`Invalid request: ${path} ${message}`), { errors: [{ path, message }] })
 }
 
 /**

@@ -1,4 +1,4 @@
-import { AgentFailedError, errorBody, RunTimeoutError, ShuttingDownError, withDetails } from '../errors.js'
+import { AH_ERR_AGENT_FAILED, errorBody, AH_ERR_RUN_TIMEOUT, AH_ERR_SHUTTING_DOWN, withDetails } from '../errors.js'
 import type { JsonObject } from '../agents/contract.js'
 import type { StreamError, StreamPacket } from '../protocol/packets.js'
 import type { JournalRow, RunRecord, RunStore } from '../storage/runs.js'
@@ -27,9 +27,9 @@ export interface RunOutcome {
  */
 export function answerOf (outcome: RunOutcome): RunAnswer {
   if (outcome.reason !== 'done' && !outcome.produced) {
-    if (outcome.reason === 'shutdown') return { status: 503, body: errorBody(new ShuttingDownError()) }
-    if (outcome.fatal?.code === 'run_timeout') return { status: 504, body: errorBody(withDetails(new RunTimeoutError(), { error: outcome.fatal })) }
-    return { status: 502, body: errorBody(withDetails(new AgentFailedError(), { error: outcome.fatal ?? outcome.lastError ?? null })) }
+    if (outcome.reason === 'shutdown') return { status: 503, body: errorBody(new AH_ERR_SHUTTING_DOWN()) }
+    if (outcome.fatal?.code === 'run_timeout') return { status: 504, body: errorBody(withDetails(new AH_ERR_RUN_TIMEOUT(), { error: outcome.fatal })) }
+    return { status: 502, body: errorBody(withDetails(new AH_ERR_AGENT_FAILED(), { error: outcome.fatal ?? outcome.lastError ?? null })) }
   }
   return { status: 200, body: { request_id: outcome.requestId, created_at: new Date().toISOString(), metrics: outcome.metrics } }
 }

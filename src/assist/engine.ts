@@ -2,7 +2,7 @@ import { createHash, randomUUID } from 'node:crypto'
 import { setTimeout as sleep } from 'node:timers/promises'
 import canonicalize from 'canonicalize'
 import {
-  AgentNotFoundError, RequestConflictError, RunNotFoundError, SessionNotFoundError, ShuttingDownError, ValidationError, withDetails
+  AH_ERR_AGENT_NOT_FOUND, AH_ERR_REQUEST_CONFLICT, AH_ERR_RUN_NOT_FOUND, AH_ERR_SESSION_NOT_FOUND, AH_ERR_SHUTTING_DOWN, AH_ERR_VALIDATION, withDetails
 } from '../errors.js'
 import type { AgentHost, JsonObject } from '../agents/contract.js'
 import type { HostedAgent, HostedCapability } from '../agents/hosted-agent.js'
@@ -115,7 +115,7 @@ function pickCapability (hosted: HostedAgent, name: string | undefined): HostedC
   if (found !== undefined) return found
   const names = hosted.capabilities.map((c) => c.capability.name).join(', ')
   const path = '/payload/metadata/capability'
-  throw withDetails(new ValidationError(`Invalid request: ${path} must name a capability of the agent (${names})`), {
+  throw withDetails(new AH_ERR_VALIDATION(`Invalid request: ${path} must name a capability of the agent (${names})`), {
     errors: [{ path, message: `must be one of: ${names}` }]
   })
 }
@@ -163,7 +163,7 @@ export class AssistEngine {
   async submit (envelope: ServiceRequest, options: SubmitOptions): Promise<Submission> {
     const resolved = resolveAgentRequest(envelope)
     const hosted = this.#o.agents.get(envelope.context.agent_id)
-    if (hosted === undefined) throw new AgentNotFoundError(envelope.context.agent_id)
+    if (hosted === undefined) throw new AH_ERR_AGENT_NOT_FOUND(envelope.context.agent_id)
     const agent = { id: hosted.manifest.metadata.id, name: hosted.manifest.metadata.name }
     const who = options.identity
     const refusal = agentRefusal(who, { ...agent, requiresAuth: hosted.manifest.metadata.requires_auth })
@@ -175,10 +175,10 @@ export class AssistEngine {
     const capability = pickCapability(hosted, metadata.capability)
     if (capability.validateInput !== undefined && !capability.validateInput(resolved.payload)) {
       const errors = toIssues(capability.validateInput.errors, '/payload/payload')
-      throw withDetails(new ValidationError(`Invalid agent input: ${errors.slice(0, 3).map((e) => `${e.path} ${e.message}`).join('; ')}`), { errors })
+      throw withDetails(new AH_ERR_VALIDATION(`Invalid agent input: ${errors.slice(0, 3).map((e) => `${e.path} ${e.message}`).join('; ')}`), { errors })
     }
     const mode = options.chooseMode(capability.capability.delivery_mode)
-    if (this.registry.closing) throw new ShuttingDownError()
+    if (this.registry.closing) throw new AH_ERR_SHUTTING_DOWN()
     const admin = grants(who.scopes, 'admin')
     const hash = envelopeHash(envelope)
     const requestId = envelope.request_id
@@ -218,7 +218,7 @@ export class AssistEngine {
         : 'taken'
     }).immediate(), this.#s.writeBudgetMs)
     // another key's session: 404, not 403, so that session ids cannot be probed
-    if (started === 'not-yours') throw new SessionNotFoundError(resolved.session_id)
+    if (started === 'not-yours') throw new AH_ERR_SESSION_NOT_FOUND(resolved.session_id)
     if (started === 'taken') {
       // another process started it between our look and our insert: join it
       return this.#join(this.#o.store.get(requestId) as RunRecord, hash, mode, who, admin, resolved)
@@ -231,9 +231,9 @@ export class AssistEngine {
 
   #join (known: RunRecord, hash: string, mode: DeliveryMode, who: Identity, admin: boolean, resolved: ResolvedAgentRequest): Submission {
     if (!admin && this.#o.sessions.keyOf(resolved.session_id) !== who.id) {
-      throw new SessionNotFoundError(resolved.session_id)
+      throw new AH_ERR_SESSION_NOT_FOUND(resolved.session_id)
     }
-    if (known.envelope_hash !== hash) throw new RequestConflictError(known.request_id)
+    if (known.envelope_hash !== hash) throw new AH_ERR_REQUEST_CONFLICT(known.request_id)
     return { requestId: known.request_id, mode, outcome: 'joined' }
   }
 
@@ -274,7 +274,7 @@ export class AssistEngine {
     }
     for (;;) {
       const record = await this.#current(requestId)
-      if (record === undefined) throw new RunNotFoundError(requestId)
+      if (record === undefined) throw new AH_ERR_RUN_NOT_FOUND(requestId)
       if (record.state === 'ended') return storedAnswer(record, this.#o.store)
       await sleep(this.#s.pollMs, undefined, options.signal === undefined ? {} : { signal: options.signal })
     }
@@ -292,7 +292,7 @@ export class AssistEngine {
     const signal = options.signal
     let record = store.get(requestId)
     if (record === undefined) {
-      if (options.after === undefined) throw new RunNotFoundError(requestId)
+      if (options.after === undefined) throw new AH_ERR_RUN_NOT_FOUND(requestId)
       for (const packet of resumeGapPackets(options.after.streamId, options.after.seq)) {
         yield { ord: 0, stream_id: packet.stream_id, seq: packet.seq, json: JSON.stringify(packet), final: packet.stream_id === options.after.streamId && packet.op === 'CLOSE' }
       }
@@ -358,13 +358,13 @@ export class AssistEngine {
   async cancel (requestId: string, identity: Identity): Promise<void> {
     const record = this.#o.store.get(requestId)
     const mine = record !== undefined && (grants(identity.scopes, 'admin') || record.owner_key === identity.id)
-    if (!mine || record.state !== 'running') throw new RunNotFoundError(requestId)
+    if (!mine || record.state !== 'running') throw new AH_ERR_RUN_NOT_FOUND(requestId)
     const live = this.registry.get(requestId)
     if (live !== undefined) {
-      if (!live.cancel()) throw new RunNotFoundError(requestId)
+      if (!live.cancel()) throw new AH_ERR_RUN_NOT_FOUND(requestId)
       return
     }
-    if (!await retryBusy(() => this.#o.store.requestCancel(requestId), this.#s.writeBudgetMs)) throw new RunNotFoundError(requestId)
+    if (!await retryBusy(() => this.#o.store.requestCancel(requestId), this.#s.writeBudgetMs)) throw new AH_ERR_RUN_NOT_FOUND(requestId)
   }
 
   /** Cancel this process's live runs of a session and wait until they are recorded (before erasure). */

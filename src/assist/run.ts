@@ -1,6 +1,6 @@
 import { randomUUID } from 'node:crypto'
 import { performance } from 'node:perf_hooks'
-import { EventInvalidError, RunAbortedError, STREAM_ERROR_CODES, StreamClosedError, type AbortKind, type StreamErrorCode } from '../errors.js'
+import { AH_ERR_EVENT_INVALID, AH_ERR_RUN_ABORTED, STREAM_ERROR_CODES, AH_ERR_STREAM_CLOSED, type AbortKind, type StreamErrorCode } from '../errors.js'
 import {
   PRESENTATION_EVENT_TYPES, PresentationEvent as PresentationEventSchema,
   type CloseReason, type EventPayload, type PresentationEvent, type StreamError, type StreamOpCode, type StreamPacket
@@ -149,7 +149,7 @@ export class AssistRun {
     this.handler = this.#makeHandler()
   }
 
-  /** Fires when the agent should stop; `reason` is a {@link RunAbortedError}. */
+  /** Fires when the agent should stop; `reason` is a {@link AH_ERR_RUN_ABORTED}. */
   get signal (): AbortSignal { return this.#controller.signal }
   /** Resolves with the main stream's close reason once its CLOSE has been produced. */
   get ended (): Promise<CloseReason> { return this.#ended }
@@ -260,7 +260,7 @@ export class AssistRun {
   }
 
   #abort (kind: AbortKind): void {
-    if (!this.#controller.signal.aborted) this.#controller.abort(new RunAbortedError(kind))
+    if (!this.#controller.signal.aborted) this.#controller.abort(new AH_ERR_RUN_ABORTED(kind))
   }
 
   #send (streamId: string, op: StreamOpCode, p: StreamPacket['p']): Promise<void> | undefined {
@@ -416,7 +416,7 @@ export class AssistRun {
 
   #failed (err: unknown): void {
     if (this.#endReason !== undefined) {
-      if (!(err instanceof StreamClosedError) && !(err instanceof RunAbortedError)) {
+      if (!(err instanceof AH_ERR_STREAM_CLOSED) && !(err instanceof AH_ERR_RUN_ABORTED)) {
         this.#log.warn({ err }, 'agent threw after its response had ended')
       }
       return
@@ -432,7 +432,7 @@ export class AssistRun {
   }
 
   #assertOpen (): void {
-    if (this.#endReason !== undefined) throw new StreamClosedError(this.mainStreamId, this.#endReason === 'done' ? 'closed' : this.#endReason)
+    if (this.#endReason !== undefined) throw new AH_ERR_STREAM_CLOSED(this.mainStreamId, this.#endReason === 'done' ? 'closed' : this.#endReason)
   }
 
   #presentation (type: PresentationEvent['type'], data: unknown): Promise<void> | undefined {
@@ -443,14 +443,14 @@ export class AssistRun {
     this.#assertOpen()
     if (!checkPresentationEvent(event)) {
       const issues = toIssues(checkPresentationEvent.errors).map((i) => `${i.path} ${i.message}`)
-      throw new EventInvalidError(`${String((event as { type?: unknown }).type)}: ${issues.slice(0, 5).join('; ')}`)
+      throw new AH_ERR_EVENT_INVALID(`${String((event as { type?: unknown }).type)}: ${issues.slice(0, 5).join('; ')}`)
     }
     return this.#send(this.mainStreamId, 'EVENT', event)
   }
 
   async #makeStream (title?: string, metadata?: JsonObject): Promise<StreamHandle> {
     this.#assertOpen()
-    if (metadata !== undefined && !isPlainObject(metadata)) throw new EventInvalidError('create_stream() metadata must be a plain object')
+    if (metadata !== undefined && !isPlainObject(metadata)) throw new AH_ERR_EVENT_INVALID('create_stream() metadata must be a plain object')
     const run = this
     const id = randomUUID()
     let state: 'active' | 'closed' | 'aborted' = 'active'
@@ -463,8 +463,8 @@ export class AssistRun {
       stream_id: id,
       get is_active () { return active() },
       async write (chunk: string) {
-        if (!active()) throw new StreamClosedError(id, state === 'active' ? 'ended' : state)
-        if (typeof chunk !== 'string') throw new EventInvalidError('stream.write() takes a string')
+        if (!active()) throw new AH_ERR_STREAM_CLOSED(id, state === 'active' ? 'ended' : state)
+        if (typeof chunk !== 'string') throw new AH_ERR_EVENT_INVALID('stream.write() takes a string')
         return run.#send(id, 'DELTA', chunk)
       },
       async close () {
@@ -494,9 +494,9 @@ export class AssistRun {
       },
       async data (data, title, viewHint = 'JSON') {
         run.#assertOpen()
-        if (!isPlainObject(data)) throw new EventInvalidError('data() takes a plain object')
+        if (!isPlainObject(data)) throw new AH_ERR_EVENT_INVALID('data() takes a plain object')
         if (typeof viewHint !== 'string' || (title !== undefined && typeof title !== 'string')) {
-          throw new EventInvalidError('data() title and view_hint must be strings')
+          throw new AH_ERR_EVENT_INVALID('data() title and view_hint must be strings')
         }
         const event: EventPayload = { type: 'DATA', id: randomUUID(), timestamp: now(), view_hint: viewHint, data }
         if (title !== undefined) event.title = title
@@ -513,20 +513,20 @@ export class AssistRun {
       },
       async error (message, details, recoverable = false) {
         run.#assertOpen()
-        if (details !== undefined && !isPlainObject(details)) throw new EventInvalidError('error() details must be a plain object')
+        if (details !== undefined && !isPlainObject(details)) throw new AH_ERR_EVENT_INVALID('error() details must be a plain object')
         const error = streamError('agent_error', String(message), recoverable ? 'WARNING' : 'FATAL', details)
         if (recoverable) return run.#send(run.mainStreamId, 'ERROR', error)
         run.#fatalEnd(error, 'agent_error')
       },
       async result (obj) {
         run.#assertOpen()
-        if (!isPlainObject(obj)) throw new EventInvalidError('result() takes a plain object')
-        if (run.#result !== undefined) throw new EventInvalidError('result() may be called once')
+        if (!isPlainObject(obj)) throw new AH_ERR_EVENT_INVALID('result() takes a plain object')
+        if (run.#result !== undefined) throw new AH_ERR_EVENT_INVALID('result() may be called once')
         const validate = run.#capability.validateOutput
         if (validate !== undefined && !validate(obj)) {
           const errors = toIssues(validate.errors, '/result')
           run.#fatalEnd(streamError('agent_contract_violation', 'The agent\'s result does not match its outputs schema', 'FATAL', { errors }), 'contract_violation')
-          throw new EventInvalidError(`result() does not match the outputs schema: ${errors.map((e) => `${e.path} ${e.message}`).join('; ')}`)
+          throw new AH_ERR_EVENT_INVALID(`result() does not match the outputs schema: ${errors.map((e) => `${e.path} ${e.message}`).join('; ')}`)
         }
         run.#result = obj
         return run.#send(run.mainStreamId, 'EVENT', { type: 'RESULT', data: obj })
@@ -538,8 +538,8 @@ export class AssistRun {
         run.#assertOpen()
         const given = usage as { input_tokens?: unknown, output_tokens?: unknown } | undefined
         const counts = [given?.input_tokens, given?.output_tokens]
-        if (!counts.every((n) => Number.isInteger(n) && (n as number) >= 0)) throw new EventInvalidError('usage() takes { input_tokens, output_tokens } as non-negative integers')
-        if (cost !== undefined && !(Number.isFinite(cost) && cost >= 0)) throw new EventInvalidError('usage() cost must be a non-negative number')
+        if (!counts.every((n) => Number.isInteger(n) && (n as number) >= 0)) throw new AH_ERR_EVENT_INVALID('usage() takes { input_tokens, output_tokens } as non-negative integers')
+        if (cost !== undefined && !(Number.isFinite(cost) && cost >= 0)) throw new AH_ERR_EVENT_INVALID('usage() cost must be a non-negative number')
         run.#reportedUsage = true
         run.#usage.input_tokens += usage.input_tokens
         run.#usage.output_tokens += usage.output_tokens
@@ -553,16 +553,16 @@ export class AssistRun {
         if (typeof type === 'string' && (PRESENTATION_EVENT_TYPES as readonly string[]).includes(type)) {
           return run.#event(event as PresentationEvent)
         }
-        if (!isPlainObject(event)) throw new EventInvalidError('emit() takes an event object')
+        if (!isPlainObject(event)) throw new AH_ERR_EVENT_INVALID('emit() takes an event object')
         let kind: 'cloudevent' | 'graph'
         if ('specversion' in event) {
-          if (!checkCloudEvent(event)) throw new EventInvalidError(`CloudEvent: ${toIssues(checkCloudEvent.errors).map((i) => `${i.path} ${i.message}`).join('; ')}`)
+          if (!checkCloudEvent(event)) throw new AH_ERR_EVENT_INVALID(`CloudEvent: ${toIssues(checkCloudEvent.errors).map((i) => `${i.path} ${i.message}`).join('; ')}`)
           kind = 'cloudevent'
         } else if ('event_type' in event) {
-          if (!checkGraphEvent(event)) throw new EventInvalidError(`graph event: ${toIssues(checkGraphEvent.errors).map((i) => `${i.path} ${i.message}`).join('; ')}`)
+          if (!checkGraphEvent(event)) throw new AH_ERR_EVENT_INVALID(`graph event: ${toIssues(checkGraphEvent.errors).map((i) => `${i.path} ${i.message}`).join('; ')}`)
           kind = 'graph'
         } else {
-          throw new EventInvalidError('emit() takes a presentation event, a CloudEvent (specversion "1.0") or a graph event (event_type)')
+          throw new AH_ERR_EVENT_INVALID('emit() takes a presentation event, a CloudEvent (specversion "1.0") or a graph event (event_type)')
         }
         run.#recorder?.event(kind, event)
         log.debug({ requestId: run.requestId, agentEvent: event }, 'agent event')

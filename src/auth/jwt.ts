@@ -2,17 +2,9 @@ import { createPublicKey, type JsonWebKey } from 'node:crypto'
 import { readFileSync, statSync } from 'node:fs'
 import type { FastifyJWTOptions } from '@fastify/jwt'
 import type { Config } from '../config.js'
-import { ConfigInvalidError } from '../errors.js'
+import { AH_ERR_AUTH_UNKNOWN_KEY, AH_ERR_CONFIG_INVALID } from '../errors.js'
 import type { Identity } from './keys.js'
 import { SCOPES } from './scopes.js'
-
-/** A token signed with a key the JWKS file does not hold. */
-export class UnknownKeyError extends Error {
-  readonly code = 'AH_JWT_UNKNOWN_KEY'
-  constructor (kid: unknown) {
-    super(`the token's key id (kid) ${JSON.stringify(kid ?? null)} is not one of ours`)
-  }
-}
 
 /** Why credentials were refused: the audited reason, and the message for the caller. */
 export interface Refusal { reason: string, message: string }
@@ -26,7 +18,7 @@ export function refusalOf (err: { code?: unknown, message: string }): Refusal {
   const code = typeof err.code === 'string' ? err.code : ''
   if (code === 'FST_JWT_AUTHORIZATION_TOKEN_EXPIRED') return { reason: 'expired', message: err.message }
   if (code === 'FAST_JWT_MISSING_SIGNATURE') return { reason: 'unsigned', message: err.message }
-  if (code === 'AH_JWT_UNKNOWN_KEY') return { reason: 'unknown_key', message: err.message }
+  if (code === 'AH_ERR_AUTH_UNKNOWN_KEY') return { reason: 'unknown_key', message: err.message }
   if (code === 'FAST_JWT_INACTIVE') return { reason: 'not_yet_valid', message: `the token is not valid yet: ${err.message}` }
   if (code.startsWith('FST_JWT_')) return { reason: 'invalid', message: err.message }
   if (code.startsWith('FAST_JWT_')) return { reason: 'invalid', message: `the token is not valid: ${err.message}` }
@@ -75,21 +67,21 @@ export class Jwks {
       mtimeMs = statSync(this.#path).mtimeMs
       parsed = JSON.parse(readFileSync(this.#path, 'utf8')) as { keys?: unknown }
     } catch (err) {
-      throw new ConfigInvalidError(`env/JWT_JWKS_FILE ${this.#path} cannot be read as JSON: ${(err as Error).message}`)
+      throw new AH_ERR_CONFIG_INVALID(`env/JWT_JWKS_FILE ${this.#path} cannot be read as JSON: ${(err as Error).message}`)
     }
     if (typeof parsed !== 'object' || parsed === null || !Array.isArray(parsed.keys) || parsed.keys.length === 0) {
-      throw new ConfigInvalidError(`env/JWT_JWKS_FILE ${this.#path} must be a JWKS: {"keys": [{"kid": "...", "kty": ...}, ...]}`)
+      throw new AH_ERR_CONFIG_INVALID(`env/JWT_JWKS_FILE ${this.#path} must be a JWKS: {"keys": [{"kid": "...", "kty": ...}, ...]}`)
     }
     const keys = new Map<string, string>()
     for (const jwk of parsed.keys as Array<JsonWebKey & { kid?: unknown }>) {
       if (typeof jwk !== 'object' || jwk === null || typeof jwk.kid !== 'string' || jwk.kid === '') {
-        throw new ConfigInvalidError(`env/JWT_JWKS_FILE ${this.#path}: every key needs a "kid"`)
+        throw new AH_ERR_CONFIG_INVALID(`env/JWT_JWKS_FILE ${this.#path}: every key needs a "kid"`)
       }
-      if (jwk.kty === 'oct') throw new ConfigInvalidError(`env/JWT_JWKS_FILE ${this.#path}: key "${jwk.kid}" is a shared secret; use JWT_SECRET for HS256`)
+      if (jwk.kty === 'oct') throw new AH_ERR_CONFIG_INVALID(`env/JWT_JWKS_FILE ${this.#path}: key "${jwk.kid}" is a shared secret; use JWT_SECRET for HS256`)
       try {
         keys.set(jwk.kid, createPublicKey({ key: jwk, format: 'jwk' }).export({ type: 'spki', format: 'pem' }).toString())
       } catch (err) {
-        throw new ConfigInvalidError(`env/JWT_JWKS_FILE ${this.#path}: key "${jwk.kid}" is not a usable public key: ${(err as Error).message}`)
+        throw new AH_ERR_CONFIG_INVALID(`env/JWT_JWKS_FILE ${this.#path}: key "${jwk.kid}" is not a usable public key: ${(err as Error).message}`)
       }
     }
     this.#keys = keys
@@ -109,7 +101,7 @@ export function jwtOptions (config: Config): FastifyJWTOptions {
     // async: @fastify/jwt turns a rejection into a refusal, where a synchronous throw would escape it
     : async (_request: unknown, token: { header?: { kid?: unknown } }) => {
       const key = jwks.key(token.header?.kid)
-      if (key === undefined) throw new UnknownKeyError(token.header?.kid)
+      if (key === undefined) throw new AH_ERR_AUTH_UNKNOWN_KEY(JSON.stringify(token.header?.kid ?? null))
       return key
     }
   return {

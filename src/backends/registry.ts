@@ -1,6 +1,6 @@
 import { join } from 'node:path'
 import { BUNDLED_AGENTS_DIR, parseCommand, parsePrices, type Config } from '../config.js'
-import { BackendUnavailableError } from '../errors.js'
+import { AH_ERR_BACKEND_UNAVAILABLE } from '../errors.js'
 import { AnthropicTransport } from './llm/anthropic.js'
 import { LlmProtocol } from './llm/llm-protocol.js'
 import { OpenAiTransport } from './llm/openai.js'
@@ -47,7 +47,7 @@ export class BackendRegistry implements AgentHost {
 
   backend (name: string): AgentProtocol {
     const protocol = this.get(name)
-    if (protocol === undefined) throw new BackendUnavailableError(`no backend is named "${name}" (known: ${this.names().join(', ')})`)
+    if (protocol === undefined) throw new AH_ERR_BACKEND_UNAVAILABLE(`no backend is named "${name}" (known: ${this.names().join(', ')})`)
     return protocol
   }
 
@@ -63,7 +63,7 @@ export class BackendRegistry implements AgentHost {
   async require (names: readonly string[]): Promise<void> {
     for (const name of names) {
       const protocol = this.backend(name)
-      if (!await protocol.available()) throw new BackendUnavailableError(protocol.unavailableReason())
+      if (!await protocol.available()) throw new AH_ERR_BACKEND_UNAVAILABLE(protocol.unavailableReason())
     }
   }
 

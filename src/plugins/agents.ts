@@ -1,6 +1,6 @@
 import fp from 'fastify-plugin'
 import type { FastifyInstance } from 'fastify'
-import { AgentStartupError } from '../errors.js'
+import { AH_ERR_AGENT_STARTUP } from '../errors.js'
 import { loadAgents, type LoadedTaskAgent } from '../agents/loader.js'
 import type { AgentRegistry } from '../agents/registry.js'
 import type { HostedAgent } from '../agents/hosted-agent.js'
@@ -37,7 +37,7 @@ async function agents (app: FastifyInstance): Promise<void> {
       await hosted.agent.startup?.()
     } catch (err) {
       await stopAll(app, started)
-      throw new AgentStartupError(hosted.manifest.metadata.name, (err as Error).message, { cause: err })
+      throw new AH_ERR_AGENT_STARTUP(hosted.manifest.metadata.name, (err as Error).message, { cause: err })
     }
     started.push(hosted)
   }

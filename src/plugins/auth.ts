@@ -5,7 +5,7 @@ import { identityOf, jwtOptions, refusalOf, type Refusal } from '../auth/jwt.js'
 import { ANONYMOUS, KeyStore, type Identity } from '../auth/keys.js'
 import { grants, isPublic, ROUTE_SCOPES, routeKey } from '../auth/scopes.js'
 import { parseApiKeys } from '../config.js'
-import { AuthRequiredError, ForbiddenError } from '../errors.js'
+import { AH_ERR_AUTH_REQUIRED, AH_ERR_FORBIDDEN } from '../errors.js'
 import { ErrorBody } from '../protocol/response.js'
 
 declare module 'fastify' {
@@ -72,7 +72,7 @@ async function auth (app: FastifyInstance): Promise<void> {
   /** 401, audited; past AUTH_FAILURE_MAX from one address, 429 and not audited (so failures cannot flood the log). */
   const unauthenticated = async (request: FastifyRequest, reply: FastifyReply, refusal: Refusal, scope: string): Promise<never> => {
     await app.limits.authFailure(request, reply)
-    return deny(request, new AuthRequiredError(refusal.message), refusal.reason, undefined, scope)
+    return deny(request, new AH_ERR_AUTH_REQUIRED(refusal.message), refusal.reason, undefined, scope)
   }
 
   const verifyKey = (token: string): Identity | Refusal => {
@@ -101,9 +101,9 @@ async function auth (app: FastifyInstance): Promise<void> {
     const verified = config.AUTH_MODE === 'jwt' ? await verifyToken(request) : verifyKey(token)
     if ('reason' in verified) return await unauthenticated(request, reply, verified, scope)
     const identity = verified
-    if (!grants(identity.scopes, scope)) deny(request, new ForbiddenError(`this key lacks the scope "${scope}"`), 'scope', identity, scope)
+    if (!grants(identity.scopes, scope)) deny(request, new AH_ERR_FORBIDDEN(`this key lacks the scope "${scope}"`), 'scope', identity, scope)
     if (url === '/v1/conversations/:id/events' && (request.query as { internal?: unknown }).internal === 'true' && !grants(identity.scopes, 'events:internal')) {
-      deny(request, new ForbiddenError('this key lacks the scope "events:internal"'), 'scope', identity, 'events:internal')
+      deny(request, new AH_ERR_FORBIDDEN('this key lacks the scope "events:internal"'), 'scope', identity, 'events:internal')
     }
     request.identity = identity
   })

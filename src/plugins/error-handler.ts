@@ -1,8 +1,8 @@
 import fp from 'fastify-plugin'
 import type { FastifyError, FastifyInstance, FastifyReply, FastifyRequest } from 'fastify'
 import {
-  BodyMalformedError, errorBody, BodyTooLargeError, InternalError, MediaTypeUnsupportedError, RequestInvalidError,
-  RouteNotFoundError, StorageBusyError, ValidationError, withDetails
+  AH_ERR_BODY_MALFORMED, errorBody, AH_ERR_BODY_TOO_LARGE, AH_ERR_INTERNAL, AH_ERR_MEDIA_TYPE_UNSUPPORTED, AH_ERR_REQUEST_INVALID,
+  AH_ERR_ROUTE_NOT_FOUND, AH_ERR_STORAGE_BUSY, AH_ERR_VALIDATION, withDetails
 } from '../errors.js'
 import { isBusy } from '../storage/busy.js'
 import { toIssues } from '../agents/json-schema.js'
@@ -16,21 +16,21 @@ function toHostError (err: FastifyError, request: FastifyRequest): HostError {
     const root = err.validationContext === 'body' ? '' : `/${err.validationContext ?? 'request'}`
     const errors = toIssues(err.validation as never, root)
     const summary = errors.slice(0, 3).map((e) => `${e.path} ${e.message}`).join('; ')
-    return withDetails(new ValidationError(`Invalid request: ${summary}${errors.length > 3 ? ` (+${errors.length - 3} more)` : ''}`), { errors })
+    return withDetails(new AH_ERR_VALIDATION(`Invalid request: ${summary}${errors.length > 3 ? ` (+${errors.length - 3} more)` : ''}`), { errors })
   }
   if (typeof err.code === 'string' && err.code.startsWith('AH_ERR_')) return err as HostError
   switch (err.code) {
-    case 'FST_ERR_CTP_BODY_TOO_LARGE': return new BodyTooLargeError(request.routeOptions.bodyLimit ?? 0)
-    case 'FST_ERR_CTP_INVALID_MEDIA_TYPE': return new MediaTypeUnsupportedError(request.headers['content-type'] ?? '(none)')
-    case 'FST_ERR_CTP_EMPTY_JSON_BODY': return new BodyMalformedError('the body is empty')
-    case 'FST_ERR_CTP_INVALID_JSON_BODY': return new BodyMalformedError(err.message)
+    case 'FST_ERR_CTP_BODY_TOO_LARGE': return new AH_ERR_BODY_TOO_LARGE(request.routeOptions.bodyLimit ?? 0)
+    case 'FST_ERR_CTP_INVALID_MEDIA_TYPE': return new AH_ERR_MEDIA_TYPE_UNSUPPORTED(request.headers['content-type'] ?? '(none)')
+    case 'FST_ERR_CTP_EMPTY_JSON_BODY': return new AH_ERR_BODY_MALFORMED('the body is empty')
+    case 'FST_ERR_CTP_INVALID_JSON_BODY': return new AH_ERR_BODY_MALFORMED(err.message)
   }
-  if (err instanceof SyntaxError) return new BodyMalformedError(err.message)
+  if (err instanceof SyntaxError) return new AH_ERR_BODY_MALFORMED(err.message)
   // a write that found the database locked by another process, outside the engine's retries
-  if (isBusy(err)) return new StorageBusyError(request.server.config.DB_BUSY_TIMEOUT_MS, { cause: err })
+  if (isBusy(err)) return new AH_ERR_STORAGE_BUSY(request.server.config.DB_BUSY_TIMEOUT_MS, { cause: err })
   const status = err.statusCode ?? 500
-  if (status >= 400 && status < 500) return new RequestInvalidError(err.message)
-  return new InternalError({ cause: err })
+  if (status >= 400 && status < 500) return new AH_ERR_REQUEST_INVALID(err.message)
+  return new AH_ERR_INTERNAL({ cause: err })
 }
 
 /**
@@ -49,7 +49,7 @@ async function errorHandler (app: FastifyInstance): Promise<void> {
     return reply.code(statusCode).type('application/json; charset=utf-8').send(body)
   })
   app.setNotFoundHandler((request, reply) => {
-    return reply.code(404).send(errorBody(new RouteNotFoundError(request.method, request.url)))
+    return reply.code(404).send(errorBody(new AH_ERR_ROUTE_NOT_FOUND(request.method, request.url)))
   })
 }
 

@@ -2,7 +2,7 @@ import fp from 'fastify-plugin'
 import rateLimit from '@fastify/rate-limit'
 import type { FastifyInstance, FastifyReply, FastifyRequest } from 'fastify'
 import { isPublic } from '../auth/scopes.js'
-import { RateLimitedError, TooManyStreamsError, withDetails } from '../errors.js'
+import { AH_ERR_RATE_LIMITED, AH_ERR_TOO_MANY_STREAMS, withDetails } from '../errors.js'
 import { StreamGate } from '../http/stream-gate.js'
 import { ErrorBody } from '../protocol/response.js'
 
@@ -65,7 +65,7 @@ async function limits (app: FastifyInstance): Promise<void> {
     app.metrics.rateLimited.inc({ limit })
     request.log.info({ limit, max, who }, 'refused: rate limit')
     reply.header('retry-after', String(retryAfter))
-    throw withDetails(new RateLimitedError(`${LIMITED[limit](max, who)} per ${config.RATE_LIMIT_WINDOW_MS / 1000} s`),
+    throw withDetails(new AH_ERR_RATE_LIMITED(`${LIMITED[limit](max, who)} per ${config.RATE_LIMIT_WINDOW_MS / 1000} s`),
       { limit, max, window_ms: config.RATE_LIMIT_WINDOW_MS, retry_after_s: retryAfter })
   }
 
@@ -108,7 +108,7 @@ async function limits (app: FastifyInstance): Promise<void> {
       app.metrics.rateLimited.inc({ limit: `${slot}_streams` })
       request.log.info({ limit: slot, max }, 'refused: too many streams')
       reply.header('retry-after', '1')
-      const error = withDetails(new TooManyStreamsError(slot === 'caller' ? `this caller holds ${max} open already` : `the server holds ${max} open already`), { limit: `${slot}_streams`, max })
+      const error = withDetails(new AH_ERR_TOO_MANY_STREAMS(slot === 'caller' ? `this caller holds ${max} open already` : `the server holds ${max} open already`), { limit: `${slot}_streams`, max })
       if (slot === 'total') error.statusCode = 503
       throw error
     }

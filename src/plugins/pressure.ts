@@ -1,7 +1,7 @@
 import fp from 'fastify-plugin'
 import underPressure from '@fastify/under-pressure'
 import type { FastifyInstance, FastifyReply, FastifyRequest } from 'fastify'
-import { errorBody, OverloadedError } from '../errors.js'
+import { errorBody, AH_ERR_OVERLOADED } from '../errors.js'
 
 /** Routes that answer even under pressure: load balancers and scrapers must still see the state. */
 const EXEMPT = new Set(['/health', '/metrics'])
@@ -25,7 +25,7 @@ async function pressure (app: FastifyInstance): Promise<void> {
       request.log.warn({ type }, 'refused: under pressure')
       const retryAfter = Math.max(1, Math.ceil(config.PRESSURE_SAMPLE_MS / 1000))
       reply.code(503).header('retry-after', String(retryAfter))
-      return errorBody(new OverloadedError(type))
+      return errorBody(new AH_ERR_OVERLOADED(type))
     }) as unknown as (request: FastifyRequest, reply: FastifyReply, type: string) => void
   })
 }

@@ -2,7 +2,7 @@ import fp from 'fastify-plugin'
 import type { FastifyInstance } from 'fastify'
 import { AssistEngine } from '../assist/engine.js'
 import type { RunRegistry } from '../assist/run-registry.js'
-import { ShuttingDownError } from '../errors.js'
+import { AH_ERR_SHUTTING_DOWN } from '../errors.js'
 
 declare module 'fastify' {
   interface FastifyInstance {
@@ -63,7 +63,7 @@ async function runs (app: FastifyInstance): Promise<void> {
   const timer = setInterval(prune, Math.min(Math.max(Math.floor(retention / 4), 1000), 3600_000)).unref()
 
   app.addHook('onRequest', async (request) => {
-    if (engine.closing && request.url !== '/health') throw new ShuttingDownError()
+    if (engine.closing && request.url !== '/health') throw new AH_ERR_SHUTTING_DOWN()
   })
   app.addHook('preClose', async () => {
     clearInterval(timer)

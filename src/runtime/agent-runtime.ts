@@ -1,8 +1,8 @@
 import { randomUUID } from 'node:crypto'
-import { StaleClaimError } from '../errors.js'
+import { AH_ERR_TASK_STALE_CLAIM } from '../errors.js'
 import type { AuditInput } from '../storage/audit.js'
 import { findRenderToUser, type EventAuthor, type EventInput } from '../storage/events.js'
-import { PolicyViolationError } from '../errors.js'
+import { AH_ERR_POLICY_VIOLATION } from '../errors.js'
 import type { ClaimToken, JsonObject, TaskFailure, TaskNode } from './task.js'
 import type { TaskStore } from './task-store.js'
 
@@ -37,7 +37,7 @@ export interface AgentResult {
 /**
  * One agent's view of the task graph (seed S35): claim work of its type, report progress
  * (heartbeats), complete or fail it. Every mutation presents the claim it holds; a worker whose
- * lease expired and whose task was reclaimed gets `StaleClaimError` and changes nothing (the
+ * lease expired and whose task was reclaimed gets `AH_ERR_TASK_STALE_CLAIM` and changes nothing (the
  * attempt is audited). AGENT_UPDATE and AGENT_RESULT events are always internal.
  */
 export class AgentRuntime {
@@ -89,7 +89,7 @@ export class AgentRuntime {
     try {
       return await fn(token)
     } catch (err) {
-      if (err instanceof StaleClaimError) {
+      if (err instanceof AH_ERR_TASK_STALE_CLAIM) {
         this.#claims.delete(task)
         this.#o.audit?.append({ actor: this.agentId, action: `task.${op}.stale`, resource: task, success: false, details: { attempt: token.attempt } })
       }
@@ -114,7 +114,7 @@ export class AgentRuntime {
   /** Refuse, before anything changes, what the event log would refuse (seed S36). */
   #policy (data: unknown): void {
     const flagged = findRenderToUser(data)
-    if (flagged !== undefined) throw Object.assign(new PolicyViolationError(`render_to_user at ${flagged}`), { policy_error: true })
+    if (flagged !== undefined) throw Object.assign(new AH_ERR_POLICY_VIOLATION(`render_to_user at ${flagged}`), { policy_error: true })
   }
 
   /** AGENT_UPDATE: progress on a task; also a heartbeat (the lease is extended). */

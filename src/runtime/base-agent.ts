@@ -1,19 +1,6 @@
+import { AH_ERR_TASK_AGENT_FAILED, type AgentError } from '../errors.js'
 import type { AgentResult, AgentRuntime } from './agent-runtime.js'
-import type { JsonObject, TaskNode } from './task.js'
-
-/** A failure a task agent reports on purpose (seed S34): why, and whether trying again may help. */
-export class AgentError extends Error {
-  readonly reason: string
-  readonly retryable: boolean
-  readonly details: JsonObject | undefined
-  constructor (reason: string, options: { retryable?: boolean, details?: JsonObject, cause?: unknown } = {}) {
-    super(reason, { cause: options.cause })
-    this.name = 'AgentError'
-    this.reason = reason
-    this.retryable = options.retryable ?? false
-    this.details = options.details
-  }
-}
+import type { TaskNode } from './task.js'
 
 /** What `handleTask` gets besides the task. */
 export interface TaskContext {
@@ -78,7 +65,7 @@ export abstract class BaseAgent {
       await this.onComplete(task, runtime, result)
       return await runtime.completeTask(task.id, { ...result, task_id: task.id })
     } catch (err) {
-      const error = err instanceof AgentError ? err : new AgentError((err as Error)?.message ?? String(err), { retryable: true, cause: err })
+      const error = err instanceof AH_ERR_TASK_AGENT_FAILED ? err : new AH_ERR_TASK_AGENT_FAILED((err as Error)?.message ?? String(err), { retryable: true, cause: err })
       await this.onError(task, runtime, error)
       return await runtime.failTask(task.id, { reason: error.reason, retryable: error.retryable, ...(error.details !== undefined ? { details: error.details } : {}) })
     } finally {

@@ -4,7 +4,7 @@ import { mkdirSync } from 'node:fs'
 import { dirname, join } from 'node:path'
 import { setTimeout as sleep } from 'node:timers/promises'
 import lockfile from 'proper-lockfile'
-import { TaskNotFoundError } from '../errors.js'
+import { AH_ERR_TASK_LOCK_COMPROMISED, AH_ERR_TASK_NOT_FOUND } from '../errors.js'
 import {
   claimable, claimNode, claimOrder, cancelNode, completeNode, createNodes, failNode, heartbeatNode, leaseExpired, retryOrFail
 } from './task-graph.js'
@@ -13,14 +13,6 @@ import type { TaskStore, TaskStoreOptions } from './task-store.js'
 
 /** The file's name inside DATA_DIR. */
 export const TASK_GRAPH_FILE = 'tasks.graph.json'
-
-/** The lock was lost while held (another process judged it stale): the write was not made. */
-export class LockCompromisedError extends Error {
-  constructor (file: string, cause: unknown) {
-    super(`the lock on ${file} was compromised; the change was not written`, { cause })
-    this.name = 'LockCompromisedError'
-  }
-}
 
 interface GraphFile { tasks: TaskNode[] }
 
@@ -112,7 +104,7 @@ export class FileTaskStore implements TaskStore {
       const data = await this.#read()
       const { result, write } = change(data, this.#now())
       if (write) {
-        if (compromised !== undefined) throw new LockCompromisedError(this.file, compromised)
+        if (compromised !== undefined) throw new AH_ERR_TASK_LOCK_COMPROMISED(this.file, { cause: compromised })
         await this.#write(data)
       }
       return result
@@ -123,7 +115,7 @@ export class FileTaskStore implements TaskStore {
 
   #find (data: GraphFile, id: string): number {
     const index = data.tasks.findIndex((t) => t.id === id)
-    if (index < 0) throw new TaskNotFoundError(id)
+    if (index < 0) throw new AH_ERR_TASK_NOT_FOUND(id)
     return index
   }
 

@@ -1,4 +1,4 @@
-import { TaskNotFoundError } from '../errors.js'
+import { AH_ERR_TASK_NOT_FOUND } from '../errors.js'
 import type { Db } from '../storage/database.js'
 import {
   claimable, claimNode, cancelNode, completeNode, createNodes, failNode, heartbeatNode, retryOrFail
@@ -54,7 +54,7 @@ export class SqliteTaskStore implements TaskStore {
 
   #load (id: string): TaskNode {
     const node = this.#get.get(id) as string | undefined
-    if (node === undefined) throw new TaskNotFoundError(id)
+    if (node === undefined) throw new AH_ERR_TASK_NOT_FOUND(id)
     return JSON.parse(node) as TaskNode
   }
 

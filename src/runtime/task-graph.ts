@@ -1,4 +1,4 @@
-import { StaleClaimError, TaskInvalidError, TaskStateError } from '../errors.js'
+import { AH_ERR_TASK_STALE_CLAIM, AH_ERR_TASK_INVALID, AH_ERR_TASK_STATE } from '../errors.js'
 import { newTaskNode, type ClaimToken, type JsonObject, type NewTask, type TaskFailure, type TaskNode } from './task.js'
 
 /**
@@ -15,28 +15,28 @@ const ID = /^[A-Za-z0-9][A-Za-z0-9._:-]{0,127}$/
  * (existing tasks never depend on new ones, so a cycle can only lie within the batch).
  */
 export function createNodes (batch: NewTask[], exists: (id: string) => boolean, now: Date): TaskNode[] {
-  if (!Array.isArray(batch) || batch.length === 0) throw new TaskInvalidError('no tasks given')
+  if (!Array.isArray(batch) || batch.length === 0) throw new AH_ERR_TASK_INVALID('no tasks given')
   const nodes = batch.map((task) => newTaskNode(task, now))
   const ids = new Set<string>()
   for (const node of nodes) {
-    if (typeof node.type !== 'string' || node.type === '') throw new TaskInvalidError(`task ${node.id} has no type`)
-    if (!ID.test(node.id)) throw new TaskInvalidError(`task id "${node.id}" must be 1-128 letters, digits, ".", "_", ":" or "-"`)
-    if (ids.has(node.id) || exists(node.id)) throw new TaskInvalidError(`task id "${node.id}" is already used`)
-    if (!Number.isInteger(node.max_attempts) || node.max_attempts < 1) throw new TaskInvalidError(`task ${node.id}: max_attempts must be a positive integer`)
-    if (!Number.isFinite(node.priority)) throw new TaskInvalidError(`task ${node.id}: priority must be a number`)
+    if (typeof node.type !== 'string' || node.type === '') throw new AH_ERR_TASK_INVALID(`task ${node.id} has no type`)
+    if (!ID.test(node.id)) throw new AH_ERR_TASK_INVALID(`task id "${node.id}" must be 1-128 letters, digits, ".", "_", ":" or "-"`)
+    if (ids.has(node.id) || exists(node.id)) throw new AH_ERR_TASK_INVALID(`task id "${node.id}" is already used`)
+    if (!Number.isInteger(node.max_attempts) || node.max_attempts < 1) throw new AH_ERR_TASK_INVALID(`task ${node.id}: max_attempts must be a positive integer`)
+    if (!Number.isFinite(node.priority)) throw new AH_ERR_TASK_INVALID(`task ${node.id}: priority must be a number`)
     ids.add(node.id)
   }
   for (const node of nodes) {
     for (const dep of node.dependency_ids) {
-      if (dep === node.id) throw new TaskInvalidError(`task ${node.id} depends on itself`)
-      if (!ids.has(dep) && !exists(dep)) throw new TaskInvalidError(`task ${node.id} depends on unknown task "${dep}"`)
+      if (dep === node.id) throw new AH_ERR_TASK_INVALID(`task ${node.id} depends on itself`)
+      if (!ids.has(dep) && !exists(dep)) throw new AH_ERR_TASK_INVALID(`task ${node.id} depends on unknown task "${dep}"`)
     }
     if (node.parent_id !== null && !ids.has(node.parent_id) && !exists(node.parent_id)) {
-      throw new TaskInvalidError(`task ${node.id} has unknown parent "${node.parent_id}"`)
+      throw new AH_ERR_TASK_INVALID(`task ${node.id} has unknown parent "${node.parent_id}"`)
     }
   }
   const cycle = findCycle(nodes)
-  if (cycle !== undefined) throw new TaskInvalidError(`dependency cycle: ${cycle.join(' -> ')}`)
+  if (cycle !== undefined) throw new AH_ERR_TASK_INVALID(`dependency cycle: ${cycle.join(' -> ')}`)
   return nodes
 }
 
@@ -93,7 +93,7 @@ export function claimNode (task: TaskNode, owner: string, leaseMs: number, now: 
 /** The fencing check: the task is IN_PROGRESS under exactly this claim. */
 export function assertClaim (task: TaskNode, token: ClaimToken): void {
   if (task.status !== 'IN_PROGRESS' || task.owner !== token.owner || task.attempt !== token.attempt) {
-    throw new StaleClaimError(task.id, token.owner, token.attempt)
+    throw new AH_ERR_TASK_STALE_CLAIM(task.id, token.owner, token.attempt)
   }
 }
 
@@ -138,6 +138,6 @@ export function leaseExpired (task: TaskNode, now: Date): boolean {
 
 /** PENDING or IN_PROGRESS → CANCELLED; anything else is final. */
 export function cancelNode (task: TaskNode, now: Date): TaskNode {
-  if (task.status !== 'PENDING' && task.status !== 'IN_PROGRESS') throw new TaskStateError(task.id, task.status, 'cancel')
+  if (task.status !== 'PENDING' && task.status !== 'IN_PROGRESS') throw new AH_ERR_TASK_STATE(task.id, task.status, 'cancel')
   return { ...task, status: 'CANCELLED', lease_expires_at: null, updated_at: now.toISOString() }
 }

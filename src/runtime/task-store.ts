@@ -2,7 +2,7 @@ import type { ClaimToken, JsonObject, NewTask, TaskFailure, TaskNode, TaskQuery 
 
 /**
  * Where the task graph lives. Every operation is atomic across the processes sharing DATA_DIR.
- * Mutations by a worker present its {@link ClaimToken}; a stale one throws `StaleClaimError` and
+ * Mutations by a worker present its {@link ClaimToken}; a stale one throws `AH_ERR_TASK_STALE_CLAIM` and
  * changes nothing. Two implementations pass the same contract tests: the file store (default) and
  * the SQLite store (`TASK_STORE=sqlite`).
  */

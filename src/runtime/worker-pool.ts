@@ -1,6 +1,6 @@
 import { hostname } from 'node:os'
 import { setTimeout as sleep } from 'node:timers/promises'
-import { StaleClaimError } from '../errors.js'
+import { AH_ERR_TASK_STALE_CLAIM } from '../errors.js'
 import type { AuditInput } from '../storage/audit.js'
 import { AgentRuntime, type TaskEventSink } from './agent-runtime.js'
 import type { BaseAgent } from './base-agent.js'
@@ -64,7 +64,7 @@ export class WorkerPool {
           return () => { this.#running.delete(task.id) }
         })
       } catch (err) {
-        if (err instanceof StaleClaimError) this.#o.log.info({ err: err.message, agent: runtime.agentId }, 'task moved on without this worker')
+        if (err instanceof AH_ERR_TASK_STALE_CLAIM) this.#o.log.info({ err: err.message, agent: runtime.agentId }, 'task moved on without this worker')
         else this.#o.log.error({ err, agent: runtime.agentId }, 'task loop failed')
       }
       if (done === null) await sleep(this.#o.pollMs, undefined, { signal }).catch(() => {})

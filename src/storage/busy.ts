@@ -1,5 +1,5 @@
 import { setTimeout as sleep } from 'node:timers/promises'
-import { StorageBusyError } from '../errors.js'
+import { AH_ERR_STORAGE_BUSY } from '../errors.js'
 
 /** Whether `err` is SQLite saying another connection holds the lock it needs (SQLITE_BUSY or SQLITE_LOCKED, any variant). */
 export function isBusy (err: unknown): boolean {
@@ -21,7 +21,7 @@ export async function retryBusy<T> (write: () => T, budgetMs: number, signal?: A
       return write()
     } catch (err) {
       if (!isBusy(err)) throw err
-      if (Date.now() + wait > deadline || signal?.aborted === true) throw new StorageBusyError(budgetMs, { cause: err })
+      if (Date.now() + wait > deadline || signal?.aborted === true) throw new AH_ERR_STORAGE_BUSY(budgetMs, { cause: err })
     }
     await sleep(wait)
   }

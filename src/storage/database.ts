@@ -1,7 +1,7 @@
 import { mkdirSync } from 'node:fs'
 import { join } from 'node:path'
 import Database from 'better-sqlite3'
-import { SchemaTooNewError } from '../errors.js'
+import { AH_ERR_STORAGE_SCHEMA_TOO_NEW } from '../errors.js'
 import { MIGRATIONS } from './migrations.js'
 
 export type Db = Database.Database
@@ -21,7 +21,7 @@ export function migrate (db: Db): number[] {
   db.exec('CREATE TABLE IF NOT EXISTS schema_migrations (version INTEGER PRIMARY KEY, description TEXT NOT NULL, applied_at TEXT NOT NULL)')
   const current = (): number => (db.prepare('SELECT max(version) AS v FROM schema_migrations').get() as { v: number | null }).v ?? 0
   const found = current()
-  if (found > SCHEMA_VERSION) throw new SchemaTooNewError(db.name, found, SCHEMA_VERSION)
+  if (found > SCHEMA_VERSION) throw new AH_ERR_STORAGE_SCHEMA_TOO_NEW(db.name, found, SCHEMA_VERSION)
   const applied: number[] = []
   for (const step of MIGRATIONS) {
     db.transaction(() => {

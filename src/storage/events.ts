@@ -1,5 +1,5 @@
 import { EventEmitter } from 'node:events'
-import { PolicyViolationError } from '../errors.js'
+import { AH_ERR_POLICY_VIOLATION } from '../errors.js'
 import type { StoredEvent } from '../protocol/events.js'
 import type { Db } from './database.js'
 
@@ -97,11 +97,11 @@ export class EventStore {
    */
   append (input: EventInput, author: EventAuthor = 'agent'): number {
     const flagged = findRenderToUser(input.event)
-    if (flagged !== undefined) throw Object.assign(new PolicyViolationError(`render_to_user at ${flagged}`), { policy_error: true })
+    if (flagged !== undefined) throw Object.assign(new AH_ERR_POLICY_VIOLATION(`render_to_user at ${flagged}`), { policy_error: true })
     let visibility = input.visibility ?? 'internal'
     if (INTERNAL_ONLY_TYPES.has(input.type)) visibility = 'internal'
     if (visibility === 'user' && author !== 'narrator') {
-      throw Object.assign(new PolicyViolationError(`only the narrator may write visibility "user" (${author} tried, type ${input.type})`), { policy_error: true })
+      throw Object.assign(new AH_ERR_POLICY_VIOLATION(`only the narrator may write visibility "user" (${author} tried, type ${input.type})`), { policy_error: true })
     }
     const seq = Number(this.#insert.run({
       id: input.id,

@@ -1,4 +1,4 @@
-import { ValueTooLargeError } from '../errors.js'
+import { AH_ERR_SESSION_VALUE_INVALID } from '../errors.js'
 import type { Interaction, InteractionRecord, RecallHit, SessionHandle, SessionIdentity, SessionStore } from '../protocol/session.js'
 import type { Db } from './database.js'
 
@@ -116,8 +116,8 @@ export class SqliteSessionStore implements SessionStore {
       },
       async store (key, value) {
         const text = JSON.stringify(value)
-        if (text === undefined) throw new ValueTooLargeError(String(key), 'a JSON value', 0)
-        if (Buffer.byteLength(text) > MAX_VALUE_BYTES) throw new ValueTooLargeError(String(key), `at most ${MAX_VALUE_BYTES} bytes of JSON`, Buffer.byteLength(text))
+        if (text === undefined) throw new AH_ERR_SESSION_VALUE_INVALID(String(key), 'a JSON value', 0)
+        if (Buffer.byteLength(text) > MAX_VALUE_BYTES) throw new AH_ERR_SESSION_VALUE_INVALID(String(key), `at most ${MAX_VALUE_BYTES} bytes of JSON`, Buffer.byteLength(text))
         store.#db.transaction(() => {
           store.#ensure(sessionId, identity.user_id)
           store.#ftsDelete.run(sessionId, String(key))

@@ -3,8 +3,9 @@ import { readFileSync } from 'node:fs'
 import { fileURLToPath } from 'node:url'
 import { join } from 'node:path'
 import { setTimeout as sleep } from 'node:timers/promises'
-import { BackendError } from '../../src/backends/errors.js'
-import { BackendConfigError, LocalAgentProtocol } from '../../src/backends/local/local-agent-protocol.js'
+import { BackendError } from '../../src/agents/index.js'
+import { LocalAgentProtocol } from '../../src/backends/local/local-agent-protocol.js'
+import { AH_ERR_BACKEND_CONFIG } from '../../src/errors.js'
 import { ParseState, type ParseResult, type ProtocolContext, type StreamChunk } from '../../src/backends/protocol.js'
 import { memory } from '../fixtures/memory.js'
 import { tempDataDir, type Teardown } from '../helper.js'
@@ -159,11 +160,11 @@ t.test('abort kills the whole process group within 1 s: no orphans', async (t) =
 t.test('workspace confinement: ".." and absolute paths are refused; the agent runs in its session folder', async (t) => {
   const dataDir = tempDataDir(t)
   for (const workspace of ['../escape', 'a/../../x', '/tmp/elsewhere', '..', '.']) {
-    t.throws(() => new LocalAgentProtocol({ command: ['node'], dataDir, workspace, inactivityTimeoutMs: 1000 }), BackendConfigError, workspace)
+    t.throws(() => new LocalAgentProtocol({ command: ['node'], dataDir, workspace, inactivityTimeoutMs: 1000 }), AH_ERR_BACKEND_CONFIG, workspace)
   }
   t.throws(() => new LocalAgentProtocol({ command: [], dataDir, workspace: 'w', inactivityTimeoutMs: 1000 }), /empty/)
   const { protocol } = make(t, { dataDir })
-  await t.rejects(protocol.start({ sessionId: '../../etc' }, {}), BackendConfigError)
+  await t.rejects(protocol.start({ sessionId: '../../etc' }, {}), AH_ERR_BACKEND_CONFIG)
   const { ctx } = collector()
   const cwd = await protocol.send('s-cwd', user('cwd'), ctx)
   t.equal(cwd.content, join(dataDir, 'workspaces', 'toys', 's-cwd'))

@@ -5,7 +5,9 @@ import { AuditLog } from '../../src/storage/audit.js'
 import { EventStore } from '../../src/storage/events.js'
 import { FileTaskStore } from '../../src/runtime/file-task-store.js'
 import { AgentRuntime, type AgentResult } from '../../src/runtime/agent-runtime.js'
-import { AgentError, BaseAgent, type TaskContext } from '../../src/runtime/base-agent.js'
+import { BaseAgent, type TaskContext } from '../../src/runtime/base-agent.js'
+import { AgentError } from '../../src/agents/index.js'
+import type { AgentError as AgentErrorType } from '../../src/errors.js'
 import type { TaskNode } from '../../src/runtime/task.js'
 import { tempDataDir, type Teardown } from '../helper.js'
 
@@ -27,7 +29,7 @@ class Recorder extends BaseAgent {
   override async onAssign (task: TaskNode, runtime: AgentRuntime): Promise<void> { this.calls.push('assign'); await super.onAssign(task, runtime) }
   override async onProgress (task: TaskNode, runtime: AgentRuntime, message: string, fraction?: number): Promise<void> { this.calls.push(`progress:${message}`); await super.onProgress(task, runtime, message, fraction) }
   override async onComplete (): Promise<void> { this.calls.push('complete') }
-  override async onError (_task: TaskNode, _runtime: AgentRuntime, error: AgentError): Promise<void> { this.calls.push(`error:${error.reason}`) }
+  override async onError (_task: TaskNode, _runtime: AgentRuntime, error: AgentErrorType): Promise<void> { this.calls.push(`error:${error.reason}`) }
   async handleTask (task: TaskNode, context: TaskContext): Promise<AgentResult> { return await this.behaviour(task, context) }
 }
 

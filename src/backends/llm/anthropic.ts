@@ -1,5 +1,5 @@
 import Anthropic from '@anthropic-ai/sdk'
-import { BackendError } from '../errors.js'
+import { AH_ERR_BACKEND_FAILED } from '../../errors.js'
 import type { JsonObject, Message, StreamChunk, ToolRegistry } from '../protocol.js'
 import { sdkOptions, type LlmTransport, type ProviderOptions, type Turn, type TurnRequest } from './transport.js'
 
@@ -62,7 +62,7 @@ export class AnthropicTransport implements LlmTransport {
       signal,
       ...(request.traceparent !== undefined ? { headers: { traceparent: request.traceparent } } : {})
     }).asResponse()
-    if (response.body === null) throw new BackendError('backend_failed', 'The provider sent no body', 'TRANSIENT')
+    if (response.body === null) throw new AH_ERR_BACKEND_FAILED('backend_failed', 'The provider sent no body', 'TRANSIENT')
     return response.body
   }
 
@@ -107,7 +107,7 @@ export class AnthropicTransport implements LlmTransport {
       case 'error': {
         const type = data.error?.type ?? 'error'
         const retry = type === 'overloaded_error' || type === 'api_error' || type === 'rate_limit_error'
-        throw new BackendError('backend_failed', `The provider failed mid-stream: ${data.error?.message ?? type}`, retry ? 'TRANSIENT' : 'FATAL', { provider: 'anthropic', type })
+        throw new AH_ERR_BACKEND_FAILED('backend_failed', `The provider failed mid-stream: ${data.error?.message ?? type}`, retry ? 'TRANSIENT' : 'FATAL', { provider: 'anthropic', type })
       }
       default:
         return []

@@ -1,5 +1,5 @@
 import { randomUUID } from 'node:crypto'
-import { BackendError } from '../errors.js'
+import { AH_ERR_BACKEND_FAILED } from '../../errors.js'
 import {
   BaseProtocol, ParseState, type Message, type ParseResult, type ProtocolContext, type ProtocolResponse,
   type SessionUsage, type StartConfig, type StreamChunk, type TokenUsage, type ToolCall
@@ -206,7 +206,7 @@ export class LlmProtocol extends BaseProtocol {
     const onAbort = (): void => { controller.abort(outer?.reason) }
     outer?.addEventListener('abort', onAbort, { once: true })
     let timer: NodeJS.Timeout | undefined
-    const timeout = new BackendError('backend_timeout', `The ${this.transport.provider} backend sent nothing for ${this.#o.timeoutMs} ms`, 'TRANSIENT', { timeout_ms: this.#o.timeoutMs })
+    const timeout = new AH_ERR_BACKEND_FAILED('backend_timeout', `The ${this.transport.provider} backend sent nothing for ${this.#o.timeoutMs} ms`, 'TRANSIENT', { timeout_ms: this.#o.timeoutMs })
     const arm = (): void => {
       clearTimeout(timer)
       timer = setTimeout(() => { controller.abort(timeout) }, this.#o.timeoutMs)
@@ -232,7 +232,7 @@ export class LlmProtocol extends BaseProtocol {
       if (!turn.done) {
         for (const result of this.parseStream(null, state)) await this.#apply(session, turn, result, ctx)
       }
-      if (!turn.done) throw new BackendError('backend_failed', `The ${this.transport.provider} stream ended before the response was complete`, 'TRANSIENT')
+      if (!turn.done) throw new AH_ERR_BACKEND_FAILED('backend_failed', `The ${this.transport.provider} stream ended before the response was complete`, 'TRANSIENT')
     } catch (err) {
       throw this.#failure(err, controller.signal, outer)
     } finally {
@@ -269,7 +269,7 @@ export class LlmProtocol extends BaseProtocol {
         turn.done = true
         return true
       case 'error':
-        throw new BackendError('backend_failed', `The ${this.transport.provider} stream could not be read: ${result.error.message}`, 'FATAL')
+        throw new AH_ERR_BACKEND_FAILED('backend_failed', `The ${this.transport.provider} stream could not be read: ${result.error.message}`, 'FATAL')
       default:
         return false
     }
@@ -277,14 +277,14 @@ export class LlmProtocol extends BaseProtocol {
 
   #failure (err: unknown, signal: AbortSignal, outer: AbortSignal | undefined): unknown {
     if (outer?.aborted === true) return outer.reason
-    if (signal.aborted && signal.reason instanceof BackendError) return signal.reason
-    if (err instanceof BackendError) return err
+    if (signal.aborted && signal.reason instanceof AH_ERR_BACKEND_FAILED) return signal.reason
+    if (err instanceof AH_ERR_BACKEND_FAILED) return err
     const status = (err as { status?: unknown }).status
     const provider = this.transport.provider
     if (typeof status === 'number') {
       const retry = status === 408 || status === 409 || status === 429 || status >= 500
-      return new BackendError('backend_failed', `The ${provider} backend answered ${status}: ${(err as Error).message}`, retry ? 'TRANSIENT' : 'FATAL', { provider, status })
+      return new AH_ERR_BACKEND_FAILED('backend_failed', `The ${provider} backend answered ${status}: ${(err as Error).message}`, retry ? 'TRANSIENT' : 'FATAL', { provider, status })
     }
-    return new BackendError('backend_failed', `The ${provider} backend could not be reached: ${(err as Error)?.message ?? String(err)}`, 'TRANSIENT', { provider })
+    return new AH_ERR_BACKEND_FAILED('backend_failed', `The ${provider} backend could not be reached: ${(err as Error)?.message ?? String(err)}`, 'TRANSIENT', { provider })
   }
 }

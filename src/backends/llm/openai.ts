@@ -1,5 +1,5 @@
 import OpenAI from 'openai'
-import { BackendError } from '../errors.js'
+import { AH_ERR_BACKEND_FAILED } from '../../errors.js'
 import type { JsonObject, Message, StreamChunk, ToolRegistry } from '../protocol.js'
 import { sdkOptions, type LlmTransport, type ProviderOptions, type Turn, type TurnRequest } from './transport.js'
 
@@ -60,7 +60,7 @@ export class OpenAiTransport implements LlmTransport {
       signal,
       ...(request.traceparent !== undefined ? { headers: { traceparent: request.traceparent } } : {})
     }).asResponse()
-    if (response.body === null) throw new BackendError('backend_failed', 'The provider sent no body', 'TRANSIENT')
+    if (response.body === null) throw new AH_ERR_BACKEND_FAILED('backend_failed', 'The provider sent no body', 'TRANSIENT')
     return response.body
   }
 
@@ -73,7 +73,7 @@ export class OpenAiTransport implements LlmTransport {
     if (chunk.error !== undefined) {
       const type = String(chunk.error.type ?? chunk.error.code ?? 'error')
       const retry = /overload|rate|server|timeout|unavailable/i.test(type)
-      throw new BackendError('backend_failed', `The provider failed mid-stream: ${chunk.error.message ?? type}`, retry ? 'TRANSIENT' : 'FATAL', { provider: 'openai', type })
+      throw new AH_ERR_BACKEND_FAILED('backend_failed', `The provider failed mid-stream: ${chunk.error.message ?? type}`, retry ? 'TRANSIENT' : 'FATAL', { provider: 'openai', type })
     }
     const out: StreamChunk[] = []
     for (const choice of chunk.choices ?? []) {

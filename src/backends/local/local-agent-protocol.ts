@@ -4,20 +4,11 @@ import { constants, mkdirSync } from 'node:fs'
 import { access } from 'node:fs/promises'
 import { delimiter, isAbsolute, join, relative, resolve, sep } from 'node:path'
 import { createInterface } from 'node:readline'
-import { BackendError } from '../errors.js'
+import { AH_ERR_BACKEND_CONFIG, AH_ERR_BACKEND_FAILED } from '../../errors.js'
 import {
   BaseProtocol, ParseState, takeLines, type Message, type ParseResult, type ProtocolContext, type ProtocolLog,
   type ProtocolResponse, type SessionUsage, type StartConfig, type StreamChunk
 } from '../protocol.js'
-
-/** A local agent setting is unusable (a workspace outside DATA_DIR/workspaces, a bad session id). */
-export class BackendConfigError extends Error {
-  readonly code = 'AH_ERR_BACKEND_CONFIG'
-  constructor (message: string) {
-    super(message)
-    this.name = 'BackendConfigError'
-  }
-}
 
 /** Settings of a {@link LocalAgentProtocol}. */
 export interface LocalAgentOptions {
@@ -78,15 +69,15 @@ export class LocalAgentProtocol extends BaseProtocol {
 
   constructor (options: LocalAgentOptions) {
     super()
-    if (options.command.length === 0 || options.command[0] === '') throw new BackendConfigError('the local agent command is empty')
+    if (options.command.length === 0 || options.command[0] === '') throw new AH_ERR_BACKEND_CONFIG('the local agent command is empty')
     const root = resolve(options.dataDir, 'workspaces')
     const workspace = options.workspace
     if (isAbsolute(workspace) || workspace.split(/[\\/]/).includes('..')) {
-      throw new BackendConfigError(`CLI_AGENT_WORKSPACE "${workspace}" must be a relative folder name without "..": it must stay inside ${root}`)
+      throw new AH_ERR_BACKEND_CONFIG(`CLI_AGENT_WORKSPACE "${workspace}" must be a relative folder name without "..": it must stay inside ${root}`)
     }
     const path = resolve(root, workspace)
     const rel = relative(root, path)
-    if (rel === '' || rel.startsWith('..') || isAbsolute(rel)) throw new BackendConfigError(`CLI_AGENT_WORKSPACE "${workspace}" must name a folder inside ${root}`)
+    if (rel === '' || rel.startsWith('..') || isAbsolute(rel)) throw new AH_ERR_BACKEND_CONFIG(`CLI_AGENT_WORKSPACE "${workspace}" must name a folder inside ${root}`)
     this.name = options.name ?? 'local'
     this.workspaceRoot = path
     this.#o = options
@@ -118,7 +109,7 @@ export class LocalAgentProtocol extends BaseProtocol {
 
   async start (config: StartConfig, ctx: ProtocolContext): Promise<string> {
     const id = config.sessionId ?? randomUUID()
-    if (!SESSION_ID.test(id)) throw new BackendConfigError(`session id "${id}" is not usable as a folder name`)
+    if (!SESSION_ID.test(id)) throw new AH_ERR_BACKEND_CONFIG(`session id "${id}" is not usable as a folder name`)
     const session = this.#sessions.get(id) ?? { id, messages: [], usage: { input: 0, output: 0, cost: 0, turns: 0 } }
     if (this.#sessions.get(id) === undefined) {
       const stored = await ctx.memory?.get<{ messages?: Message[], usage?: SessionUsage }>(MEMORY_PREFIX + this.name)
@@ -175,7 +166,7 @@ export class LocalAgentProtocol extends BaseProtocol {
     }
     const proc = session.proc as AgentProcess
     // one turn at a time per process: a second would read the first one's output
-    if (proc.sink !== undefined) throw new BackendError('backend_failed', 'The local agent is still answering another message in this session; send again when it is done', 'TRANSIENT')
+    if (proc.sink !== undefined) throw new AH_ERR_BACKEND_FAILED('backend_failed', 'The local agent is still answering another message in this session; send again when it is done', 'TRANSIENT')
     const before = session.messages.length
     session.messages.push(...messages)
     let response: ProtocolResponse
@@ -224,14 +215,14 @@ export class LocalAgentProtocol extends BaseProtocol {
       const arm = (): void => {
         clearTimeout(timer)
         timer = setTimeout(() => {
-          finish(new BackendError('backend_timeout', `The local agent printed nothing for ${this.#o.inactivityTimeoutMs} ms; it was stopped`, 'TRANSIENT', { timeout_ms: this.#o.inactivityTimeoutMs }))
+          finish(new AH_ERR_BACKEND_FAILED('backend_timeout', `The local agent printed nothing for ${this.#o.inactivityTimeoutMs} ms; it was stopped`, 'TRANSIENT', { timeout_ms: this.#o.inactivityTimeoutMs }))
         }, this.#o.inactivityTimeoutMs)
       }
       const onAbort = (): void => { finish(ctx.signal?.reason) }
       const handle = async (result: ParseResult): Promise<void> => {
         if (settled) return
         if (result.type === 'error') {
-          finish(new BackendError('backend_failed', `The local agent wrote a line that is not a JSON object: ${result.error.message}`, 'FATAL'))
+          finish(new AH_ERR_BACKEND_FAILED('backend_failed', `The local agent wrote a line that is not a JSON object: ${result.error.message}`, 'FATAL'))
           return
         }
         if (result.type !== 'message') return
@@ -253,7 +244,7 @@ export class LocalAgentProtocol extends BaseProtocol {
             metadata
           })
         } else if (m.type === 'error') {
-          finish(new BackendError('backend_failed', `The local agent failed: ${String(m.message ?? 'no message')}`, m.retryable === true ? 'TRANSIENT' : 'FATAL'))
+          finish(new AH_ERR_BACKEND_FAILED('backend_failed', `The local agent failed: ${String(m.message ?? 'no message')}`, m.retryable === true ? 'TRANSIENT' : 'FATAL'))
         }
       }
       proc.sink = (bytes) => {
@@ -267,8 +258,8 @@ export class LocalAgentProtocol extends BaseProtocol {
           for (const result of this.parseStream(null, state)) handle(result).catch(() => {})
           if (settled) return
           const how = exit?.signal !== null && exit?.signal !== undefined ? `was killed by ${exit.signal}` : `exited with code ${String(exit?.code)}`
-          if (exit?.code === 0) finish(new BackendError('backend_failed', 'The local agent exited before it sent a result', 'FATAL', { exit_code: 0 }))
-          else finish(new BackendError('backend_failed', `The local agent ${how} mid-turn`, 'TRANSIENT', { exit_code: exit?.code ?? null, signal: exit?.signal ?? null }))
+          if (exit?.code === 0) finish(new AH_ERR_BACKEND_FAILED('backend_failed', 'The local agent exited before it sent a result', 'FATAL', { exit_code: 0 }))
+          else finish(new AH_ERR_BACKEND_FAILED('backend_failed', `The local agent ${how} mid-turn`, 'TRANSIENT', { exit_code: exit?.code ?? null, signal: exit?.signal ?? null }))
         })
       }
       ctx.signal?.addEventListener('abort', onAbort, { once: true })

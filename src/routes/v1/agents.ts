@@ -1,6 +1,6 @@
 import type { FastifyPluginAsyncTypebox } from '@fastify/type-provider-typebox'
 import { Type } from 'typebox'
-import { AgentNotFoundError } from '../../errors.js'
+import { AH_ERR_AGENT_NOT_FOUND } from '../../errors.js'
 import { AgentDefinition, AgentList } from '../../protocol/manifest.js'
 import { ErrorBody } from '../../protocol/response.js'
 
@@ -19,7 +19,7 @@ const agentRoutes: FastifyPluginAsyncTypebox = async (app) => {
     }
   }, async (request) => {
     const hosted = app.agents.get(request.params.id)
-    if (hosted === undefined) throw new AgentNotFoundError(request.params.id)
+    if (hosted === undefined) throw new AH_ERR_AGENT_NOT_FOUND(request.params.id)
     return hosted.manifest
   })
 }

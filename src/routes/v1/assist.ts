@@ -3,7 +3,7 @@ import type { OutgoingHttpHeaders } from 'node:http'
 import type { FastifyReply, FastifyRequest } from 'fastify'
 import { Type } from 'typebox'
 import type { Cursor } from '../../assist/engine.js'
-import { NotAcceptableError } from '../../errors.js'
+import { AH_ERR_NOT_ACCEPTABLE } from '../../errors.js'
 import { chooseDeliveryMode } from '../../http/negotiate.js'
 import { SseWriter } from '../../http/sse-writer.js'
 import { Uuid } from '../../protocol/common.js'
@@ -70,7 +70,7 @@ const assistRoutes: FastifyPluginAsyncTypebox = async (app) => {
       identity: request.identity,
       chooseMode: (own) => {
         const mode = chooseDeliveryMode(request.headers.accept, own)
-        if (mode === undefined) throw new NotAcceptableError(request.headers.accept ?? '')
+        if (mode === undefined) throw new AH_ERR_NOT_ACCEPTABLE(request.headers.accept ?? '')
         return mode
       },
       resuming: after !== undefined,

@@ -2,7 +2,7 @@ import type { FastifyPluginAsyncTypebox } from '@fastify/type-provider-typebox'
 import { Type } from 'typebox'
 import type { FastifyRequest } from 'fastify'
 import { grants } from '../../auth/scopes.js'
-import { SessionNotFoundError } from '../../errors.js'
+import { AH_ERR_SESSION_NOT_FOUND } from '../../errors.js'
 import { Uuid } from '../../protocol/common.js'
 import { HistoryPage } from '../../protocol/records.js'
 import { ErrorBody } from '../../protocol/response.js'
@@ -30,7 +30,7 @@ const sessionRoutes: FastifyPluginAsyncTypebox = async (app) => {
     }
   }, async (request) => {
     const { session_id: sessionId } = request.params
-    if (!visible(request, sessionId)) throw new SessionNotFoundError(sessionId)
+    if (!visible(request, sessionId)) throw new AH_ERR_SESSION_NOT_FOUND(sessionId)
     return {
       session_id: sessionId,
       total: app.sessions.count(sessionId),
@@ -48,7 +48,7 @@ const sessionRoutes: FastifyPluginAsyncTypebox = async (app) => {
     }
   }, async (request, reply) => {
     const { session_id: sessionId } = request.params
-    if (!visible(request, sessionId)) throw new SessionNotFoundError(sessionId)
+    if (!visible(request, sessionId)) throw new AH_ERR_SESSION_NOT_FOUND(sessionId)
     await app.assist.cancelSession(sessionId)
     const erased = app.db.transaction(() => ({
       runs: app.runStore.eraseSession(sessionId),

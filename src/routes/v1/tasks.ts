@@ -1,13 +1,13 @@
 import type { FastifyPluginAsyncTypebox } from '@fastify/type-provider-typebox'
 import { Type } from 'typebox'
-import { TaskNotFoundError, ValidationError, withDetails } from '../../errors.js'
+import { AH_ERR_TASK_NOT_FOUND, AH_ERR_VALIDATION, withDetails } from '../../errors.js'
 import { EventPage } from '../../protocol/records.js'
 import { ErrorBody } from '../../protocol/response.js'
 import { CreateTasksBody, Task, TaskList, TaskStatus } from '../../protocol/tasks.js'
 import type { NewTask } from '../../runtime/task.js'
 
 function invalid (path: string, message: string): Error {
-  return withDetails(new ValidationError(`Invalid request: ${path} ${message}`), { errors: [{ path, message }] })
+  return withDetails(new AH_ERR_VALIDATION(`Invalid request: ${path} ${message}`), { errors: [{ path, message }] })
 }
 
 const Params = Type.Object({ id: Type.String({ minLength: 1, maxLength: 128 }) })
@@ -57,7 +57,7 @@ const taskRoutes: FastifyPluginAsyncTypebox = async (app) => {
     schema: { tags: ['tasks'], summary: 'One task', params: Params, response: { 200: Task, 404: ErrorBody } }
   }, async (request) => {
     const task = await app.tasks.get(request.params.id)
-    if (task === undefined) throw new TaskNotFoundError(request.params.id)
+    if (task === undefined) throw new AH_ERR_TASK_NOT_FOUND(request.params.id)
     return task
   })
 
@@ -84,7 +84,7 @@ const taskRoutes: FastifyPluginAsyncTypebox = async (app) => {
       response: { 200: EventPage, 404: ErrorBody }
     }
   }, async (request) => {
-    if (await app.tasks.get(request.params.id) === undefined) throw new TaskNotFoundError(request.params.id)
+    if (await app.tasks.get(request.params.id) === undefined) throw new AH_ERR_TASK_NOT_FOUND(request.params.id)
     const events = app.events.list({ limit: 10_000 }).filter((e) => e.kind === 'task' && e.event.task_id === request.params.id)
     return { events: events.slice(request.query.offset, request.query.offset + request.query.limit) }
   })
