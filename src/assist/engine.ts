@@ -319,7 +319,7 @@ export class AssistEngine {
       if (live !== undefined && !live.lost && live.endReason === undefined) {
         // what was journaled since the last page, then the live run: in one turn, so no packet falls between
         const tail = store.rows(requestId, ord)
-        const queue: FrameQueue = new FrameQueue(main, 64 * 1024, this.#s.followerMaxBytes, () => {
+        const queue: FrameQueue = new FrameQueue(main, Math.min(64 * 1024, Math.floor(this.#s.followerMaxBytes / 2)), this.#s.followerMaxBytes, () => {
           live.detach(queue, 'slow_consumer')
           options.onSlow?.()
         })
@@ -435,7 +435,7 @@ export class AssistEngine {
     }
     return {
       packet: (ord, streamId, seq, json) => { store.append(requestId, tokenOf(), { ord, stream_id: streamId, seq, frame: json }) },
-      event: (kind, event) => {
+      event: (kind, event) => this.#write(() => {
         events.append({
           kind,
           id: String(kind === 'cloudevent' ? event.id : `${String(event.run_id)}:${String(event.node_id)}:${String(event.timestamp)}`),
@@ -447,19 +447,22 @@ export class AssistEngine {
           trace_id: traceId,
           event
         })
-      },
-      flush: () => {
-        try {
-          flushNow()
-          return undefined
-        } catch (err) {
-          if (!isBusy(err)) throw err
-          return retryBusy(flushNow, this.#s.writeBudgetMs)
-        }
-      },
-      audit: (actor, action, resource, success) => {
+      }),
+      flush: () => this.#write(flushNow),
+      audit: (actor, action, resource, success) => this.#write(() => {
         audit.append({ actor, action, resource, success, request_id: requestId, root_request_id: resolved.root_request_id, trace_id: traceId, details: { by: `agent:${agentName}` } })
-      }
+      })
+    }
+  }
+
+  /** A write done at once when it can be, else retried without blocking while another process holds the lock. */
+  #write (write: () => void): Promise<void> | undefined {
+    try {
+      write()
+      return undefined
+    } catch (err) {
+      if (!isBusy(err)) throw err
+      return retryBusy(write, this.#s.writeBudgetMs)
     }
   }
 

@@ -34,10 +34,10 @@ export interface PacketSink {
 export interface RunRecorder {
   /** Queue one packet for the journal: `seq` and `json` as on the wire, or `seq` null for an event kept off it. */
   packet(ord: number, streamId: string, seq: number | null, json: string): void
-  /** Store an internal event the agent emitted (a CloudEvent or a graph event). */
-  event(kind: 'cloudevent' | 'graph', event: JsonObject): void
-  /** Store an audit entry the agent recorded. */
-  audit(actor: string, action: string, resource: string, success: boolean): void
+  /** Store an internal event the agent emitted (a CloudEvent or a graph event); a promise while the database is locked elsewhere. */
+  event(kind: 'cloudevent' | 'graph', event: JsonObject): Promise<void> | undefined
+  /** Store an audit entry the agent recorded; a promise while the database is locked elsewhere. */
+  audit(actor: string, action: string, resource: string, success: boolean): Promise<void> | undefined
   /**
    * Make the queued packets durable. Returns `undefined` when done at once, or a promise while the
    * database is locked by another process (it rejects once the write budget is spent). A packet

@@ -20,8 +20,6 @@ export interface SseWriterOptions {
   heartbeatMs: number
   /** `retry:` advertised once at the start; 0 for none. */
   retryMs: number
-  /** Bytes that may wait in the socket's buffer before the client counts as too slow. */
-  maxBufferBytes: number
   /** How long the socket may stay full (the client reads nothing) before the client counts as too slow. */
   stallMs: number
   /** The client went away (`client_disconnected`) or stopped reading (`slow_consumer`). */
@@ -33,11 +31,12 @@ export interface SseWriterOptions {
 }
 
 /**
- * Writes packets to a raw HTTP response as Server-Sent Events. It sends `: ping` after
- * `heartbeatMs` of silence, reports backpressure to the run (a promise that settles on `drain`),
- * notices a client that goes away (on the response, which is the socket's side that closes), and
- * ends a client whose unread backlog passes `maxBufferBytes` (so it cannot grow the server's memory
- * by more than that and one event) or who reads nothing for `stallMs` (so it cannot hold a run).
+ * Writes events to a raw HTTP response as Server-Sent Events. It sends `: ping` after
+ * `heartbeatMs` of silence, reports backpressure to its producer (a promise that settles on
+ * `drain`; producers wait for it, so the socket's buffer holds at most one event more than it
+ * takes), notices a client that goes away (on the response, which is the socket's side that
+ * closes), and ends a client who reads nothing for `stallMs` (so it cannot hold a run). A client
+ * that falls too far behind a producer that does not wait is cut with {@link cut}.
  */
 export class SseWriter {
   readonly #res: ServerResponse
@@ -64,17 +63,9 @@ export class SseWriter {
   /** Send one event (a packet, a replayed journal frame, a stored event). */
   send (event: string, id: string, data: string): Promise<void> | undefined {
     if (this.#finished) return undefined
-    // the backlog before this event: a writer that waits for drain never passes the limit, even
-    // with one event larger than it; one that ignores backpressure does
-    const backlog = this.#res.writableLength
     const ok = this.#res.write(formatEvent(event, id, data))
     this.#options.metrics?.packet()
     this.#heartbeat.refresh()
-    if (backlog > this.#options.maxBufferBytes) {
-      this.#gone('slow_consumer')
-      this.#res.destroy()
-      return undefined
-    }
     if (ok) return undefined
     this.#drain ??= new Promise<void>((resolve) => {
       const stalled = setTimeout(() => {

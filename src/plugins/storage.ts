@@ -7,6 +7,9 @@ import { RunStore } from '../storage/runs.js'
 import { SqliteSessionStore } from '../storage/sessions.js'
 import pkg from '../../package.json' with { type: 'json' }
 
+/** How long a write may block on another process's lock while the server is not serving (boot, close). */
+const BLOCKING_BUSY_TIMEOUT_MS = 5000
+
 declare module 'fastify' {
   interface FastifyInstance {
     /** The SQLite database (DATA_DIR/agent-host.db). */
@@ -27,15 +30,18 @@ declare module 'fastify' {
  * closes the database last.
  */
 async function storage (app: FastifyInstance): Promise<void> {
-  const db = openDatabase(app.config.DATA_DIR, { busyTimeoutMs: app.config.DB_BUSY_TIMEOUT_MS })
+  // booting and closing may wait for another process's lock; serving must not (see storage/busy.ts)
+  const db = openDatabase(app.config.DATA_DIR, { busyTimeoutMs: BLOCKING_BUSY_TIMEOUT_MS })
   const audit = new AuditLog(db)
   app.decorate('db', db)
   app.decorate('audit', audit)
   app.decorate('events', new EventStore(db))
   app.decorate('runStore', new RunStore(db))
-  app.decorate('sessions', new SqliteSessionStore(db))
+  app.decorate('sessions', new SqliteSessionStore(db, app.config.DB_WRITE_BUDGET_MS))
   audit.append({ actor: 'agent-host', action: 'boot', resource: app.instanceId, success: true, details: { version: pkg.version, pid: process.pid } })
+  app.addHook('onReady', async () => { db.pragma(`busy_timeout = ${app.config.DB_BUSY_TIMEOUT_MS}`) })
   app.addHook('onClose', async () => {
+    db.pragma(`busy_timeout = ${Math.min(BLOCKING_BUSY_TIMEOUT_MS, Math.floor(app.config.CLOSE_GRACE_MS / 4))}`)
     audit.append({ actor: 'agent-host', action: 'shutdown', resource: app.instanceId, success: true, details: { pid: process.pid } })
     db.close()
   })

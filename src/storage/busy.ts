@@ -14,14 +14,14 @@ export function isBusy (err: unknown): boolean {
  * @param budgetMs how long to keep trying before giving up
  * @throws AH_ERR_STORAGE_BUSY (503) once the budget is spent; any other error at once
  */
-export async function retryBusy<T> (write: () => T, budgetMs: number, signal?: AbortSignal): Promise<T> {
+export async function retryBusy<T> (write: () => T, budgetMs: number): Promise<T> {
   const deadline = Date.now() + budgetMs
   for (let wait = 5; ; wait = Math.min(wait * 2, 200)) {
     try {
       return write()
     } catch (err) {
       if (!isBusy(err)) throw err
-      if (Date.now() + wait > deadline || signal?.aborted === true) throw new AH_ERR_STORAGE_BUSY(budgetMs, { cause: err })
+      if (Date.now() + wait > deadline) throw new AH_ERR_STORAGE_BUSY(budgetMs, { cause: err })
     }
     await sleep(wait)
   }

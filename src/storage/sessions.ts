@@ -1,5 +1,6 @@
 import { AH_ERR_SESSION_VALUE_INVALID } from '../errors.js'
 import type { Interaction, InteractionRecord, RecallHit, SessionHandle, SessionIdentity, SessionStore } from '../protocol/session.js'
+import { retryBusy } from './busy.js'
 import type { Db } from './database.js'
 
 type JsonObject = Record<string, unknown>
@@ -66,8 +67,12 @@ export class SqliteSessionStore implements SessionStore {
   readonly #recall
   readonly #setFtsRowid
 
-  constructor (db: Db) {
+  readonly #writeBudgetMs: number
+
+  /** @param writeBudgetMs how long an agent's `store()` may wait for another process's lock (DB_WRITE_BUDGET_MS) */
+  constructor (db: Db, writeBudgetMs = 5000) {
     this.#db = db
+    this.#writeBudgetMs = writeBudgetMs
     this.#touch = db.prepare(`INSERT INTO sessions (session_id, user_id, created_at, updated_at) VALUES (@session_id, @user_id, @now, @now)
       ON CONFLICT (session_id) DO UPDATE SET updated_at = @now`)
     this.#history = db.prepare('SELECT * FROM interactions WHERE session_id = ? ORDER BY id DESC LIMIT ? OFFSET ?')
@@ -118,12 +123,12 @@ export class SqliteSessionStore implements SessionStore {
         const text = JSON.stringify(value)
         if (text === undefined) throw new AH_ERR_SESSION_VALUE_INVALID(String(key), 'a JSON value', 0)
         if (Buffer.byteLength(text) > MAX_VALUE_BYTES) throw new AH_ERR_SESSION_VALUE_INVALID(String(key), `at most ${MAX_VALUE_BYTES} bytes of JSON`, Buffer.byteLength(text))
-        store.#db.transaction(() => {
+        await retryBusy(() => store.#db.transaction(() => {
           store.#ensure(sessionId, identity.user_id)
           store.#ftsDelete.run(sessionId, String(key))
           const rowid = store.#ftsInsert.run(`${String(key)} ${text}`, sessionId, 'value', String(key)).lastInsertRowid
           store.#putValue.run(sessionId, String(key), text, new Date().toISOString(), rowid)
-        })()
+        })(), store.#writeBudgetMs)
       },
       async get<T>(key: string, fallback?: T) {
         const value = store.#readValue(sessionId, key)

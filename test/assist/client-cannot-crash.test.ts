@@ -1,14 +1,11 @@
 import t from 'tap'
-import { spawn } from 'node:child_process'
-import { once } from 'node:events'
-import { fileURLToPath } from 'node:url'
 import { buildApp } from '../../src/app.js'
 import { envelope, FIXTURE_AGENTS_DIR, tempDataDir, testConfig } from '../helper.js'
+import { holdDbLock } from '../lock-holder.js'
 import { open, until } from '../socket.js'
 import { parseSse } from '../sse.js'
 import { loadConfig } from '../../src/config.js'
 
-const ROOT = fileURLToPath(new URL('../..', import.meta.url))
 const SCRIPTED = 'f0000000-0000-4000-8000-000000000002'
 const slow = (n: number) => [{ op: 'open', name: 's' }, ...Array.from({ length: n }, (_, i) => [{ op: 'write', name: 's', chunk: `w${i} ` }, { op: 'sleep', ms: 20 }]).flat()]
 
@@ -48,9 +45,7 @@ t.test('a database locked by another process: SSE requests are refused before th
   t.teardown(() => app.close())
   await app.listen({ host: '127.0.0.1', port: 0 })
   const url = `http://127.0.0.1:${(app.server.address() as { port: number }).port}`
-  const holder = spawn(process.execPath, [...process.execArgv, 'test/fixtures/scripts/hold-db-lock.ts', dataDir], { cwd: ROOT, stdio: ['ignore', 'pipe', 'inherit'] })
-  t.teardown(() => { holder.kill('SIGKILL') })
-  await once(holder.stdout, 'data')
+  const holder = await holdDbLock(t, dataDir)
   const clients = await Promise.all(Array.from({ length: 3 }, async () => await open(url, envelope(SCRIPTED, { script: slow(2) }))))
   for (const c of clients) {
     await c.ended
@@ -58,8 +53,7 @@ t.test('a database locked by another process: SSE requests are refused before th
     t.equal(JSON.parse(c.text()).code, 'AH_ERR_STORAGE_BUSY')
     c.res.destroy()
   }
-  holder.kill('SIGKILL')
-  await once(holder, 'exit')
+  await holder.release()
   const after = await open(url, envelope(SCRIPTED, { script: slow(1) }))
   await after.ended
   t.equal(parseSse(after.text()).packets.at(-1)?.p, 'done', 'the server is alive and writes again once the lock is gone')

@@ -43,7 +43,6 @@ const assistRoutes: FastifyPluginAsyncTypebox = async (app) => {
       headers: reply.getHeaders() as OutgoingHttpHeaders,
       heartbeatMs: config.SSE_HEARTBEAT_MS,
       retryMs: config.SSE_RETRY_MS,
-      maxBufferBytes: config.SSE_MAX_BUFFER_BYTES,
       stallMs: config.SSE_STALL_TIMEOUT_MS,
       onGone: (why) => { client.abort(why) },
       metrics: app.metrics.sse,

@@ -43,7 +43,6 @@ const eventRoutes: FastifyPluginAsyncTypebox = async (app) => {
       headers: reply.getHeaders() as OutgoingHttpHeaders,
       heartbeatMs: app.config.SSE_HEARTBEAT_MS,
       retryMs: app.config.SSE_RETRY_MS,
-      maxBufferBytes: app.config.SSE_MAX_BUFFER_BYTES,
       stallMs: app.config.SSE_STALL_TIMEOUT_MS,
       onGone: () => { stop() },
       metrics: app.metrics.sse,

@@ -1,0 +1,43 @@
+import t from 'tap'
+import { buildApp } from '../../src/app.js'
+import { envelope, FIXTURE_AGENTS_DIR, tempDataDir, testConfig } from '../helper.js'
+import { holdDbLock } from '../lock-holder.js'
+import { startServer } from '../server-child.js'
+import { open, until } from '../socket.js'
+import { assertStreamRules, parseSse } from '../sse.js'
+
+const SCRIPTED = 'f0000000-0000-4000-8000-000000000002'
+const slow = [{ op: 'open', name: 's' }, ...Array.from({ length: 400 }, (_, i) => [{ op: 'write', name: 's', chunk: `w${i} ` }, { op: 'sleep', ms: 20 }]).flat()]
+
+t.test('a client following an orphan recovers it; while the lock is held elsewhere its stream is cut short, never closed as if complete', async (t) => {
+  const dataDir = tempDataDir(t)
+  const owner = await startServer(t, { DATA_DIR: dataDir, AGENTS_DIR: FIXTURE_AGENTS_DIR, RUN_LEASE_MS: '1500' })
+  const body = envelope(SCRIPTED, { script: slow })
+  const first = await open(owner.url, body)
+  await until('some deltas', () => (first.text().match(/"DELTA"/g) ?? []).length >= 3, 20_000)
+  owner.child.kill('SIGKILL')
+  await owner.exited
+
+  // this server's own heartbeat is slow (a minute's lease): only a follower can recover the run in time
+  const app = await buildApp(testConfig(t, { DATA_DIR: dataDir, AGENTS_DIR: FIXTURE_AGENTS_DIR, RUN_LEASE_MS: '60000', DB_WRITE_BUDGET_MS: '300' }))
+  t.teardown(() => app.close())
+  await app.listen({ host: '127.0.0.1', port: 0 })
+  const url = `http://127.0.0.1:${(app.server.address() as { port: number }).port}`
+  await until('the dead owner\'s lease to lapse', () => (app.runStore.get(body.request_id)?.lease_expires_at ?? Infinity) < Date.now(), 20_000, 20)
+
+  const holder = await holdDbLock(t, dataDir)
+  const cut = await open(url, body)
+  await cut.ended
+  const partial = parseSse(cut.text().slice(0, cut.text().lastIndexOf('\n\n') + 2), false).packets
+  t.ok(partial.length >= 3, 'the journal was replayed')
+  t.notOk(partial.some((p) => p.op === 'CLOSE' && p.stream_id === partial[0]?.stream_id), 'but the response was cut before any end, so the client knows to come back')
+  t.equal(app.runStore.get(body.request_id)?.state, 'running', 'nothing was recovered while the lock was held')
+
+  await holder.release()
+  const again = await open(url, body)
+  await again.ended
+  const packets = parseSse(again.text()).packets
+  assertStreamRules(packets)
+  t.match(packets.at(-3)?.p, { code: 'run_interrupted', severity: 'FATAL' }, 'the follower recovered it')
+  t.equal(app.runStore.get(body.request_id)?.end_reason, 'interrupted')
+})

@@ -1,0 +1,104 @@
+import t from 'tap'
+import { answerOf, storedAnswer } from '../../src/assist/answers.js'
+import { FrameQueue } from '../../src/assist/frame-queue.js'
+import { PacketFactory, resumeGapPackets, streamError } from '../../src/assist/packets.js'
+import { recoverRun } from '../../src/assist/recover.js'
+import { TranscriptBuilder } from '../../src/assist/transcript.js'
+import type { StreamPacket } from '../../src/protocol/packets.js'
+import type { RunRecord } from '../../src/storage/runs.js'
+import { AGENTS, build, envelope } from '../helper.js'
+import { assertStreamRules } from '../sse.js'
+
+t.test('the packet factory numbers each stream from 1 and closes sub-streams before the main stream', async (t) => {
+  const f = new PacketFactory()
+  const sub = '11111111-1111-4111-8111-111111111111'
+  const packets: StreamPacket[] = [
+    f.packet(f.mainStreamId, 'EVENT', { type: 'RESULT', data: {} }),
+    f.packet(sub, 'EVENT', { type: 'STREAM_START' }),
+    f.packet(sub, 'DELTA', 'x'),
+    ...f.failAll(streamError('agent_failed', 'no', 'FATAL'))
+  ]
+  assertStreamRules(packets)
+  t.same(packets.map((p) => [p.stream_id === sub ? 'sub' : 'main', p.seq, p.op]), [['main', 1, 'EVENT'], ['sub', 1, 'EVENT'], ['sub', 2, 'DELTA'], ['main', 2, 'ERROR'], ['sub', 3, 'CLOSE'], ['main', 3, 'CLOSE']])
+  t.ok(f.ended)
+  t.notOk(f.isOpen(sub))
+})
+
+t.test('a factory rebuilt from a journal goes on where the run stopped (unsequenced rows and closed streams included)', async (t) => {
+  const run = new PacketFactory()
+  const a = '22222222-2222-4222-8222-222222222222'
+  const b = '33333333-3333-4333-8333-333333333333'
+  const rows = [
+    run.packet(run.mainStreamId, 'EVENT', { type: 'DATA', data: {} }),
+    run.packet(a, 'EVENT', { type: 'STREAM_START' }),
+    run.packet(a, 'CLOSE', 'done'),
+    run.packet(b, 'EVENT', { type: 'STREAM_START' })
+  ].map((p, i) => ({ ord: i + 1, stream_id: p.stream_id, seq: p.seq as number | null, frame: JSON.stringify(p) }))
+  rows.splice(1, 0, { ord: 99, stream_id: run.mainStreamId, seq: null, frame: JSON.stringify(run.unsequenced(run.mainStreamId, 'EVENT', { type: 'THOUGHT_TRACE' })) })
+  const again = PacketFactory.fromJournal(run.mainStreamId, rows)
+  const closing = again.closeAll('aborted')
+  t.same(closing.map((p) => [p.stream_id, p.seq]), [[b, 2], [run.mainStreamId, 2]], 'only the open stream closes, each at its next seq')
+  t.notOk(PacketFactory.fromJournal(run.mainStreamId, []).ended)
+})
+
+t.test('resume_gap: ERROR then CLOSE on the cursor\'s stream, numbered after its seq', async (t) => {
+  const id = '44444444-4444-4444-8444-444444444444'
+  t.same(resumeGapPackets(id, 7).map((p) => [p.stream_id, p.seq, p.op]), [[id, 8, 'ERROR'], [id, 9, 'CLOSE']])
+  t.same(resumeGapPackets(id).map((p) => p.seq), [1, 2])
+})
+
+t.test('answers: 503 after a shutdown, 504 after a timeout, 502 otherwise when nothing was produced; 200 when something was', async (t) => {
+  const base = { requestId: 'r', produced: false, metrics: { latency_ms: 1, packets: 2 } }
+  t.equal(answerOf({ ...base, reason: 'shutdown' }).status, 503)
+  t.equal(answerOf({ ...base, reason: 'aborted', fatal: streamError('run_timeout', 't', 'TRANSIENT') }).status, 504)
+  t.match(answerOf({ ...base, reason: 'aborted', lastError: streamError('agent_failed', 'x', 'FATAL') }), { status: 502, body: { details: { error: { code: 'agent_failed' } } } })
+  t.match(answerOf({ ...base, reason: 'aborted' }), { status: 502, body: { details: { error: null } } })
+  t.equal(answerOf({ ...base, reason: 'aborted', produced: true }).status, 200)
+  t.equal(answerOf({ ...base, reason: 'done' }).status, 200)
+})
+
+t.test('a stored answer with its output (written before outputs were rebuilt from the journal) is served as stored', async (t) => {
+  const app = await build(t)
+  const record = { request_id: 'r', response_status: 200, response: JSON.stringify({ request_id: 'r', output: { old: true } }), end_reason: 'done' } as unknown as RunRecord
+  t.same(storedAnswer(record, app.runStore), { status: 200, body: { request_id: 'r', output: { old: true } } })
+  const failed = { ...record, response_status: 502, response: JSON.stringify({ code: 'AH_ERR_AGENT_FAILED' }) }
+  t.same(storedAnswer(failed, app.runStore).status, 502)
+  t.same(storedAnswer({ ...record, response_status: null, response: null }, app.runStore), { status: 500, body: {} })
+})
+
+t.test('recovering a run that is not an orphan changes nothing', async (t) => {
+  const app = await build(t)
+  const body = envelope(AGENTS.echo)
+  await app.inject({ method: 'POST', url: '/v1/assist', payload: body })
+  const stores = { db: app.db, store: app.runStore, sessions: app.sessions, audit: app.audit }
+  t.same(recoverRun(stores, body.request_id, 1024).recovered, false, 'an ended run')
+  t.same(recoverRun(stores, '55555555-5555-4555-8555-555555555555', 1024), { record: undefined, recovered: false }, 'an unknown run')
+})
+
+t.test('a bounded transcript keeps a summary and says it is one; the last error survives the budget', async (t) => {
+  const tb = new TranscriptBuilder(100)
+  for (let i = 0; i < 20; i++) tb.add({ stream_id: 's', op: 'DELTA', p: 'xxxxxxxxxx' }, 50)
+  tb.add({ stream_id: 's', op: 'ERROR', p: streamError('agent_error', 'late', 'WARNING') }, 80)
+  t.ok(tb.truncated)
+  t.ok(tb.text.length < 100)
+  t.equal(tb.lastError?.message, 'late')
+  t.match(tb.summary(), { truncated: true })
+  t.notOk('truncated' in new TranscriptBuilder().summary())
+})
+
+t.test('a frame queue: backpressure past its high-water mark, and a client that falls too far behind is cut once', async (t) => {
+  let overflows = 0
+  const q = new FrameQueue('m', 10, 30, () => { overflows++ })
+  const packet = (seq: number): StreamPacket => ({ stream_id: 's', seq, op: 'DELTA', t: '', p: '' })
+  t.equal(q.write(packet(1), 'aaaaaaaa', 1), undefined, 'below the mark')
+  const wait = q.write(packet(2), 'bbbbbbbb', 2)
+  t.ok(wait instanceof Promise, 'past the mark the run waits')
+  t.match(await q.take(), { ord: 1, json: 'aaaaaaaa', final: false })
+  await wait
+  q.write(packet(3), 'c'.repeat(40), 3)
+  t.equal(overflows, 1)
+  t.equal(q.ended, 'overflow')
+  t.equal(q.write(packet(4), 'd', 4), undefined, 'a stopped queue takes nothing')
+  t.equal(await q.take(), undefined)
+  t.equal(overflows, 1)
+})
