@@ -520,6 +520,7 @@ export class AssistEngine {
         }
       }
     }
+    run.log.info({ reason, packets: run.packets, recorded: ours }, 'run ended')
     this.#o.onRunEnded?.({ agent: hosted.manifest.metadata.name, mode, reason, seconds: (performance.now() - run.startedAt) / 1000 })
     if (!ours) {
       const stored = this.#o.store.get(run.requestId)

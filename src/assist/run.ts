@@ -150,6 +150,8 @@ export class AssistRun {
   }
 
   /** Fires when the agent should stop; `reason` is a {@link AH_ERR_RUN_ABORTED}. */
+  /** The run's logger (scoped to its request). */
+  get log (): RunLogger { return this.#log }
   get signal (): AbortSignal { return this.#controller.signal }
   /** Resolves with the main stream's close reason once its CLOSE has been produced. */
   get ended (): Promise<CloseReason> { return this.#ended }

@@ -29,12 +29,12 @@ t.test('a factory rebuilt from a journal goes on where the run stopped (unsequen
   const a = '22222222-2222-4222-8222-222222222222'
   const b = '33333333-3333-4333-8333-333333333333'
   const rows = [
-    run.packet(run.mainStreamId, 'EVENT', { type: 'DATA', data: {} }),
+    run.packet(run.mainStreamId, 'EVENT', { type: 'DATA', data: {} } as never),
     run.packet(a, 'EVENT', { type: 'STREAM_START' }),
     run.packet(a, 'CLOSE', 'done'),
     run.packet(b, 'EVENT', { type: 'STREAM_START' })
   ].map((p, i) => ({ ord: i + 1, stream_id: p.stream_id, seq: p.seq as number | null, frame: JSON.stringify(p) }))
-  rows.splice(1, 0, { ord: 99, stream_id: run.mainStreamId, seq: null, frame: JSON.stringify(run.unsequenced(run.mainStreamId, 'EVENT', { type: 'THOUGHT_TRACE' })) })
+  rows.splice(1, 0, { ord: 99, stream_id: run.mainStreamId, seq: null, frame: JSON.stringify(run.unsequenced(run.mainStreamId, 'EVENT', { type: 'THOUGHT_TRACE' } as never)) })
   const again = PacketFactory.fromJournal(run.mainStreamId, rows)
   const closing = again.closeAll('aborted')
   t.same(closing.map((p) => [p.stream_id, p.seq]), [[b, 2], [run.mainStreamId, 2]], 'only the open stream closes, each at its next seq')
