@@ -4,6 +4,7 @@ import type { Config } from './config.js'
 import configPlugin from './plugins/config.js'
 import errorHandler from './plugins/error-handler.js'
 import validation from './plugins/validation.js'
+import jsonBody from './plugins/json-body.js'
 import docs from './plugins/swagger.js'
 import storage from './plugins/storage.js'
 import auth from './plugins/auth.js'
@@ -64,6 +65,7 @@ export async function buildApp (config: Config, options: BuildOptions = {}): Pro
   await app.register(errorHandler)
   await app.register(tracing)
   await app.register(validation)
+  await app.register(jsonBody)
   await app.register(docs)
   await app.register(storage)
   await app.register(metrics)

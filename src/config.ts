@@ -19,6 +19,8 @@ export const ConfigSchema = Type.Object({
   AGENTS_DIR: Type.String({ default: '' }),
   /** Largest accepted request body, in bytes. */
   BODY_LIMIT: Type.Integer({ default: 1048576, minimum: 1024 }),
+  /** Deepest nesting of arrays and objects a JSON body may have; deeper is a 400 before the body is parsed. */
+  MAX_BODY_DEPTH: Type.Integer({ default: 64, minimum: 8, maximum: 1000 }),
   /** Send a `: ping` comment after this long without output on an SSE response. */
   SSE_HEARTBEAT_MS: Type.Integer({ default: 15000, minimum: 10 }),
   /** Reconnection delay advertised with `retry:` at the start of each SSE response (0: none). */

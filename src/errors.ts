@@ -24,7 +24,7 @@ function define (code: string, statusCode: number, message: string, description:
 export const AH_ERR_VALIDATION = define('AH_ERR_VALIDATION', 400, '%s',
   'The envelope, a path parameter or the agent input failed validation; `details.errors` lists each failing path.')
 export const AH_ERR_BODY_MALFORMED = define('AH_ERR_BODY_MALFORMED', 400, 'Request body is not valid JSON: %s',
-  'The body could not be parsed as JSON, or carried a prototype-pollution key (`__proto__`, `constructor.prototype`).')
+  'The body could not be parsed as JSON, nests arrays or objects deeper than `MAX_BODY_DEPTH`, or carried a prototype-pollution key (`__proto__`, `constructor.prototype`).')
 export const AH_ERR_REQUEST_INVALID = define('AH_ERR_REQUEST_INVALID', 400, 'Bad request: %s',
   'The HTTP request itself is malformed (for example a bad Content-Length).')
 export const AH_ERR_AUTH_REQUIRED = define('AH_ERR_AUTH_REQUIRED', 401, 'Authentication required: %s',

@@ -1,0 +1,25 @@
+import fp from 'fastify-plugin'
+import type { FastifyInstance } from 'fastify'
+import { AH_ERR_BODY_MALFORMED } from '../errors.js'
+import { jsonDepthExceeds } from '../http/json-depth.js'
+
+/**
+ * `application/json` bodies: Fastify's own parser (so prototype-poisoning keys stay refused), after
+ * a check that the body nests no deeper than MAX_BODY_DEPTH. Everything downstream that walks a
+ * body recursively (validation, canonical hashing of the envelope) can then never overflow the
+ * stack: a deeper body is a 400 `AH_ERR_BODY_MALFORMED` before it is even parsed.
+ */
+async function jsonBody (app: FastifyInstance): Promise<void> {
+  const max = app.config.MAX_BODY_DEPTH
+  const parse = app.getDefaultJsonParser('error', 'error')
+  app.removeContentTypeParser('application/json')
+  app.addContentTypeParser('application/json', { parseAs: 'string' }, (request, body, done) => {
+    if (jsonDepthExceeds(body as string, max)) {
+      done(new AH_ERR_BODY_MALFORMED(`it nests arrays or objects deeper than ${max} levels (MAX_BODY_DEPTH)`), undefined)
+      return
+    }
+    parse(request, body, done)
+  })
+}
+
+export default fp(jsonBody, { name: 'json-body', fastify: '5.x', dependencies: ['config'] })
