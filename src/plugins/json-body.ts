@@ -14,11 +14,12 @@ async function jsonBody (app: FastifyInstance): Promise<void> {
   const parse = app.getDefaultJsonParser('error', 'error')
   app.removeContentTypeParser('application/json')
   app.addContentTypeParser('application/json', { parseAs: 'string' }, (request, body, done) => {
-    if (jsonDepthExceeds(body as string, max)) {
+    const text = body as string
+    if (jsonDepthExceeds(text, max)) {
       done(new AH_ERR_BODY_MALFORMED(`it nests arrays or objects deeper than ${max} levels (MAX_BODY_DEPTH)`), undefined)
       return
     }
-    parse(request, body, done)
+    parse(request, text, done)
   })
 }
 
