@@ -1,75 +1,121 @@
-// Throughput of POST /v1/assist (JSON, echo agent) against a bare Fastify route in the same
-// process, alternating rounds so that machine noise hits both. Run: npm run build && node bench/assist.js
-// Options: --duration=<s per round> --rounds=<n> --connections=<n>
-import autocannon from 'autocannon'
+// POST /v1/assist (JSON and SSE, the echo agent, a fresh request id per request) against a bare
+// Fastify route validating the same envelope, each server in its own process, in interleaved rounds.
+// With --compare=<dir> the same two assist targets also run against another build (a checkout with
+// its own dist/, "before"), interleaved with this one ("after"): see bench/README.md.
+//   npm run build && node bench/assist.js [--duration=5] [--rounds=5] [--connections=50] [--compare=<dir>] [--smoke]
+// --smoke: one 1 s round with 2 connections against this checkout's sources, checking only that
+// every answer is a 2xx (npm test runs it so the benchmark cannot rot); no result file.
+import { spawn } from 'node:child_process'
 import { randomUUID } from 'node:crypto'
-import { buildApp } from '../dist/src/app.js'
-import { loadConfig } from '../dist/src/config.js'
-import { arg, mean, saveResult, tempDir } from './common.js'
+import { readFileSync } from 'node:fs'
+import { once } from 'node:events'
+import { fileURLToPath } from 'node:url'
+import autocannon from 'autocannon'
+import { arg, saveResult } from './common.js'
 
-const duration = arg('duration', 5)
-const rounds = arg('rounds', 3)
-const connections = arg('connections', 10)
+const smoke = process.argv.includes('--smoke')
+const duration = smoke ? 1 : arg('duration', 5)
+const rounds = smoke ? 1 : arg('rounds', 5)
+const connections = smoke ? 2 : arg('connections', 50)
+const compare = process.argv.find((a) => a.startsWith('--compare='))?.slice(10)
+const here = fileURLToPath(new URL('..', import.meta.url))
+const TICK = 100 // clock ticks per second of /proc/<pid>/stat (USER_HZ on Linux)
 
-const data = tempDir()
-// no rate limits: the benchmark is the limit's only caller
-const app = await buildApp(loadConfig({ DATA_DIR: data.dir, LOG_LEVEL: 'silent', RATE_LIMIT_MAX: '0', RATE_LIMIT_AGENT_MAX: '0' }))
-app.post('/bench/bare', async (request) => ({ echo: request.body.payload.payload.query }))
-await app.listen({ host: '127.0.0.1', port: 0 })
-const base = `http://127.0.0.1:${app.server.address().port}`
+/** Start bench/assist-server.js for `build` and `target`; resolves with its url, pid and a stop(). */
+async function server (build, target) {
+  const args = [...(smoke ? process.execArgv : []), fileURLToPath(new URL('./assist-server.js', import.meta.url)), `--build=${build}`, `--target=${target}`, ...(smoke ? ['--source'] : [])]
+  const child = spawn(process.execPath, args, { stdio: ['ignore', 'pipe', 'inherit'] })
+  let out = ''
+  child.stdout.on('data', (c) => { out += c })
+  while (!out.includes('\n')) {
+    if (child.exitCode !== null) throw new Error(`${target} server for ${build} exited`)
+    await new Promise((resolve) => setTimeout(resolve, 20))
+  }
+  return { url: JSON.parse(out).url, pid: child.pid, stop: async () => { child.kill('SIGTERM'); await once(child, 'exit') } }
+}
+
+/** CPU seconds the process has used (user + system), from /proc. */
+function cpuSeconds (pid) {
+  const fields = readFileSync(`/proc/${pid}/stat`, 'utf8').split(') ')[1].split(' ')
+  return (Number(fields[11]) + Number(fields[12])) / TICK
+}
 
 const session = randomUUID()
+/** About 1 KB: a CAP envelope with a fresh request id and some padding in the query. */
 const envelope = () => JSON.stringify({
   request_id: randomUUID(),
   context: {
     session_id: session,
     agent_id: '8a1f7d2e-3c4b-4e5f-9a6b-0c1d2e3f4a01',
-    user: { user_id: 'bench', tier: 'free', locale: 'en' },
+    user: { user_id: 'bench', tier: 'free', locale: 'en-GB' },
     trace: { trace_id: randomUUID(), span_id: randomUUID() },
     permissions: [],
     created_at: new Date().toISOString()
   },
-  payload: { session_id: session, payload: { query: 'hello benchmark' } }
+  payload: { session_id: session, payload: { query: 'hello benchmark '.repeat(36) } }
 })
 
-async function round (path) {
+async function measure (target) {
+  const before = cpuSeconds(target.server.pid)
   const result = await autocannon({
-    url: base + path,
+    url: `${target.server.url}/v1/assist`,
     method: 'POST',
     connections,
     duration,
-    headers: { 'content-type': 'application/json' },
-    // every request is a new request id: a repeated one would be answered from the journal
+    headers: { 'content-type': 'application/json', accept: target.accept },
     requests: [{ setupRequest: (req) => ({ ...req, body: envelope() }) }]
   })
+  const cpu = cpuSeconds(target.server.pid) - before
   const failed = result.non2xx + result.errors + result.timeouts
-  if (failed > 0) throw new Error(`${path}: ${failed} failed requests`)
-  return { path, rps: result.requests.average, p50: result.latency.p50, p99: result.latency.p99, requests: result.requests.total }
+  if (failed > 0 || result.requests.total === 0) throw new Error(`${target.name}: ${failed} failed of ${result.requests.total}`)
+  return { rps: result.requests.average, p50: result.latency.p50, p99: result.latency.p99, requests: result.requests.total, cpu_us_per_request: cpu / result.requests.total * 1e6 }
 }
 
-const memoryBefore = process.memoryUsage()
-const results = { assist: [], bare: [] }
-for (let i = 0; i < rounds; i++) {
-  results.assist.push(await round('/v1/assist'))
-  results.bare.push(await round('/bench/bare'))
-}
-const memoryAfter = process.memoryUsage()
-await app.close()
-data.remove()
+const median = (values) => { const s = [...values].sort((a, b) => a - b); return s.length % 2 === 1 ? s[(s.length - 1) / 2] : (s[s.length / 2 - 1] + s[s.length / 2]) / 2 }
 
-console.log('\nround  route        req/s    p50 ms  p99 ms')
-for (let i = 0; i < rounds; i++) {
-  for (const r of [results.assist[i], results.bare[i]]) console.log(`${String(i + 1).padEnd(6)} ${r.path.padEnd(12)} ${r.rps.toFixed(0).padStart(7)} ${String(r.p50).padStart(7)} ${String(r.p99).padStart(7)}`)
+const builds = compare === undefined ? [['after', here]] : [['after', here], ['before', compare]]
+const targets = []
+for (const [label, build] of builds) {
+  const assist = await server(build, 'assist')
+  targets.push({ name: `${label} json`, server: assist, accept: 'application/json' })
+  targets.push({ name: `${label} sse`, server: assist, accept: 'text/event-stream' })
 }
-const assist = mean(results.assist.map((r) => r.rps))
-const bare = mean(results.bare.map((r) => r.rps))
-const ratio = assist / bare
-console.log(`\nmean req/s: /v1/assist ${assist.toFixed(0)}, bare route ${bare.toFixed(0)}; ratio assist/bare = ${ratio.toFixed(3)}`)
-console.log(`rss ${(memoryBefore.rss / 2 ** 20).toFixed(0)} -> ${(memoryAfter.rss / 2 ** 20).toFixed(0)} MiB, heap used ${(memoryBefore.heapUsed / 2 ** 20).toFixed(0)} -> ${(memoryAfter.heapUsed / 2 ** 20).toFixed(0)} MiB`)
-saveResult('assist', {
-  settings: { duration, rounds, connections },
-  rounds: results,
-  mean: { assist, bare },
-  ratio,
-  memory: { before: memoryBefore, after: memoryAfter }
-})
+const bare = await server(here, 'bare')
+targets.push({ name: 'bare route', server: bare, accept: 'application/json' })
+
+const results = Object.fromEntries(targets.map((t) => [t.name, []]))
+try {
+  for (let round = 0; round < rounds; round++) {
+    for (const target of targets) results[target.name].push(await measure(target))
+  }
+} finally {
+  await Promise.all([...new Set(targets.map((t) => t.server))].map(async (s) => await s.stop()))
+}
+
+const summary = Object.fromEntries(Object.entries(results).map(([name, rs]) => [name, {
+  rps: median(rs.map((r) => r.rps)),
+  p50: median(rs.map((r) => r.p50)),
+  p99: median(rs.map((r) => r.p99)),
+  cpu_us_per_request: median(rs.map((r) => r.cpu_us_per_request))
+}]))
+console.log('\ntarget          req/s   p50 ms  p99 ms  server CPU µs/request   (medians of ' + rounds + ' rounds)')
+for (const [name, s] of Object.entries(summary)) console.log(`${name.padEnd(14)} ${s.rps.toFixed(0).padStart(6)} ${String(s.p50).padStart(8)} ${String(s.p99).padStart(7)} ${s.cpu_us_per_request.toFixed(0).padStart(12)}`)
+const ratios = {}
+const bareRps = summary['bare route'].rps
+for (const [label] of builds) {
+  ratios[`${label} json / bare`] = summary[`${label} json`].rps / bareRps
+  ratios[`${label} sse / bare`] = summary[`${label} sse`].rps / bareRps
+}
+if (compare !== undefined) {
+  ratios['json after / before'] = summary['after json'].rps / summary['before json'].rps
+  ratios['sse after / before'] = summary['after sse'].rps / summary['before sse'].rps
+  ratios['json CPU per request after / before'] = summary['after json'].cpu_us_per_request / summary['before json'].cpu_us_per_request
+  ratios['sse CPU per request after / before'] = summary['after sse'].cpu_us_per_request / summary['before sse'].cpu_us_per_request
+}
+console.log('')
+for (const [name, value] of Object.entries(ratios)) console.log(`${name.padEnd(36)} ${value.toFixed(3)}`)
+if (smoke) {
+  console.log('smoke: every target answered 2xx')
+} else {
+  saveResult('assist', { settings: { duration, rounds, connections, compare: compare ?? null }, rounds: results, median: summary, ratios })
+}
