@@ -199,24 +199,26 @@ export class AssistEngine {
       recorder: this.#recorder(requestId, resolved, agent.name, envelope.context.trace.trace_id)
     })
     const token = randomUUID()
-    const started = await retryBusy(() => this.#o.db.transaction(() => {
-      if (!admin && this.#o.sessions.claim(resolved.session_id, envelope.context.user.user_id, who.id) !== who.id) return 'not-yours'
-      return this.#o.store.start({
-        request_id: requestId,
-        envelope_hash: hash,
-        envelope: JSON.stringify(envelope),
-        session_id: resolved.session_id,
-        agent_id: agent.id,
-        main_stream_id: run.mainStreamId,
-        owner_instance: this.#o.instanceId,
-        owner_pid: process.pid,
-        owner_key: who.id,
-        lease_token: token,
-        lease_expires_at: Date.now() + this.#s.leaseMs
-      })
-        ? 'started'
-        : 'taken'
-    }).immediate(), this.#s.writeBudgetMs)
+    const insert = (): 'started' | 'taken' => this.#o.store.start({
+      request_id: requestId,
+      envelope_hash: hash,
+      envelope: JSON.stringify(envelope),
+      session_id: resolved.session_id,
+      agent_id: agent.id,
+      main_stream_id: run.mainStreamId,
+      owner_instance: this.#o.instanceId,
+      owner_pid: process.pid,
+      owner_key: who.id,
+      lease_token: token,
+      lease_expires_at: Date.now() + this.#s.leaseMs
+    })
+      ? 'started'
+      : 'taken'
+    // an admin owns every session: the run's one insert needs no transaction around it
+    const started = await retryBusy(admin
+      ? insert
+      : this.#o.db.transaction(() => this.#o.sessions.claim(resolved.session_id, envelope.context.user.user_id, who.id) !== who.id ? 'not-yours' : insert()).immediate,
+    this.#s.writeBudgetMs)
     // another key's session: 404, not 403, so that session ids cannot be probed
     if (started === 'not-yours') throw new AH_ERR_SESSION_NOT_FOUND(resolved.session_id)
     if (started === 'taken') {
@@ -290,21 +292,26 @@ export class AssistEngine {
   async * follow (requestId: string, options: FollowOptions = {}): AsyncGenerator<Frame, void, undefined> {
     const { store } = this.#o
     const signal = options.signal
-    let record = store.get(requestId)
-    if (record === undefined) {
+    const running = this.registry.get(requestId)
+    let record = running === undefined ? store.get(requestId) : undefined
+    if (running === undefined && record === undefined) {
       if (options.after === undefined) throw new AH_ERR_RUN_NOT_FOUND(requestId)
       for (const packet of resumeGapPackets(options.after.streamId, options.after.seq)) {
         yield { ord: 0, stream_id: packet.stream_id, seq: packet.seq, json: JSON.stringify(packet), final: packet.stream_id === options.after.streamId && packet.op === 'CLOSE' }
       }
       return
     }
-    const main = record.main_stream_id
+    const main = running?.mainStreamId ?? (record as RunRecord).main_stream_id
     let ord = options.after?.seq === undefined ? 0 : (store.ordOf(requestId, options.after.streamId, options.after.seq) ?? 0)
     const frameOf = (row: { ord: number, stream_id: string, seq: number | null, frame: string }): Frame =>
       ({ ord: row.ord, stream_id: row.stream_id, seq: row.seq as number, json: row.frame, final: row.stream_id === main && isCloseFrame(row.frame) })
+    // a client that has everything the live run has delivered (a fresh run's first client) skips the journal
+    let fresh = (running?.written ?? Infinity) <= ord
     for (;;) {
+      const skip = fresh
+      fresh = false
       // the journal first, a page at a time, as fast as the client takes it
-      for (let rows = store.rows(requestId, ord, 256); rows.length > 0; rows = store.rows(requestId, ord, 256)) {
+      for (let rows = skip ? [] : store.rows(requestId, ord, 256); rows.length > 0; rows = store.rows(requestId, ord, 256)) {
         for (const row of rows) {
           ord = row.ord
           if (row.seq === null) continue
@@ -318,7 +325,7 @@ export class AssistEngine {
       const live = this.registry.get(requestId)
       if (live !== undefined && !live.lost && live.endReason === undefined) {
         // what was journaled since the last page, then the live run: in one turn, so no packet falls between
-        const tail = store.rows(requestId, ord)
+        const tail = skip && live.written <= ord ? [] : store.rows(requestId, ord)
         const queue: FrameQueue = new FrameQueue(main, Math.min(64 * 1024, Math.floor(this.#s.followerMaxBytes / 2)), this.#s.followerMaxBytes, () => {
           live.detach(queue, 'slow_consumer')
           options.onSlow?.()

@@ -19,6 +19,17 @@ export interface UnsequencedPacket {
   p: StreamPacket['p']
 }
 
+/**
+ * A packet's compact JSON, given its payload's: byte for byte what `JSON.stringify(packet)` gives
+ * (same key order; ids, op and time never need escaping), so the payload is serialised once, and
+ * its size is known before the packet takes a `seq`.
+ */
+export function packetJson (packet: { stream_id: string, seq?: number, op: StreamOpCode, t: string }, payloadJson: string): string {
+  return packet.seq === undefined
+    ? `{"stream_id":"${packet.stream_id}","op":"${packet.op}","t":"${packet.t}","p":${payloadJson}}`
+    : `{"stream_id":"${packet.stream_id}","seq":${packet.seq},"op":"${packet.op}","t":"${packet.t}","p":${payloadJson}}`
+}
+
 const CLOSE_OP = /^\{"stream_id":"[^"]+","seq":\d+,"op":"CLOSE"/
 
 /** Whether a journaled frame is a CLOSE (without parsing it). */

@@ -10,7 +10,7 @@ import { CloudEvent, GraphEvent } from '../protocol/events.js'
 import type { Agent, AgentHost, JsonObject, LogLevel, ResponseHandler, SessionHandle, StreamHandle } from '../agents/contract.js'
 import type { HostedCapability } from '../agents/hosted-agent.js'
 import { compileSchema, toIssues } from '../agents/json-schema.js'
-import { PacketFactory, streamError, type UnsequencedPacket } from './packets.js'
+import { PacketFactory, packetJson, streamError, type UnsequencedPacket } from './packets.js'
 import { TranscriptBuilder } from './transcript.js'
 
 /**
@@ -124,6 +124,8 @@ export class AssistRun {
   /** Settles when the journal has the queued packets and the clients written to last have drained (backpressure for the agent). */
   #drained: Promise<void> | undefined
   #ord = 0
+  /** The last journal `ord` handed to the clients (every packet up to it is journaled). */
+  #written = 0
   #resolveEnded!: (reason: CloseReason) => void
   #endReason: CloseReason | undefined
   #lost = false
@@ -170,6 +172,11 @@ export class AssistRun {
 
   /** The disconnect policy in force. */
   get onDisconnect (): DisconnectPolicy { return this.#onDisconnect }
+  /**
+   * The last journal position already handed to clients. A client that has everything up to here
+   * can attach without reading the journal: all that follows is still to be delivered.
+   */
+  get written (): number { return this.#written }
   /** Clients currently following the run or waiting for its answer. */
   get followers (): number { return this.#sinks.size + this.#waiters }
 
@@ -267,7 +274,8 @@ export class AssistRun {
 
   #send (streamId: string, op: StreamOpCode, p: StreamPacket['p']): Promise<void> | undefined {
     if (this.#lost) return undefined
-    if (this.#overCap(p)) return undefined
+    const payload = JSON.stringify(p)
+    if (this.#overCap(payload.length)) return undefined
     let packet: StreamPacket | UnsequencedPacket
     let wire = true
     if (op === 'EVENT' && this.#filter !== undefined && PRESENTATION_EVENT_TYPES.includes((p as EventPayload).type as PresentationEvent['type']) && !this.#filter.has((p as EventPayload).type)) {
@@ -276,7 +284,7 @@ export class AssistRun {
     } else {
       packet = this.#factory.packet(streamId, op, p)
     }
-    const json = JSON.stringify(packet)
+    const json = packetJson(packet, payload)
     const ord = ++this.#ord
     this.packets++
     this.transcript.add(packet, json.length)
@@ -293,10 +301,10 @@ export class AssistRun {
    * Count a payload against the output cap. Past it the run ends with `output_too_large` (those
    * closing packets are always made) and the payload that did not fit is dropped.
    */
-  #overCap (p: StreamPacket['p']): boolean {
+  #overCap (payloadBytes: number): boolean {
     if (this.#maxOutputBytes === 0 || this.#ending) return false
     // the packet's envelope (ids, seq, time) is about 120 bytes; the payload is what grows
-    this.#outputBytes += (typeof p === 'string' ? p.length : JSON.stringify(p).length) + 120
+    this.#outputBytes += payloadBytes + 120
     if (this.#outputBytes <= this.#maxOutputBytes || this.#endReason !== undefined) return false
     this.#fatalEnd(streamError('output_too_large', `The run produced more than ${this.#maxOutputBytes} bytes and was stopped`, 'FATAL', { max_bytes: this.#maxOutputBytes }), 'output_too_large')
     return true
@@ -340,6 +348,7 @@ export class AssistRun {
     if (this.#outbox.length === 0 || this.#lost) return
     const batch = this.#outbox.splice(0)
     this.#outboxBytes = 0
+    this.#written = (batch.at(-1) as [number, StreamPacket, string])[0]
     const waits: Array<Promise<void>> = []
     for (const [sink, after] of this.#sinks) {
       for (const [ord, packet, json] of batch) {

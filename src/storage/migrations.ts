@@ -161,7 +161,6 @@ ALTER TABLE runs ADD COLUMN owner_key TEXT;
 ALTER TABLE runs ADD COLUMN lease_token TEXT;
 ALTER TABLE runs ADD COLUMN lease_expires_at INTEGER;
 ALTER TABLE runs ADD COLUMN cancel_requested INTEGER NOT NULL DEFAULT 0;
-CREATE INDEX runs_by_lease ON runs(state, lease_expires_at);
 `
   }
 ]

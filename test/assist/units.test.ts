@@ -1,7 +1,7 @@
 import t from 'tap'
 import { answerOf, storedAnswer } from '../../src/assist/answers.js'
 import { FrameQueue } from '../../src/assist/frame-queue.js'
-import { PacketFactory, resumeGapPackets, streamError } from '../../src/assist/packets.js'
+import { PacketFactory, packetJson, resumeGapPackets, streamError } from '../../src/assist/packets.js'
 import { recoverRun } from '../../src/assist/recover.js'
 import { TranscriptBuilder } from '../../src/assist/transcript.js'
 import type { StreamPacket } from '../../src/protocol/packets.js'
@@ -101,4 +101,15 @@ t.test('a frame queue: backpressure past its high-water mark, and a client that 
   t.equal(q.write(packet(4), 'd', 4), undefined, 'a stopped queue takes nothing')
   t.equal(await q.take(), undefined)
   t.equal(overflows, 1)
+})
+
+t.test('packetJson is JSON.stringify of the packet, byte for byte', async (t) => {
+  const f = new PacketFactory()
+  const payloads: StreamPacket['p'][] = ['plain', 'quotes " and \\ and \n and \u2028 and 😀', { type: 'RESULT', data: { a: [1, 'x'], b: null } } as never, streamError('agent_failed', 'x "y"', 'FATAL', { k: 1 })]
+  for (const p of payloads) {
+    const packet = f.packet(f.mainStreamId, typeof p === 'string' ? 'DELTA' : 'EVENT', p)
+    t.equal(packetJson(packet, JSON.stringify(p)), JSON.stringify(packet))
+    const off = f.unsequenced(f.mainStreamId, 'EVENT', p)
+    t.equal(packetJson(off, JSON.stringify(p)), JSON.stringify(off))
+  }
 })
