@@ -1,7 +1,7 @@
 // Where a server's time goes under load: runs bench/assist-server.js under `node --cpu-prof`, loads it
 // with autocannon, and prints the CPU profile's self time by area (SQLite, the engine, Fastify, ...)
 // and its top functions, per request.
-//   npm run build && node bench/profile.js [--accept=json|sse] [--duration=10] [--connections=50] [--build=<dir>]
+//   npm run build && node bench/profile.js [--accept=json|sse] [--duration=10] [--connections=50] [--build=<dir>] [--top=25]
 import { spawn } from 'node:child_process'
 import { randomUUID } from 'node:crypto'
 import { once } from 'node:events'
@@ -68,4 +68,4 @@ console.log(`${requests} requests (${accept}), ${(result.requests.average).toFix
 console.log('\nself time by area, µs per request')
 for (const [area, us] of [...areas].sort((a, b) => b[1] - a[1])) console.log(`${(us / requests).toFixed(1).padStart(8)}  ${area}`)
 console.log('\ntop functions, µs per request')
-for (const [fn, us] of [...functions].sort((a, b) => b[1] - a[1]).slice(0, Number(option("top", 25)))) console.log(`${(us / requests).toFixed(1).padStart(8)}  ${fn}`)
+for (const [fn, us] of [...functions].sort((a, b) => b[1] - a[1]).slice(0, Number(option('top', 25)))) console.log(`${(us / requests).toFixed(1).padStart(8)}  ${fn}`)

@@ -1,6 +1,5 @@
 import { createHash, randomUUID } from 'node:crypto'
 import { setTimeout as sleep } from 'node:timers/promises'
-import canonicalize from 'canonicalize'
 import {
   AH_ERR_AGENT_NOT_FOUND, AH_ERR_REQUEST_CONFLICT, AH_ERR_RUN_NOT_FOUND, AH_ERR_SESSION_NOT_FOUND, AH_ERR_SHUTTING_DOWN, AH_ERR_VALIDATION, withDetails
 } from '../errors.js'
@@ -16,6 +15,7 @@ import type { DeliveryMode } from '../protocol/manifest.js'
 import type { ResolvedAgentRequest, ServiceRequest } from '../protocol/envelope.js'
 import type { AuditLog } from '../storage/audit.js'
 import { isBusy, retryBusy } from '../storage/busy.js'
+import { canonicalJson } from '../storage/canonical-json.js'
 import type { Db } from '../storage/database.js'
 import type { EventStore } from '../storage/events.js'
 import type { RunRecord, RunStore } from '../storage/runs.js'
@@ -32,7 +32,7 @@ export type { Frame } from './frame-queue.js'
 
 /** SHA-256 of the envelope's canonical JSON (after validation dropped unknown keys and filled defaults). */
 export function envelopeHash (envelope: ServiceRequest): string {
-  return createHash('sha256').update(canonicalize(envelope) as string).digest('hex')
+  return createHash('sha256').update(canonicalJson(envelope)).digest('hex')
 }
 
 /** The settings the engine runs by (see `src/config.ts` for each). */

@@ -1,6 +1,6 @@
 import { createHash } from 'node:crypto'
-import canonicalize from 'canonicalize'
 import type { Db } from './database.js'
+import { canonicalJson } from './canonical-json.js'
 
 /** The `previous_hash` of the first row. */
 export const AUDIT_GENESIS = '0'.repeat(64)
@@ -55,8 +55,7 @@ export interface AuditQuery {
 
 /** SHA-256 over the canonical JSON (RFC 8785, sorted keys) of the row without its own hash. */
 export function hashAuditRow (row: Omit<AuditRow, 'integrity_hash'>): string {
-  const canonical = canonicalize({ ...row }) as string
-  return createHash('sha256').update(canonical).digest('hex')
+  return createHash('sha256').update(canonicalJson(row)).digest('hex')
 }
 
 interface RawRow extends Omit<AuditRow, 'success' | 'details'> { success: number, details: string | null }

@@ -66,6 +66,8 @@ export class SqliteSessionStore implements SessionStore {
   readonly #ftsInsert
   readonly #recall
   readonly #setFtsRowid
+  readonly #claim
+  readonly #keyOf
 
   readonly #writeBudgetMs: number
 
@@ -86,6 +88,8 @@ export class SqliteSessionStore implements SessionStore {
     this.#ftsDelete = db.prepare('DELETE FROM memory_fts WHERE rowid = (SELECT fts_rowid FROM session_values WHERE session_id = ? AND key = ?)')
     this.#ftsInsert = db.prepare('INSERT INTO memory_fts (content, session_id, kind, ref) VALUES (?, ?, ?, ?)')
     this.#setFtsRowid = db.prepare('UPDATE interactions SET fts_rowid = ? WHERE id = ?')
+    this.#claim = db.prepare('INSERT INTO sessions (session_id, user_id, created_at, updated_at, key_id) VALUES (?, ?, ?, ?, ?) ON CONFLICT (session_id) DO NOTHING')
+    this.#keyOf = db.prepare('SELECT key_id FROM sessions WHERE session_id = ?')
     this.#recall = db.prepare(`SELECT kind, ref, bm25(memory_fts) AS rank FROM memory_fts
       WHERE memory_fts MATCH ? AND session_id = ? ORDER BY rank LIMIT ?`)
   }
@@ -191,14 +195,13 @@ export class SqliteSessionStore implements SessionStore {
    */
   claim (sessionId: string, userId: string, keyId: string): string | null {
     const now = new Date().toISOString()
-    this.#db.prepare('INSERT INTO sessions (session_id, user_id, created_at, updated_at, key_id) VALUES (?, ?, ?, ?, ?) ON CONFLICT (session_id) DO NOTHING')
-      .run(sessionId, userId, now, now, keyId)
+    this.#claim.run(sessionId, userId, now, now, keyId)
     return this.keyOf(sessionId) ?? null
   }
 
   /** The key a session belongs to; undefined when there is no such session, null when it was made before keys were recorded. */
   keyOf (sessionId: string): string | null | undefined {
-    return (this.#db.prepare('SELECT key_id FROM sessions WHERE session_id = ?').get(sessionId) as { key_id: string | null } | undefined)?.key_id
+    return (this.#keyOf.get(sessionId) as { key_id: string | null } | undefined)?.key_id
   }
 
   /** The owner of a session, if it exists. */
