@@ -18,6 +18,7 @@ import { isBusy, retryBusy } from '../storage/busy.js'
 import { canonicalJson } from '../storage/canonical-json.js'
 import type { Db } from '../storage/database.js'
 import type { EventStore } from '../storage/events.js'
+import type { GroupWriter } from '../storage/group-writer.js'
 import type { RunRecord, RunStore } from '../storage/runs.js'
 import type { SqliteSessionStore } from '../storage/sessions.js'
 import { answerOf, storedAnswer, type RunAnswer } from './answers.js'
@@ -55,6 +56,8 @@ export interface EngineSettings {
 
 export interface EngineOptions {
   db: Db
+  /** Group commit: every write of a run goes through it, and is acknowledged only once committed. */
+  writer: GroupWriter
   store: RunStore
   sessions: SqliteSessionStore
   audit: AuditLog
@@ -214,11 +217,10 @@ export class AssistEngine {
     })
       ? 'started'
       : 'taken'
-    // an admin owns every session: the run's one insert needs no transaction around it
-    const started = await retryBusy(admin
+    // an admin owns every session; anyone else claims it (or finds it theirs) in the same write
+    const started = await this.#o.writer.write(admin
       ? insert
-      : this.#o.db.transaction(() => this.#o.sessions.claim(resolved.session_id, envelope.context.user.user_id, who.id) !== who.id ? 'not-yours' : insert()).immediate,
-    this.#s.writeBudgetMs)
+      : () => this.#o.sessions.claim(resolved.session_id, envelope.context.user.user_id, who.id) !== who.id ? 'not-yours' : insert())
     // another key's session: 404, not 403, so that session ids cannot be probed
     if (started === 'not-yours') throw new AH_ERR_SESSION_NOT_FOUND(resolved.session_id)
     if (started === 'taken') {
@@ -371,7 +373,7 @@ export class AssistEngine {
       if (!live.cancel()) throw new AH_ERR_RUN_NOT_FOUND(requestId)
       return
     }
-    if (!await retryBusy(() => this.#o.store.requestCancel(requestId), this.#s.writeBudgetMs)) throw new AH_ERR_RUN_NOT_FOUND(requestId)
+    if (!await this.#o.writer.write(() => this.#o.store.requestCancel(requestId))) throw new AH_ERR_RUN_NOT_FOUND(requestId)
   }
 
   /** Cancel this process's live runs of a session and wait until they are recorded (before erasure). */
@@ -442,7 +444,7 @@ export class AssistEngine {
     }
     return {
       packet: (ord, streamId, seq, json) => { store.append(requestId, tokenOf(), { ord, stream_id: streamId, seq, frame: json }) },
-      event: (kind, event) => this.#write(() => {
+      event: async (kind, event) => await this.#o.writer.write(() => {
         events.append({
           kind,
           id: String(kind === 'cloudevent' ? event.id : `${String(event.run_id)}:${String(event.node_id)}:${String(event.timestamp)}`),
@@ -455,25 +457,15 @@ export class AssistEngine {
           event
         })
       }),
-      flush: () => this.#write(flushNow),
-      audit: (actor, action, resource, success) => this.#write(() => {
+      flush: async () => await this.#o.writer.write(flushNow),
+      commitNow: () => this.#o.writer.commitNow(),
+      audit: async (actor, action, resource, success) => await this.#o.writer.write(() => {
         audit.append({ actor, action, resource, success, request_id: requestId, root_request_id: resolved.root_request_id, trace_id: traceId, details: { by: `agent:${agentName}` } })
       })
     }
   }
 
-  /** A write done at once when it can be, else retried without blocking while another process holds the lock. */
-  #write (write: () => void): Promise<void> | undefined {
-    try {
-      write()
-      return undefined
-    } catch (err) {
-      if (!isBusy(err)) throw err
-      return retryBusy(write, this.#s.writeBudgetMs)
-    }
-  }
-
-  /** Store the answer, record a summary in the session and audit the call, in one transaction fenced by the lease. */
+  /** Store the answer, record a summary in the session and audit the call, in one write fenced by the lease. */
   async #finish (run: AssistRun, token: string, resolved: ResolvedAgentRequest, hosted: HostedAgent, envelope: ServiceRequest, mode: DeliveryMode): Promise<RunAnswer> {
     const reason = run.endReason ?? 'aborted'
     const metrics = { latency_ms: Math.round((performance.now() - run.startedAt) * 1000) / 1000, packets: run.packets, ...run.usage }
@@ -486,7 +478,7 @@ export class AssistEngine {
       metrics
     })
     const output: JsonObject | undefined = reason === 'done' && run.result !== undefined ? run.result : undefined
-    const record = (): boolean => this.#o.db.transaction(() => {
+    const record = (): boolean => {
       for (const id of this.#o.store.flush()) if (id !== run.requestId) this.registry.get(id)?.leaseLost()
       if (!this.#o.store.finish(run.requestId, token, reason, answer.status, answer.body)) return false
       const summary = output !== undefined && JSON.stringify(output).length <= SUMMARY_BYTES ? output : run.transcript.summary()
@@ -514,13 +506,13 @@ export class AssistEngine {
         details: { agent: hosted.manifest.metadata.name, end: reason, packets: run.packets }
       })
       return true
-    }).immediate()
+    }
     let ours = !run.lost
     if (ours) {
       // the lock may be held elsewhere for longer than one budget: keep trying, the lease fences a late write
       for (;;) {
         try {
-          ours = await retryBusy(record, this.#s.writeBudgetMs)
+          ours = await this.#o.writer.write(record)
           break
         } catch (err) {
           if (!isBusy((err as { cause?: unknown }).cause)) { run.leaseLost(); this.#o.log.error({ err, requestId: run.requestId }, 'recording the run failed'); ours = false; break }

@@ -34,16 +34,22 @@ export interface PacketSink {
 export interface RunRecorder {
   /** Queue one packet for the journal: `seq` and `json` as on the wire, or `seq` null for an event kept off it. */
   packet(ord: number, streamId: string, seq: number | null, json: string): void
-  /** Store an internal event the agent emitted (a CloudEvent or a graph event); a promise while the database is locked elsewhere. */
+  /** Store an internal event the agent emitted (a CloudEvent or a graph event); settles once committed. */
   event(kind: 'cloudevent' | 'graph', event: JsonObject): Promise<void> | undefined
-  /** Store an audit entry the agent recorded; a promise while the database is locked elsewhere. */
+  /** Store an audit entry the agent recorded; settles once committed. */
   audit(actor: string, action: string, resource: string, success: boolean): Promise<void> | undefined
   /**
-   * Make the queued packets durable. Returns `undefined` when done at once, or a promise while the
-   * database is locked by another process (it rejects once the write budget is spent). A packet
-   * reaches clients only after this has succeeded for it.
+   * Make the queued packets durable: `undefined` when done at once, else a promise that settles once
+   * they are committed (it rejects once the write budget is spent while another process holds the
+   * lock). A packet reaches clients only after this has succeeded for it.
    */
   flush(): Promise<void> | undefined
+  /**
+   * Commit the queued packets in this call, not at the end of the turn (an agent writing without
+   * waiting would otherwise pile its output up in memory). False when it could not (the lock is
+   * held elsewhere, or the write failed): the packets wait for {@link flush}.
+   */
+  commitNow(): boolean
 }
 
 /** What happens to a run when its last client goes away. */
@@ -121,6 +127,8 @@ export class AssistRun {
   #outboxBytes = 0
   #delivery: NodeJS.Immediate | undefined
   #flushing: Promise<void> | undefined
+  /** The packets whose journal flush is in flight (they go to clients once it commits). */
+  #inflight: Array<[number, StreamPacket, string]> = []
   /** Settles when the journal has the queued packets and the clients written to last have drained (backpressure for the agent). */
   #drained: Promise<void> | undefined
   #ord = 0
@@ -323,31 +331,53 @@ export class AssistRun {
   #deliver (): void {
     if (this.#delivery !== undefined) clearImmediate(this.#delivery)
     this.#delivery = undefined
-    if (this.#flushing !== undefined || this.#lost) return
+    if (this.#lost) return
+    if (this.#flushing !== undefined) {
+      // an agent that does not wait for its writes: past the high-water mark, commit now rather than hold its output
+      if (this.#outboxBytes >= OUTBOX_HIGH_WATER && this.#recorder.commitNow()) {
+        const batch = [...this.#inflight, ...this.#outbox.splice(0)]
+        this.#outboxBytes = 0
+        this.#writeOutbox(batch)
+      }
+      return
+    }
+    // only what is queued now was journaled by this flush: a packet sent while it commits waits for the next
+    const batch = this.#outbox.splice(0)
+    this.#outboxBytes = 0
+    this.#inflight = batch
     let flushed: Promise<void> | undefined
     try {
       flushed = this.#recorder.flush()
     } catch (err) {
+      this.#outbox.unshift(...batch)
       this.#storageFailed(err)
       return
     }
-    if (flushed === undefined) { this.#writeOutbox(); return }
+    if (flushed === undefined) { this.#writeOutbox(batch); return }
     const settled: Promise<void> = flushed.then(() => {
       this.#flushing = undefined
-      this.#writeOutbox()
+      this.#inflight = []
+      this.#writeOutbox(batch)
       if (this.#outbox.length > 0) this.#deliver()
     }, (err: unknown) => {
       this.#flushing = undefined
+      this.#inflight = []
+      this.#outbox.unshift(...batch.filter(([ord]) => ord > this.#written))
       this.#storageFailed(err)
     })
     this.#flushing = settled
     this.#wait(settled)
   }
 
-  #writeOutbox (): void {
-    if (this.#outbox.length === 0 || this.#lost) return
-    const batch = this.#outbox.splice(0)
-    this.#outboxBytes = 0
+  /** Hand journaled packets (`batch`, else the whole outbox) to every client. */
+  #writeOutbox (batch?: Array<[number, StreamPacket, string]>): void {
+    if (batch === undefined) {
+      batch = this.#outbox.splice(0)
+      this.#outboxBytes = 0
+    }
+    // a batch committed early (see #deliver) was already handed over
+    if (batch.length > 0 && batch[0]![0] <= this.#written) batch = batch.filter(([ord]) => ord > this.#written)
+    if (batch.length === 0 || this.#lost) return
     this.#written = (batch.at(-1) as [number, StreamPacket, string])[0]
     const waits: Array<Promise<void>> = []
     for (const [sink, after] of this.#sinks) {
@@ -575,14 +605,15 @@ export class AssistRun {
         } else {
           throw new AH_ERR_EVENT_INVALID('emit() takes a presentation event, a CloudEvent (specversion "1.0") or a graph event (event_type)')
         }
-        run.#recorder?.event(kind, event)
         log.debug({ requestId: run.requestId, agentEvent: event }, 'agent event')
+        await run.#recorder?.event(kind, event)
       },
       async log (level, message, metadata) {
         const lvl: LogLevel = LOG_LEVELS.has(level) ? level : 'info'
         const meta = isPlainObject(metadata) ? metadata : undefined
         log[lvl]({ requestId: run.requestId, ...(meta !== undefined ? { agent: meta } : {}) }, String(message))
-        run.#recorder?.event('cloudevent', {
+        // a log line the database could not take is still in the process log: the agent is not failed for it
+        await run.#recorder?.event('cloudevent', {
           specversion: '1.0',
           id: randomUUID(),
           source: 'agent-host/agent',
@@ -590,11 +621,11 @@ export class AssistRun {
           time: now(),
           datacontenttype: 'application/json',
           data: { level: lvl, message: String(message), ...(meta !== undefined ? { metadata: meta } : {}) }
-        })
+        })?.catch((err: unknown) => { log.warn({ err, requestId: run.requestId }, 'an agent log line could not be stored') })
       },
       async audit (actor, action, resource, success) {
         log.info({ requestId: run.requestId, audit: { actor, action, resource, success: Boolean(success) } }, 'agent audit')
-        run.#recorder?.audit(String(actor), String(action), String(resource), Boolean(success))
+        await run.#recorder?.audit(String(actor), String(action), String(resource), Boolean(success))
       }
     }
   }

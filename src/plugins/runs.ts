@@ -23,6 +23,7 @@ async function runs (app: FastifyInstance): Promise<void> {
   const config = app.config
   const engine = new AssistEngine({
     db: app.db,
+    writer: app.writer,
     store: app.runStore,
     sessions: app.sessions,
     audit: app.audit,

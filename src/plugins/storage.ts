@@ -3,6 +3,7 @@ import type { FastifyInstance } from 'fastify'
 import { openDatabase, type Db } from '../storage/database.js'
 import { AuditLog } from '../storage/audit.js'
 import { EventStore } from '../storage/events.js'
+import { GroupWriter } from '../storage/group-writer.js'
 import { RunStore } from '../storage/runs.js'
 import { SqliteSessionStore } from '../storage/sessions.js'
 import pkg from '../../package.json' with { type: 'json' }
@@ -22,6 +23,8 @@ declare module 'fastify' {
     runStore: RunStore
     /** Durable sessions: history, values, recall. */
     sessions: SqliteSessionStore
+    /** Group commit: the run engine's writes, one transaction per turn of the event loop. */
+    writer: GroupWriter
   }
 }
 
@@ -33,15 +36,18 @@ async function storage (app: FastifyInstance): Promise<void> {
   // booting and closing may wait for another process's lock; serving must not (see storage/busy.ts)
   const db = openDatabase(app.config.DATA_DIR, { busyTimeoutMs: BLOCKING_BUSY_TIMEOUT_MS })
   const audit = new AuditLog(db)
+  const writer = new GroupWriter(db, { budgetMs: app.config.DB_WRITE_BUDGET_MS })
   app.decorate('db', db)
+  app.decorate('writer', writer)
   app.decorate('audit', audit)
   app.decorate('events', new EventStore(db))
   app.decorate('runStore', new RunStore(db))
-  app.decorate('sessions', new SqliteSessionStore(db, app.config.DB_WRITE_BUDGET_MS))
+  app.decorate('sessions', new SqliteSessionStore(db, writer))
   audit.append({ actor: 'agent-host', action: 'boot', resource: app.instanceId, success: true, details: { version: pkg.version, pid: process.pid } })
   app.addHook('onReady', async () => { db.pragma(`busy_timeout = ${app.config.DB_BUSY_TIMEOUT_MS}`) })
   app.addHook('onClose', async () => {
     db.pragma(`busy_timeout = ${Math.min(BLOCKING_BUSY_TIMEOUT_MS, Math.floor(app.config.CLOSE_GRACE_MS / 4))}`)
+    writer.close()
     audit.append({ actor: 'agent-host', action: 'shutdown', resource: app.instanceId, success: true, details: { pid: process.pid } })
     db.close()
   })

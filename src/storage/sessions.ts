@@ -1,6 +1,7 @@
 import { AH_ERR_SESSION_VALUE_INVALID } from '../errors.js'
 import type { Interaction, InteractionRecord, RecallHit, SessionHandle, SessionIdentity, SessionStore } from '../protocol/session.js'
 import { retryBusy } from './busy.js'
+import type { GroupWriter } from './group-writer.js'
 import type { Db } from './database.js'
 
 type JsonObject = Record<string, unknown>
@@ -69,12 +70,13 @@ export class SqliteSessionStore implements SessionStore {
   readonly #claim
   readonly #keyOf
 
-  readonly #writeBudgetMs: number
+  /** Where agents' `store()` writes go: the engine's group commit, or alone (retried while locked elsewhere). */
+  readonly #write: GroupWriter['write']
 
-  /** @param writeBudgetMs how long an agent's `store()` may wait for another process's lock (DB_WRITE_BUDGET_MS) */
-  constructor (db: Db, writeBudgetMs = 5000) {
+  /** @param writer the group writer (an agent's `store()` resolves once its commit is durable); without one, each store commits alone within 5 s of another process's lock */
+  constructor (db: Db, writer?: GroupWriter) {
     this.#db = db
-    this.#writeBudgetMs = writeBudgetMs
+    this.#write = writer !== undefined ? async (op) => await writer.write(op) : async (op) => await retryBusy(() => db.transaction(op).immediate(), 5000)
     this.#touch = db.prepare(`INSERT INTO sessions (session_id, user_id, created_at, updated_at) VALUES (@session_id, @user_id, @now, @now)
       ON CONFLICT (session_id) DO UPDATE SET updated_at = @now`)
     this.#history = db.prepare('SELECT * FROM interactions WHERE session_id = ? ORDER BY id DESC LIMIT ? OFFSET ?')
@@ -127,12 +129,12 @@ export class SqliteSessionStore implements SessionStore {
         const text = JSON.stringify(value)
         if (text === undefined) throw new AH_ERR_SESSION_VALUE_INVALID(String(key), 'a JSON value', 0)
         if (Buffer.byteLength(text) > MAX_VALUE_BYTES) throw new AH_ERR_SESSION_VALUE_INVALID(String(key), `at most ${MAX_VALUE_BYTES} bytes of JSON`, Buffer.byteLength(text))
-        await retryBusy(() => store.#db.transaction(() => {
+        await store.#write(() => {
           store.#ensure(sessionId, identity.user_id)
           store.#ftsDelete.run(sessionId, String(key))
           const rowid = store.#ftsInsert.run(`${String(key)} ${text}`, sessionId, 'value', String(key)).lastInsertRowid
           store.#putValue.run(sessionId, String(key), text, new Date().toISOString(), rowid)
-        })(), store.#writeBudgetMs)
+        })
       },
       async get<T>(key: string, fallback?: T) {
         const value = store.#readValue(sessionId, key)

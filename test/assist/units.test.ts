@@ -3,6 +3,9 @@ import { answerOf, storedAnswer } from '../../src/assist/answers.js'
 import { FrameQueue } from '../../src/assist/frame-queue.js'
 import { PacketFactory, packetJson, resumeGapPackets, streamError } from '../../src/assist/packets.js'
 import { recoverRun } from '../../src/assist/recover.js'
+import { AssistRun, type RunRecorder } from '../../src/assist/run.js'
+import type { ResponseHandler } from '../../src/agents/contract.js'
+import { resolveAgentRequest } from '../../src/agents/resolve-request.js'
 import { TranscriptBuilder } from '../../src/assist/transcript.js'
 import type { StreamPacket } from '../../src/protocol/packets.js'
 import type { RunRecord } from '../../src/storage/runs.js'
@@ -112,4 +115,45 @@ t.test('packetJson is JSON.stringify of the packet, byte for byte', async (t) =>
     const off = f.unsequenced(f.mainStreamId, 'EVENT', p)
     t.equal(packetJson(off, JSON.stringify(p)), JSON.stringify(off))
   }
+})
+
+// Regression (group commit): the journal batch commits some turns after a run asks for it; a packet
+// the agent sent in between (its code resumed by a write in the same commit) went out with the
+// batch before it, ahead of its own journal row.
+t.test('a packet sent while the batch before it commits reaches clients only after its own journal write', async (t) => {
+  const journaled = new Set<number>()
+  let pending: number[] = []
+  const flushes: Array<{ commit: () => void, resolve: () => void }> = []
+  const recorder: RunRecorder = {
+    packet: (ord) => { pending.push(ord) },
+    event: () => undefined,
+    audit: () => undefined,
+    flush: async () => await new Promise<void>((resolve) => {
+      flushes.push({ commit: () => { for (const ord of pending) journaled.add(ord); pending = [] }, resolve })
+    }),
+    commitNow: () => false
+  }
+  const silent = { trace () {}, debug () {}, info () {}, warn () {}, error () {}, fatal () {} }
+  const run = new AssistRun({ requestId: 'r', capability: { capability: { name: 'x' }, validateInput: undefined, validateOutput: undefined } as never, log: silent, recorder })
+  const received: Array<[number, boolean]> = []
+  run.attach({ write: (_packet, _json, ord) => { received.push([ord, journaled.has(ord)]); return undefined }, end: () => {} })
+  let release!: () => void
+  const gate = new Promise<void>((resolve) => { release = resolve })
+  const settled = run.execute({ async assist (_request: unknown, _session: unknown, response: ResponseHandler) { await response.markdown('a'); await gate; await response.markdown('b') } } as never, resolveAgentRequest(envelope(AGENTS.echo) as never), {} as never, {} as never)
+  const turn = async (): Promise<void> => { await new Promise((resolve) => setImmediate(resolve)) }
+  while (flushes.length === 0) await turn()
+  const first = flushes.shift() as { commit: () => void, resolve: () => void }
+  first.commit()
+  release()
+  await turn()
+  first.resolve()
+  // from here on every batch commits as soon as it is asked for
+  while (run.endReason === undefined || flushes.length > 0) {
+    const next = flushes.shift()
+    if (next !== undefined) { next.commit(); next.resolve() }
+    await turn()
+  }
+  await settled
+  t.ok(received.length >= 3, `${received.length} packets`)
+  t.same(received.filter(([, ok]) => !ok), [], 'no packet reached a client before its journal row')
 })
