@@ -1,4 +1,5 @@
 import Fastify, { type FastifyInstance } from 'fastify'
+import type { IncomingMessage } from 'node:http'
 import type { TypeBoxTypeProvider } from '@fastify/type-provider-typebox'
 import type { Config } from './config.js'
 import configPlugin from './plugins/config.js'
@@ -9,7 +10,7 @@ import docs from './plugins/swagger.js'
 import storage from './plugins/storage.js'
 import auth from './plugins/auth.js'
 import metrics from './plugins/metrics.js'
-import tracing from './plugins/tracing.js'
+import tracing, { traceContext } from './plugins/tracing.js'
 import pressure from './plugins/pressure.js'
 import limits from './plugins/limits.js'
 import agents from './plugins/agents.js'
@@ -48,6 +49,8 @@ export async function buildApp (config: Config, options: BuildOptions = {}): Pro
       redact: REDACTED_PATHS,
       ...(options.logStream !== undefined ? { stream: options.logStream } : {})
     },
+    // one child logger per request, with the trace id bound in the same call
+    childLoggerFactory: (logger, bindings, options, raw) => logger.child({ ...bindings, traceId: traceContext(raw as IncomingMessage).traceId }, options),
     bodyLimit: config.BODY_LIMIT,
     trustProxy: config.TRUST_PROXY,
     onProtoPoisoning: 'error',
