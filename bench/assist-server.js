@@ -1,18 +1,16 @@
 // One server under test, in its own process (so the load generator does not share its event loop).
 // Prints one JSON line, {"url": ...}, once listening. Killed by the benchmark when it is done.
-//   node bench/assist-server.js --build=<dir> --target=assist|bare [--source]
-// --build: a checkout holding dist/ (default: this repository); --source: import src/*.ts instead of
-// dist/ (needs a TypeScript loader in execArgv, as under tap: the smoke test uses it).
+//   node bench/assist-server.js --build=<dir> --target=assist|bare [--smoke]
+// --build: a checkout holding dist/ (default: this repository); --smoke: import src/*.ts instead of
+// dist/ (needs a TypeScript loader in execArgv, as under tap).
 import { resolve } from 'node:path'
-import { pathToFileURL } from 'node:url'
 import Fastify from 'fastify'
-import { tempDir } from './common.js'
+import { load as loadFrom, tempDir } from './common.js'
 
 const option = (name, fallback) => process.argv.find((a) => a.startsWith(`--${name}=`))?.slice(name.length + 3) ?? fallback
 const build = resolve(option('build', new URL('..', import.meta.url).pathname))
 const target = option('target', 'assist')
-const source = process.argv.includes('--source')
-const load = async (path) => await import(pathToFileURL(resolve(build, source ? `src/${path}.ts` : `dist/src/${path}.js`)).href)
+const load = async (path) => await loadFrom(path, build)
 
 const data = tempDir()
 let app

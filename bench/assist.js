@@ -4,26 +4,25 @@
 // its own dist/, "before"), interleaved with this one ("after"): see bench/README.md.
 //   npm run build && node bench/assist.js [--duration=5] [--rounds=5] [--connections=50] [--compare=<dir>] [--smoke]
 // --smoke: one 1 s round with 2 connections against this checkout's sources, checking only that
-// every answer is a 2xx (npm test runs it so the benchmark cannot rot); no result file.
+// every answer is a 2xx (npm test runs it so the benchmark cannot rot).
 import { spawn } from 'node:child_process'
 import { randomUUID } from 'node:crypto'
 import { readFileSync } from 'node:fs'
 import { once } from 'node:events'
 import { fileURLToPath } from 'node:url'
 import autocannon from 'autocannon'
-import { arg, saveResult } from './common.js'
+import { arg, childExecArgv, saveResult, smoke } from './common.js'
 
-const smoke = process.argv.includes('--smoke')
-const duration = smoke ? 1 : arg('duration', 5)
-const rounds = smoke ? 1 : arg('rounds', 5)
-const connections = smoke ? 2 : arg('connections', 50)
+const duration = arg('duration', 5, 1)
+const rounds = arg('rounds', 5, 1)
+const connections = arg('connections', 50, 2)
 const compare = process.argv.find((a) => a.startsWith('--compare='))?.slice(10)
 const here = fileURLToPath(new URL('..', import.meta.url))
 const TICK = 100 // clock ticks per second of /proc/<pid>/stat (USER_HZ on Linux)
 
 /** Start bench/assist-server.js for `build` and `target`; resolves with its url, pid and a stop(). */
 async function server (build, target) {
-  const args = [...(smoke ? process.execArgv : []), fileURLToPath(new URL('./assist-server.js', import.meta.url)), `--build=${build}`, `--target=${target}`, ...(smoke ? ['--source'] : [])]
+  const args = [...childExecArgv, fileURLToPath(new URL('./assist-server.js', import.meta.url)), `--build=${build}`, `--target=${target}`, ...(smoke ? ['--smoke'] : [])]
   const child = spawn(process.execPath, args, { stdio: ['ignore', 'pipe', 'inherit'] })
   let out = ''
   child.stdout.on('data', (c) => { out += c })
@@ -32,6 +31,11 @@ async function server (build, target) {
     await new Promise((resolve) => setTimeout(resolve, 20))
   }
   return { url: JSON.parse(out).url, pid: child.pid, stop: async () => { child.kill('SIGTERM'); await once(child, 'exit') } }
+}
+
+/** Bytes the process has caused to be written to storage (`write_bytes` of /proc/<pid>/io; page cache writeback included). */
+function diskBytes (pid) {
+  return Number(/write_bytes: (\d+)/.exec(readFileSync(`/proc/${pid}/io`, 'utf8'))[1])
 }
 
 /** CPU seconds the process has used (user + system), from /proc. */
@@ -57,6 +61,7 @@ const envelope = () => JSON.stringify({
 
 async function measure (target) {
   const before = cpuSeconds(target.server.pid)
+  const written = diskBytes(target.server.pid)
   const result = await autocannon({
     url: `${target.server.url}/v1/assist`,
     method: 'POST',
@@ -66,9 +71,10 @@ async function measure (target) {
     requests: [{ setupRequest: (req) => ({ ...req, body: envelope() }) }]
   })
   const cpu = cpuSeconds(target.server.pid) - before
+  const disk = diskBytes(target.server.pid) - written
   const failed = result.non2xx + result.errors + result.timeouts
   if (failed > 0 || result.requests.total === 0) throw new Error(`${target.name}: ${failed} failed of ${result.requests.total}`)
-  return { rps: result.requests.average, p50: result.latency.p50, p99: result.latency.p99, requests: result.requests.total, cpu_us_per_request: cpu / result.requests.total * 1e6 }
+  return { rps: result.requests.average, p50: result.latency.p50, p99: result.latency.p99, requests: result.requests.total, cpu_us_per_request: cpu / result.requests.total * 1e6, disk_bytes_per_request: disk / result.requests.total }
 }
 
 const median = (values) => { const s = [...values].sort((a, b) => a - b); return s.length % 2 === 1 ? s[(s.length - 1) / 2] : (s[s.length / 2 - 1] + s[s.length / 2]) / 2 }
@@ -96,10 +102,11 @@ const summary = Object.fromEntries(Object.entries(results).map(([name, rs]) => [
   rps: median(rs.map((r) => r.rps)),
   p50: median(rs.map((r) => r.p50)),
   p99: median(rs.map((r) => r.p99)),
-  cpu_us_per_request: median(rs.map((r) => r.cpu_us_per_request))
+  cpu_us_per_request: median(rs.map((r) => r.cpu_us_per_request)),
+  disk_bytes_per_request: median(rs.map((r) => r.disk_bytes_per_request))
 }]))
-console.log('\ntarget          req/s   p50 ms  p99 ms  server CPU µs/request   (medians of ' + rounds + ' rounds)')
-for (const [name, s] of Object.entries(summary)) console.log(`${name.padEnd(14)} ${s.rps.toFixed(0).padStart(6)} ${String(s.p50).padStart(8)} ${String(s.p99).padStart(7)} ${s.cpu_us_per_request.toFixed(0).padStart(12)}`)
+console.log('\ntarget          req/s   p50 ms  p99 ms  server CPU µs/request  disk KiB/request   (medians of ' + rounds + ' rounds)')
+for (const [name, s] of Object.entries(summary)) console.log(`${name.padEnd(14)} ${s.rps.toFixed(0).padStart(6)} ${String(s.p50).padStart(8)} ${String(s.p99).padStart(7)} ${s.cpu_us_per_request.toFixed(0).padStart(12)} ${(s.disk_bytes_per_request / 1024).toFixed(1).padStart(21)}`)
 const ratios = {}
 const bareRps = summary['bare route'].rps
 for (const [label] of builds) {
@@ -111,11 +118,8 @@ if (compare !== undefined) {
   ratios['sse after / before'] = summary['after sse'].rps / summary['before sse'].rps
   ratios['json CPU per request after / before'] = summary['after json'].cpu_us_per_request / summary['before json'].cpu_us_per_request
   ratios['sse CPU per request after / before'] = summary['after sse'].cpu_us_per_request / summary['before sse'].cpu_us_per_request
+  ratios['json disk bytes per request after / before'] = summary['after json'].disk_bytes_per_request / summary['before json'].disk_bytes_per_request
 }
 console.log('')
 for (const [name, value] of Object.entries(ratios)) console.log(`${name.padEnd(36)} ${value.toFixed(3)}`)
-if (smoke) {
-  console.log('smoke: every target answered 2xx')
-} else {
-  saveResult('assist', { settings: { duration, rounds, connections, compare: compare ?? null }, rounds: results, median: summary, ratios })
-}
+saveResult('assist', { settings: { duration, rounds, connections, compare: compare ?? null }, rounds: results, median: summary, ratios })

@@ -5,12 +5,12 @@
 // Run: npm run build && node bench/backend-stream.js   Options: --tokens=<per answer> --rounds=<n>
 import { createServer, request } from 'node:http'
 import { randomUUID } from 'node:crypto'
-import { buildApp } from '../dist/src/app.js'
-import { loadConfig } from '../dist/src/config.js'
-import { arg, mean, saveResult, tempDir } from './common.js'
+import { arg, load, mean, saveResult, tempDir } from './common.js'
 
-const tokens = arg('tokens', 2000)
-const rounds = arg('rounds', 5)
+const { buildApp } = await load('app')
+const { loadConfig } = await load('config')
+const tokens = arg('tokens', 2000, 50)
+const rounds = arg('rounds', 5, 1)
 const chunk = (content) => `data: ${JSON.stringify({ id: 'c', object: 'chat.completion.chunk', created: 1, model: 'bench', choices: [{ index: 0, delta: { content }, finish_reason: null }] })}\n\n`
 const frames = [...Array.from({ length: tokens }, (_, i) => chunk(`tok${i} `)), `data: ${JSON.stringify({ id: 'c', object: 'chat.completion.chunk', created: 1, model: 'bench', choices: [], usage: { prompt_tokens: 5, completion_tokens: tokens } })}\n\n`, 'data: [DONE]\n\n']
 

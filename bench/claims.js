@@ -4,14 +4,14 @@
 // down as the graph grows). Run: npm run build && node bench/claims.js
 import { spawn } from 'node:child_process'
 import { once } from 'node:events'
-import { openDatabase } from '../dist/src/storage/database.js'
-import { FileTaskStore } from '../dist/src/runtime/file-task-store.js'
-import { SqliteTaskStore } from '../dist/src/runtime/sqlite-task-store.js'
-import { arg, saveResult, tempDir } from './common.js'
+import { arg, childExecArgv, load, saveResult, smoke, tempDir } from './common.js'
 
-const seconds = arg('seconds', 10)
-const sizes = [100, 1000, 10000]
-const processes = [1, 4]
+const { openDatabase } = await load('storage/database')
+const { FileTaskStore } = await load('runtime/file-task-store')
+const { SqliteTaskStore } = await load('runtime/sqlite-task-store')
+const seconds = arg('seconds', 10, 2)
+const sizes = smoke ? [20] : [100, 1000, 10000]
+const processes = smoke ? [2] : [1, 4]
 const rows = []
 
 for (const kind of ['file', 'sqlite']) {
@@ -23,7 +23,7 @@ for (const kind of ['file', 'sqlite']) {
       await store.create(Array.from({ length: size }, (_, i) => ({ id: `t${i}`, type: 'w' })))
       db.close()
       const workers = Array.from({ length: procs }, (_, i) => {
-        const child = spawn(process.execPath, [new URL('./drain-worker.js', import.meta.url).pathname, kind, data.dir, `w${i}`, String(seconds)], { stdio: ['ignore', 'pipe', 'inherit'] })
+        const child = spawn(process.execPath, [...childExecArgv, new URL('./drain-worker.js', import.meta.url).pathname, kind, data.dir, `w${i}`, String(seconds), ...(smoke ? ['--smoke'] : [])], { stdio: ['ignore', 'pipe', 'inherit'] })
         let out = ''
         child.stdout.on('data', (c) => { out += c })
         return once(child, 'exit').then(() => JSON.parse(out))

@@ -1,7 +1,26 @@
-// Shared by the benchmarks: a throwaway DATA_DIR, the result file, and a table printer.
+// Shared by the benchmarks: a throwaway DATA_DIR, the result file, the server's modules, smoke mode.
+import { execSync } from 'node:child_process'
 import { mkdtempSync, rmSync, writeFileSync, mkdirSync } from 'node:fs'
-import { tmpdir, cpus } from 'node:os'
-import { join } from 'node:path'
+import { tmpdir, cpus, totalmem } from 'node:os'
+import { join, resolve } from 'node:path'
+import { fileURLToPath, pathToFileURL } from 'node:url'
+
+/** `--smoke`: tiny sizes, the TypeScript sources, no timing claims (npm test runs every bench so). */
+export const smoke = process.argv.includes('--smoke')
+
+const ROOT = fileURLToPath(new URL('..', import.meta.url))
+
+/**
+ * Import one of the server's modules (`'app'`, `'storage/database'`, ...) from `build` (a checkout,
+ * default this one): its `dist/` (run `npm run build` first), or under `--smoke` its `src/`
+ * through the TypeScript loader the test runner started us with.
+ */
+export async function load (path, build = ROOT) {
+  return await import(pathToFileURL(resolve(build, smoke ? `src/${path}.ts` : `dist/src/${path}.js`)).href)
+}
+
+/** Node flags a child process needs to run the same way (the TypeScript loader under --smoke). */
+export const childExecArgv = smoke ? process.execArgv : []
 
 export function tempDir () {
   const dir = mkdtempSync(join(tmpdir(), 'agent-host-bench-'))
@@ -12,19 +31,36 @@ export function mean (values) {
   return values.reduce((a, b) => a + b, 0) / values.length
 }
 
-/** Write `result` to bench/results/<name>-<time>.json and <name>-latest.json, and say where. */
-export function saveResult (name, result) {
-  const dir = new URL('./results/', import.meta.url)
-  mkdirSync(dir, { recursive: true })
-  const stamp = new Date().toISOString().replace(/[:.]/g, '-')
-  const body = JSON.stringify({ node: process.version, cpus: cpus().length, at: new Date().toISOString(), ...result }, null, 2) + '\n'
-  writeFileSync(new URL(`${name}-${stamp}.json`, dir), body)
-  writeFileSync(new URL(`${name}-latest.json`, dir), body)
-  console.log(`\nwritten to bench/results/${name}-${stamp}.json (and ${name}-latest.json)`)
+/** The commit this checkout is at (and whether it has uncommitted changes), for result files. */
+function commit () {
+  try {
+    const head = execSync('git rev-parse --short HEAD', { cwd: ROOT, stdio: ['ignore', 'pipe', 'ignore'] }).toString().trim()
+    const dirty = execSync('git status --porcelain -- src', { cwd: ROOT, stdio: ['ignore', 'pipe', 'ignore'] }).toString().trim() !== ''
+    return dirty ? `${head}+changes` : head
+  } catch {
+    return 'unknown'
+  }
 }
 
-export function arg (name, fallback) {
+/**
+ * Write `result` with the machine it ran on to `<dir>/<name>-<time>.json` and `<name>-latest.json`,
+ * and say where. `<dir>` is bench/results/, or BENCH_RESULTS_DIR (the smoke test's temporary one).
+ */
+export function saveResult (name, result) {
+  const dir = process.env.BENCH_RESULTS_DIR ?? fileURLToPath(new URL('./results/', import.meta.url))
+  mkdirSync(dir, { recursive: true })
+  const stamp = new Date().toISOString().replace(/[:.]/g, '-')
+  const machine = { node: process.version, cpus: cpus().length, cpu_model: cpus()[0]?.model, memory_gib: Math.round(totalmem() / 2 ** 30), platform: process.platform }
+  const body = JSON.stringify({ ...machine, commit: commit(), at: new Date().toISOString(), smoke, ...result }, null, 2) + '\n'
+  writeFileSync(join(dir, `${name}-${stamp}.json`), body)
+  writeFileSync(join(dir, `${name}-latest.json`), body)
+  console.log(`\nwritten to ${join(dir, `${name}-${stamp}.json`)} (and ${name}-latest.json)`)
+  if (smoke) console.log(`smoke: ${name} ran end to end and wrote its result`)
+}
+
+/** A numeric option: `--name=<n>`, else BENCH_<NAME>, else `fallback` (`smokeValue` under --smoke). */
+export function arg (name, fallback, smokeValue = fallback) {
   const flag = process.argv.find((a) => a.startsWith(`--${name}=`))
   const value = flag?.slice(name.length + 3) ?? process.env[`BENCH_${name.toUpperCase()}`]
-  return value === undefined ? fallback : Number(value)
+  return value === undefined ? (smoke ? smokeValue : fallback) : Number(value)
 }

@@ -1,8 +1,10 @@
 // One worker process of bench/claims.js: claim and complete `w` tasks until none is left or the
 // time is up; print how many and when (ms since epoch) the first claim and last completion were.
-import { openDatabase } from '../dist/src/storage/database.js'
-import { FileTaskStore } from '../dist/src/runtime/file-task-store.js'
-import { SqliteTaskStore } from '../dist/src/runtime/sqlite-task-store.js'
+import { load } from './common.js'
+
+const { openDatabase } = await load('storage/database')
+const { FileTaskStore } = await load('runtime/file-task-store')
+const { SqliteTaskStore } = await load('runtime/sqlite-task-store')
 
 const [kind, dataDir, owner, seconds] = process.argv.slice(2)
 const db = kind === 'sqlite' ? openDatabase(dataDir) : undefined

@@ -3,13 +3,13 @@
 // high to refuse anything), alternating rounds so that machine noise hits both.
 // Run: npm run build && node bench/limits.js   Options: --duration=<s per round> --rounds=<n> --connections=<n>
 import autocannon from 'autocannon'
-import { buildApp } from '../dist/src/app.js'
-import { loadConfig } from '../dist/src/config.js'
-import { arg, mean, saveResult, tempDir } from './common.js'
+import { arg, load, mean, saveResult, tempDir } from './common.js'
 
-const duration = arg('duration', 5)
-const rounds = arg('rounds', 3)
-const connections = arg('connections', 10)
+const { buildApp } = await load('app')
+const { loadConfig } = await load('config')
+const duration = arg('duration', 5, 1)
+const rounds = arg('rounds', 3, 1)
+const connections = arg('connections', 10, 2)
 
 async function start (env) {
   const data = tempDir()

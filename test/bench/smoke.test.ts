@@ -1,22 +1,40 @@
 import t from 'tap'
 import { spawn } from 'node:child_process'
 import { once } from 'node:events'
+import { mkdtempSync, readdirSync, readFileSync, rmSync } from 'node:fs'
+import { tmpdir } from 'node:os'
+import { join } from 'node:path'
 import { fileURLToPath } from 'node:url'
 
 const ROOT = fileURLToPath(new URL('../..', import.meta.url))
 
-// the benchmarks are not timed here: each runs in its smoke mode so that it cannot rot
-for (const bench of ['assist.js']) {
-  t.test(`bench/${bench} --smoke runs end to end`, { timeout: 120_000 }, async (t) => {
+/** Every benchmark `npm run bench` runs (package.json), so that a new one cannot be left out here. */
+const benches = [...JSON.parse(readFileSync(join(ROOT, 'package.json'), 'utf8')).scripts.bench.matchAll(/node (bench\/[\w-]+\.js)/g)].map((m) => m[1] as string)
+
+t.test('npm run bench names the benchmarks', async (t) => {
+  t.ok(benches.length >= 5, benches.join(', '))
+  const scripts = readdirSync(join(ROOT, 'bench')).filter((f) => f.endsWith('.js') && !['common.js', 'assist-server.js', 'raw-server.js', 'drain-worker.js', 'profile.js'].includes(f))
+  t.same(scripts.map((f) => `bench/${f}`).sort(), [...benches].sort(), 'every bench script is in npm run bench')
+})
+
+// the benchmarks are not timed here: each runs in its smoke mode (tiny sizes, the TypeScript
+// sources) so that it cannot rot, and must end well and write its result
+for (const bench of benches) {
+  t.test(`${bench} --smoke runs end to end and writes its result`, { timeout: 120_000 }, async (t) => {
+    const results = mkdtempSync(join(tmpdir(), 'agent-host-bench-smoke-'))
+    t.teardown(() => { rmSync(results, { recursive: true, force: true }) })
     // benchmarks are proven by running, not covered: their processes report no coverage to tap
-    const env = { ...process.env, _TAPJS_PROCESSINFO_COVERAGE_: '0' }
-    const child = spawn(process.execPath, [...process.execArgv, `bench/${bench}`, '--smoke'], { cwd: ROOT, env, stdio: ['ignore', 'pipe', 'pipe'] })
+    const env = { ...process.env, _TAPJS_PROCESSINFO_COVERAGE_: '0', BENCH_RESULTS_DIR: results }
+    const child = spawn(process.execPath, [...process.execArgv, bench, '--smoke'], { cwd: ROOT, env, stdio: ['ignore', 'pipe', 'pipe'] })
     t.teardown(() => { child.kill('SIGKILL') })
     let out = ''
     child.stdout.on('data', (c: Buffer) => { out += c.toString() })
     child.stderr.on('data', (c: Buffer) => { out += c.toString() })
     const [code] = await once(child, 'exit') as [number | null]
     t.equal(code, 0, out)
-    t.match(out, /smoke: every target answered 2xx/)
+    t.match(out, /smoke: .* ran end to end and wrote its result/)
+    const latest = readdirSync(results).find((f) => f.endsWith('-latest.json'))
+    t.ok(latest, 'a result file')
+    t.match(JSON.parse(readFileSync(join(results, latest as string), 'utf8')), { smoke: true, cpus: Number, node: process.version })
   })
 }
