@@ -41,6 +41,10 @@ export const ConfigSchema = Type.Object({
   DB_WRITE_BUDGET_MS: Type.Integer({ default: 5000, minimum: 10 }),
   /** How long one write attempt blocks waiting for that lock before it is retried asynchronously (keep it short: it blocks the event loop). */
   DB_BUSY_TIMEOUT_MS: Type.Integer({ default: 20, minimum: 0, maximum: 1000 }),
+  /** How often a worker thread copies the WAL into the database file (0: SQLite's own checkpoints, inside a commit every 1 000 pages, on the event loop). */
+  DB_CHECKPOINT_INTERVAL_MS: Type.Integer({ default: 1000, minimum: 0, maximum: 3600000 }),
+  /** SQLite's page cache per connection, in KiB. */
+  DB_CACHE_KIB: Type.Integer({ default: 65536, minimum: 1024 }),
   /** What a run does when its last client goes away: go on (a re-POST picks it up) or be cancelled. */
   DISCONNECT_POLICY: Type.Union([Type.Literal('continue'), Type.Literal('cancel')], { default: 'continue' }),
   /** Where the task graph lives: `file` (DATA_DIR/tasks.graph.json, file-locked) or `sqlite`. */

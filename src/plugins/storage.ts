@@ -1,6 +1,8 @@
 import fp from 'fastify-plugin'
 import type { FastifyInstance } from 'fastify'
-import { openDatabase, type Db } from '../storage/database.js'
+import { join } from 'node:path'
+import { Checkpointer } from '../storage/checkpointer.js'
+import { DB_FILE, openDatabase, type Db } from '../storage/database.js'
 import { AuditLog } from '../storage/audit.js'
 import { EventStore } from '../storage/events.js'
 import { GroupWriter } from '../storage/group-writer.js'
@@ -34,9 +36,16 @@ declare module 'fastify' {
  */
 async function storage (app: FastifyInstance): Promise<void> {
   // booting and closing may wait for another process's lock; serving must not (see storage/busy.ts)
-  const db = openDatabase(app.config.DATA_DIR, { busyTimeoutMs: BLOCKING_BUSY_TIMEOUT_MS })
+  const config = app.config
+  const db = openDatabase(config.DATA_DIR, { busyTimeoutMs: BLOCKING_BUSY_TIMEOUT_MS, cacheKiB: config.DB_CACHE_KIB, autoCheckpoint: config.DB_CHECKPOINT_INTERVAL_MS === 0 })
+  const checkpointer = config.DB_CHECKPOINT_INTERVAL_MS === 0
+    ? undefined
+    : new Checkpointer(join(config.DATA_DIR, DB_FILE), config.DB_CHECKPOINT_INTERVAL_MS, (err) => {
+      app.log.error({ err }, 'the checkpoint worker failed: SQLite checkpoints by itself again')
+      db.pragma('wal_autocheckpoint = 1000')
+    })
   const audit = new AuditLog(db)
-  const writer = new GroupWriter(db, { budgetMs: app.config.DB_WRITE_BUDGET_MS })
+  const writer = new GroupWriter(db, { budgetMs: config.DB_WRITE_BUDGET_MS })
   app.decorate('db', db)
   app.decorate('writer', writer)
   app.decorate('audit', audit)
@@ -44,12 +53,13 @@ async function storage (app: FastifyInstance): Promise<void> {
   app.decorate('runStore', new RunStore(db))
   app.decorate('sessions', new SqliteSessionStore(db, writer))
   audit.append({ actor: 'agent-host', action: 'boot', resource: app.instanceId, success: true, details: { version: pkg.version, pid: process.pid } })
-  app.addHook('onReady', async () => { db.pragma(`busy_timeout = ${app.config.DB_BUSY_TIMEOUT_MS}`) })
+  app.addHook('onReady', async () => { db.pragma(`busy_timeout = ${config.DB_BUSY_TIMEOUT_MS}`) })
   app.addHook('onClose', async () => {
-    db.pragma(`busy_timeout = ${Math.min(BLOCKING_BUSY_TIMEOUT_MS, Math.floor(app.config.CLOSE_GRACE_MS / 4))}`)
+    db.pragma(`busy_timeout = ${Math.min(BLOCKING_BUSY_TIMEOUT_MS, Math.floor(config.CLOSE_GRACE_MS / 4))}`)
     writer.close()
     audit.append({ actor: 'agent-host', action: 'shutdown', resource: app.instanceId, success: true, details: { pid: process.pid } })
     db.close()
+    await checkpointer?.close()
   })
 }
 

@@ -37,9 +37,10 @@ export function migrate (db: Db): number[] {
 
 /**
  * Open (creating if needed) `DATA_DIR/agent-host.db`: WAL journal, a busy timeout so that
- * processes sharing the file wait for each other, foreign keys on; then migrate.
+ * processes sharing the file wait for each other, foreign keys on, the page cache; then migrate.
+ * `autoCheckpoint: false` leaves checkpoints to `storage/checkpointer.ts`.
  */
-export function openDatabase (dataDir: string, options: { busyTimeoutMs?: number } = {}): Db {
+export function openDatabase (dataDir: string, options: { busyTimeoutMs?: number, cacheKiB?: number, autoCheckpoint?: boolean } = {}): Db {
   mkdirSync(dataDir, { recursive: true })
   const db = new Database(join(dataDir, DB_FILE))
   try {
@@ -47,6 +48,9 @@ export function openDatabase (dataDir: string, options: { busyTimeoutMs?: number
     db.pragma('journal_mode = WAL')
     db.pragma('synchronous = NORMAL')
     db.pragma('foreign_keys = ON')
+    db.pragma(`cache_size = ${-(options.cacheKiB ?? 2000)}`)
+    // a checkpointer (storage/checkpointer.ts) copies the WAL instead of the commit that crosses 1 000 pages
+    if (options.autoCheckpoint === false) db.pragma('wal_autocheckpoint = 0')
     migrate(db)
   } catch (err) {
     db.close()
