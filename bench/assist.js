@@ -1,5 +1,7 @@
 // POST /v1/assist (JSON and SSE, the echo agent, a fresh request id per request) against a bare
-// Fastify route validating the same envelope, each server in its own process, in interleaved rounds.
+// Fastify route validating the same envelope, a bare node:http JSON echo (raw-server.js --echo) and
+// the official A2A JS SDK's SendMessage with the same text (a2a-server.js), each server in its own
+// process, in interleaved rounds.
 // With --compare=<dir> the same two assist targets also run against another build (a checkout with
 // its own dist/, "before"), interleaved with this one ("after"): see bench/README.md.
 //   npm run build && node bench/assist.js [--duration=5] [--rounds=5] [--connections=50] [--compare=<dir>] [--smoke]
@@ -20,9 +22,9 @@ const compare = process.argv.find((a) => a.startsWith('--compare='))?.slice(10)
 const here = fileURLToPath(new URL('..', import.meta.url))
 const TICK = 100 // clock ticks per second of /proc/<pid>/stat (USER_HZ on Linux)
 
-/** Start bench/assist-server.js for `build` and `target`; resolves with its url, pid and a stop(). */
-async function server (build, target) {
-  const args = [...childExecArgv, fileURLToPath(new URL('./assist-server.js', import.meta.url)), `--build=${build}`, `--target=${target}`, ...(smoke ? ['--smoke'] : [])]
+/** Start a server script (default bench/assist-server.js for `build` and `target`); resolves with its url, pid and a stop(). */
+async function server (build, target, script = './assist-server.js', extra = []) {
+  const args = [...childExecArgv, fileURLToPath(new URL(script, import.meta.url)), `--build=${build}`, `--target=${target}`, ...(smoke ? ['--smoke'] : []), ...extra]
   const child = spawn(process.execPath, args, { stdio: ['ignore', 'pipe', 'inherit'] })
   let out = ''
   child.stdout.on('data', (c) => { out += c })
@@ -63,12 +65,12 @@ async function measure (target) {
   const before = cpuSeconds(target.server.pid)
   const written = diskBytes(target.server.pid)
   const result = await autocannon({
-    url: `${target.server.url}/v1/assist`,
+    url: `${target.server.url}${target.path ?? '/v1/assist'}`,
     method: 'POST',
     connections,
     duration,
-    headers: { 'content-type': 'application/json', accept: target.accept },
-    requests: [{ setupRequest: (req) => ({ ...req, body: envelope() }) }]
+    headers: { 'content-type': 'application/json', accept: target.accept, ...target.headers },
+    requests: [{ setupRequest: (req) => ({ ...req, body: (target.body ?? envelope)() }) }]
   })
   const cpu = cpuSeconds(target.server.pid) - before
   const disk = diskBytes(target.server.pid) - written
@@ -88,6 +90,10 @@ for (const [label, build] of builds) {
 }
 const bare = await server(here, 'bare')
 targets.push({ name: 'bare route', server: bare, accept: 'application/json' })
+targets.push({ name: 'node:http echo', server: await server(here, 'raw', './raw-server.js', ['--echo']), accept: 'application/json' })
+// the same text as the envelope's query, as an A2A SendMessage (JSON-RPC, A2A-Version: 1.0)
+const sendMessage = () => JSON.stringify({ jsonrpc: '2.0', id: randomUUID(), method: 'SendMessage', params: { message: { messageId: randomUUID(), role: 'ROLE_USER', parts: [{ text: 'hello benchmark '.repeat(36) }] } } })
+targets.push({ name: 'a2a SendMessage', server: await server(here, 'a2a', './a2a-server.js'), accept: 'application/json', path: '/', headers: { 'a2a-version': '1.0' }, body: sendMessage })
 
 const results = Object.fromEntries(targets.map((t) => [t.name, []]))
 try {
@@ -105,14 +111,16 @@ const summary = Object.fromEntries(Object.entries(results).map(([name, rs]) => [
   cpu_us_per_request: median(rs.map((r) => r.cpu_us_per_request)),
   disk_bytes_per_request: median(rs.map((r) => r.disk_bytes_per_request))
 }]))
-console.log('\ntarget          req/s   p50 ms  p99 ms  server CPU µs/request  disk KiB/request   (medians of ' + rounds + ' rounds)')
-for (const [name, s] of Object.entries(summary)) console.log(`${name.padEnd(14)} ${s.rps.toFixed(0).padStart(6)} ${String(s.p50).padStart(8)} ${String(s.p99).padStart(7)} ${s.cpu_us_per_request.toFixed(0).padStart(12)} ${(s.disk_bytes_per_request / 1024).toFixed(1).padStart(21)}`)
+console.log('\ntarget            req/s   p50 ms  p99 ms  server CPU µs/request  disk KiB/request   (medians of ' + rounds + ' rounds)')
+for (const [name, s] of Object.entries(summary)) console.log(`${name.padEnd(16)} ${s.rps.toFixed(0).padStart(6)} ${String(s.p50).padStart(8)} ${String(s.p99).padStart(7)} ${s.cpu_us_per_request.toFixed(0).padStart(12)} ${(s.disk_bytes_per_request / 1024).toFixed(1).padStart(21)}`)
 const ratios = {}
 const bareRps = summary['bare route'].rps
 for (const [label] of builds) {
   ratios[`${label} json / bare`] = summary[`${label} json`].rps / bareRps
   ratios[`${label} sse / bare`] = summary[`${label} sse`].rps / bareRps
+  ratios[`${label} json / a2a SendMessage`] = summary[`${label} json`].rps / summary['a2a SendMessage'].rps
 }
+ratios['bare route / node:http echo'] = bareRps / summary['node:http echo'].rps
 if (compare !== undefined) {
   ratios['json after / before'] = summary['after json'].rps / summary['before json'].rps
   ratios['sse after / before'] = summary['after sse'].rps / summary['before sse'].rps

@@ -1,18 +1,26 @@
-// The floor for streaming: a bare node:http server that answers every POST with the SSE frames in
-// `--frames=<file>` (one frame per line of JSON strings), written with res.write in a loop that
-// honours backpressure, and nothing else: no validation, no journal, no agent.
-//   node bench/raw-server.js --frames=<file> [--turns]   (--turns: one event-loop turn per frame)
+// The floor: a bare node:http server and nothing else (no validation, no journal, no agent).
+// --frames=<file>: every POST is answered with the SSE frames in the file (one JSON string a line),
+//   written with res.write in a loop that honours backpressure (--turns: one event-loop turn a frame);
+// --echo: every POST is answered with a small JSON object echoing the body's payload query.
 // Prints one JSON line, {"url": ...}, once listening.
 import { createServer } from 'node:http'
 import { readFileSync } from 'node:fs'
 
 const option = (name) => process.argv.find((a) => a.startsWith(`--${name}=`))?.slice(name.length + 3)
-const frames = readFileSync(option('frames'), 'utf8').split('\n').filter((l) => l !== '').map((l) => JSON.parse(l))
+const frames = process.argv.includes('--echo') ? undefined : readFileSync(option('frames'), 'utf8').split('\n').filter((l) => l !== '').map((l) => JSON.parse(l))
 const turns = process.argv.includes('--turns')
 
 const server = createServer((req, res) => {
-  req.resume()
+  let body = ''
+  req.setEncoding('utf8')
+  req.on('data', (c) => { body += c })
   req.on('end', () => {
+    if (frames === undefined) {
+      const envelope = JSON.parse(body)
+      res.writeHead(200, { 'content-type': 'application/json' })
+      res.end(JSON.stringify({ request_id: envelope.request_id, output: { echo: envelope.payload?.payload?.query } }))
+      return
+    }
     res.writeHead(200, { 'content-type': 'text/event-stream', 'cache-control': 'no-cache' })
     let i = 0
     const next = () => {
