@@ -1,7 +1,8 @@
 // One long SSE stream: `--packets` DELTAs of the echo-stream agent (no delay) through POST /v1/assist,
 // every packet journaled, against a bare node:http server writing the very same frames in a
 // res.write loop. Each server in its own process, this one reads; interleaved rounds, medians.
-//   npm run build && node bench/stream.js [--packets=20000] [--rounds=5] [--smoke]
+//   npm run build && node bench/stream.js [--packets=20000] [--rounds=5] [--build=<dir>] [--smoke]
+// --build: the host from another checkout with its own dist/ (to measure a change against the code before it)
 import { spawn } from 'node:child_process'
 import { randomUUID } from 'node:crypto'
 import { once } from 'node:events'
@@ -14,6 +15,7 @@ import { arg, childExecArgv, saveResult, smoke, tempDir } from './common.js'
 const packets = arg('packets', 20000, 200)
 const rounds = arg('rounds', 5, 1)
 const ECHO_STREAM = '8a1f7d2e-3c4b-4e5f-9a6b-0c1d2e3f4a02'
+const build = process.argv.find((a) => a.startsWith('--build='))?.slice(8) ?? fileURLToPath(new URL('..', import.meta.url))
 
 async function start (script, args) {
   const child = spawn(process.execPath, [...childExecArgv, fileURLToPath(new URL(script, import.meta.url)), ...args], { stdio: ['ignore', 'pipe', 'inherit'] })
@@ -53,7 +55,7 @@ function read (url) {
 }
 
 const data = tempDir()
-const host = await start('./assist-server.js', ['--target=assist', ...(smoke ? ['--smoke'] : [])])
+const host = await start('./assist-server.js', ['--target=assist', `--build=${build}`, ...(smoke ? ['--smoke'] : [])])
 let raw
 try {
   // the raw server replays exactly what the host sent once
@@ -76,7 +78,7 @@ try {
   console.log(`host (/v1/assist, journaled)  ${summary.host.packetsPerSecond.toFixed(0).padStart(8)} packets/s`)
   console.log(`raw res.write loop            ${summary.raw.packetsPerSecond.toFixed(0).padStart(8)} packets/s`)
   console.log(`host / raw                    ${ratio.toFixed(3)}`)
-  saveResult('stream', { settings: { packets, rounds, frames: frames.length }, rounds: results, median: summary, ratios: { 'host / raw': ratio } })
+  saveResult('stream', { settings: { packets, rounds, frames: frames.length, build }, rounds: results, median: summary, ratios: { 'host / raw': ratio } })
 } finally {
   await host.stop()
   await raw?.stop()
