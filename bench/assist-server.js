@@ -23,9 +23,9 @@ if (target === 'bare') {
   const { buildApp } = await load('app')
   const { loadConfig } = await load('config')
   // the benchmark is the only caller: no rate limits, no load shedding
-  // DB_* settings from the environment pass through, to measure storage settings against each other
-  const storage = Object.fromEntries(Object.entries(process.env).filter(([key]) => key.startsWith('DB_')))
-  app = await buildApp(loadConfig({ ...storage, DATA_DIR: data.dir, LOG_LEVEL: 'silent', RATE_LIMIT_MAX: '0', RATE_LIMIT_AGENT_MAX: '0', MAX_EVENT_LOOP_DELAY_MS: '0', MAX_STREAMS: '0', MAX_STREAMS_PER_CALLER: '0', WORKERS_PER_TYPE: '0' }))
+  // DB_* and SSE_* settings from the environment pass through, to measure settings against each other
+  const settings = Object.fromEntries(Object.entries(process.env).filter(([key]) => key.startsWith('DB_') || key.startsWith('SSE_')))
+  app = await buildApp(loadConfig({ ...settings, DATA_DIR: data.dir, LOG_LEVEL: 'silent', RATE_LIMIT_MAX: '0', RATE_LIMIT_AGENT_MAX: '0', MAX_EVENT_LOOP_DELAY_MS: '0', MAX_STREAMS: '0', MAX_STREAMS_PER_CALLER: '0', WORKERS_PER_TYPE: '0' }))
 }
 await app.listen({ host: '127.0.0.1', port: 0 })
 process.stdout.write(JSON.stringify({ url: `http://127.0.0.1:${app.server.address().port}` }) + '\n')
