@@ -3,6 +3,7 @@ import { buildApp } from '../src/app.js'
 import { MAX_VALUE_BYTES, ftsQuery, normaliseRank } from '../src/storage/sessions.js'
 import { AGENTS, envelope, FIXTURE_AGENTS_DIR, testConfig } from './helper.js'
 import { checkErrorBody } from './sse.js'
+import { until } from './socket.js'
 import { observed } from './fixtures/agents/scripted/index.js'
 
 const SCRIPTED = 'f0000000-0000-4000-8000-000000000002'
@@ -153,4 +154,22 @@ t.test('erasing a session cancels its running requests first', async (t) => {
   t.match((await running).json(), { output: { text: 'working' } })
   t.same(app.sessions.history(sessionId), [], 'nothing of the session is left, not even the cancelled run')
   t.equal(app.sessions.owner(sessionId), undefined)
+})
+
+t.test('interactions join the search index in background batches; a recall finds one recorded a moment ago', async (t) => {
+  const app = await buildApp(testConfig(t))
+  t.teardown(() => app.close())
+  const indexed = (): number => (app.db.prepare("SELECT count(*) AS n FROM memory_fts WHERE kind = 'interaction'").get() as { n: number }).n
+  const record = (sessionId: string, requestId: string, query: string): void => {
+    app.sessions.recordNow({ request_id: requestId, session_id: sessionId, user_id: 'user-1', agent_id: AGENTS.echo, agent_request_id: requestId, root_request_id: requestId, timestamp: new Date().toISOString(), status: 'done', input: { query }, output: { echo: query } })
+  }
+  const sessionId = '5e550000-0000-4000-8000-0000000000b1'
+  const before = indexed()
+  record(sessionId, '5e550000-0000-4000-8000-0000000000c1', 'zeppelins over Lisbon')
+  t.equal(indexed(), before, 'recording does not touch the index')
+  const hits = await app.sessions.open(sessionId, ID).recall('zeppelins')
+  t.same(hits.map((h) => h.ref), ['5e550000-0000-4000-8000-0000000000c1'], 'a recall indexes what is pending first')
+  for (let i = 0; i < 600; i++) record(sessionId, `5e550000-0000-4000-8000-${String(i).padStart(12, '0')}`, `batch item ${i}`)
+  await until('the background batches', () => indexed() === before + 601, 10_000)
+  t.equal(app.sessions.indexPending(), 0, 'nothing left to index')
 })

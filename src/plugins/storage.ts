@@ -7,8 +7,11 @@ import { AuditLog } from '../storage/audit.js'
 import { EventStore } from '../storage/events.js'
 import { GroupWriter } from '../storage/group-writer.js'
 import { RunStore } from '../storage/runs.js'
-import { SqliteSessionStore } from '../storage/sessions.js'
+import { INDEX_BATCH, SqliteSessionStore } from '../storage/sessions.js'
 import pkg from '../../package.json' with { type: 'json' }
+
+/** How often interactions recorded since the last time are added to the search index. */
+const INDEX_INTERVAL_MS = 250
 
 /** How long a write may block on another process's lock while the server is not serving (boot, close). */
 const BLOCKING_BUSY_TIMEOUT_MS = 5000
@@ -51,10 +54,23 @@ async function storage (app: FastifyInstance): Promise<void> {
   app.decorate('audit', audit)
   app.decorate('events', new EventStore(db))
   app.decorate('runStore', new RunStore(db))
-  app.decorate('sessions', new SqliteSessionStore(db, writer))
+  const sessions = new SqliteSessionStore(db, writer)
+  app.decorate('sessions', sessions)
+  // interactions join the search index in batches, off the request path; a full batch is followed at once by the next
+  let indexing: NodeJS.Immediate | undefined
+  const index = (): void => {
+    indexing = undefined
+    writer.write(() => sessions.indexPending()).then((n) => {
+      if (n === INDEX_BATCH && indexer !== undefined) indexing = setImmediate(index)
+    }, (err: unknown) => { app.log.warn({ err }, 'indexing interactions failed; the next batch tries again') })
+  }
+  let indexer: NodeJS.Timeout | undefined = setInterval(() => { if (indexing === undefined) index() }, INDEX_INTERVAL_MS).unref()
   audit.append({ actor: 'agent-host', action: 'boot', resource: app.instanceId, success: true, details: { version: pkg.version, pid: process.pid } })
   app.addHook('onReady', async () => { db.pragma(`busy_timeout = ${config.DB_BUSY_TIMEOUT_MS}`) })
   app.addHook('onClose', async () => {
+    clearInterval(indexer)
+    indexer = undefined
+    if (indexing !== undefined) clearImmediate(indexing)
     db.pragma(`busy_timeout = ${Math.min(BLOCKING_BUSY_TIMEOUT_MS, Math.floor(config.CLOSE_GRACE_MS / 4))}`)
     writer.close()
     audit.append({ actor: 'agent-host', action: 'shutdown', resource: app.instanceId, success: true, details: { pid: process.pid } })

@@ -162,5 +162,12 @@ ALTER TABLE runs ADD COLUMN lease_token TEXT;
 ALTER TABLE runs ADD COLUMN lease_expires_at INTEGER;
 ALTER TABLE runs ADD COLUMN cancel_requested INTEGER NOT NULL DEFAULT 0;
 `
+  },
+  {
+    version: 6,
+    description: 'interactions are added to the search index in batches: the ones still to index',
+    sql: `
+CREATE INDEX interactions_unindexed ON interactions(id) WHERE fts_rowid IS NULL;
+`
   }
 ]
