@@ -7,13 +7,11 @@
 //   npm run build && node bench/assist.js [--duration=5] [--rounds=5] [--connections=50] [--compare=<dir>] [--smoke]
 // --smoke: one 1 s round with 2 connections against this checkout's sources, checking only that
 // every answer is a 2xx (npm test runs it so the benchmark cannot rot).
-import { spawn } from 'node:child_process'
 import { randomUUID } from 'node:crypto'
 import { readFileSync } from 'node:fs'
-import { once } from 'node:events'
 import { fileURLToPath } from 'node:url'
 import autocannon from 'autocannon'
-import { arg, childExecArgv, saveResult, smoke } from './common.js'
+import { arg, saveResult, smoke, startServer } from './common.js'
 
 const duration = arg('duration', 5, 1)
 const rounds = arg('rounds', 5, 1)
@@ -22,17 +20,9 @@ const compare = process.argv.find((a) => a.startsWith('--compare='))?.slice(10)
 const here = fileURLToPath(new URL('..', import.meta.url))
 const TICK = 100 // clock ticks per second of /proc/<pid>/stat (USER_HZ on Linux)
 
-/** Start a server script (default bench/assist-server.js for `build` and `target`); resolves with its url, pid and a stop(). */
+/** Start a server script (default bench/assist-server.js for `build` and `target`). */
 async function server (build, target, script = './assist-server.js', extra = []) {
-  const args = [...childExecArgv, fileURLToPath(new URL(script, import.meta.url)), `--build=${build}`, `--target=${target}`, ...(smoke ? ['--smoke'] : []), ...extra]
-  const child = spawn(process.execPath, args, { stdio: ['ignore', 'pipe', 'inherit'] })
-  let out = ''
-  child.stdout.on('data', (c) => { out += c })
-  while (!out.includes('\n')) {
-    if (child.exitCode !== null) throw new Error(`${target} server for ${build} exited`)
-    await new Promise((resolve) => setTimeout(resolve, 20))
-  }
-  return { url: JSON.parse(out).url, pid: child.pid, stop: async () => { child.kill('SIGTERM'); await once(child, 'exit') } }
+  return await startServer(script, [`--build=${build}`, `--target=${target}`, ...(smoke ? ['--smoke'] : []), ...extra])
 }
 
 /** Bytes the process has caused to be written to storage (`write_bytes` of /proc/<pid>/io; page cache writeback included). */

@@ -1,5 +1,6 @@
 // Shared by the benchmarks: a throwaway DATA_DIR, the result file, the server's modules, smoke mode.
-import { execSync } from 'node:child_process'
+import { execSync, spawn } from 'node:child_process'
+import { once } from 'node:events'
 import { mkdtempSync, rmSync, writeFileSync, mkdirSync } from 'node:fs'
 import { tmpdir, cpus, totalmem } from 'node:os'
 import { join, resolve } from 'node:path'
@@ -63,4 +64,19 @@ export function arg (name, fallback, smokeValue = fallback) {
   const flag = process.argv.find((a) => a.startsWith(`--${name}=`))
   const value = flag?.slice(name.length + 3) ?? process.env[`BENCH_${name.toUpperCase()}`]
   return value === undefined ? (smoke ? smokeValue : fallback) : Number(value)
+}
+
+/**
+ * Start a server script of the benchmarks (`./assist-server.js`, `./raw-server.js`, ...) in its own
+ * process; resolves once it printed its `{"url": ...}` line, with the url, its pid and a stop().
+ */
+export async function startServer (script, args = [], env = process.env) {
+  const child = spawn(process.execPath, [...childExecArgv, fileURLToPath(new URL(script, import.meta.url)), ...args], { stdio: ['ignore', 'pipe', 'inherit'], env })
+  let out = ''
+  child.stdout.on('data', (c) => { out += c })
+  while (!out.includes('\n')) {
+    if (child.exitCode !== null) throw new Error(`${script} ${args.join(' ')} exited`)
+    await new Promise((resolve) => setTimeout(resolve, 20))
+  }
+  return { url: JSON.parse(out).url, pid: child.pid, stop: async () => { child.kill('SIGTERM'); await once(child, 'exit') } }
 }

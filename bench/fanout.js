@@ -5,14 +5,11 @@
 // Measures time to first packet (p50, p99) and packets per second over the whole burst.
 // Each server in its own process, this one is the client; interleaved rounds, medians.
 //   npm run build && node bench/fanout.js [--streams=200] [--packets=200] [--rounds=5] [--smoke]
-import { spawn } from 'node:child_process'
 import { randomUUID } from 'node:crypto'
-import { once } from 'node:events'
 import { writeFileSync } from 'node:fs'
 import { Agent, request } from 'node:http'
 import { join } from 'node:path'
-import { fileURLToPath } from 'node:url'
-import { arg, childExecArgv, saveResult, smoke, tempDir } from './common.js'
+import { arg, saveResult, smoke, startServer, tempDir } from './common.js'
 
 const streams = arg('streams', 200, 5)
 const packets = arg('packets', 200, 10)
@@ -20,16 +17,7 @@ const rounds = arg('rounds', 5, 1)
 const ECHO_STREAM = '8a1f7d2e-3c4b-4e5f-9a6b-0c1d2e3f4a02'
 const words = 'w '.repeat(packets)
 
-async function start (script, args) {
-  const child = spawn(process.execPath, [...childExecArgv, fileURLToPath(new URL(script, import.meta.url)), ...args], { stdio: ['ignore', 'pipe', 'inherit'] })
-  let out = ''
-  child.stdout.on('data', (c) => { out += c })
-  while (!out.includes('\n')) {
-    if (child.exitCode !== null) throw new Error(`${script} exited`)
-    await new Promise((resolve) => setTimeout(resolve, 20))
-  }
-  return { url: JSON.parse(out).url, stop: async () => { child.kill('SIGTERM'); await once(child, 'exit') } }
-}
+const start = async (script, args) => await startServer(script, args)
 
 const session = randomUUID()
 const targets = {

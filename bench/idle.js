@@ -4,13 +4,11 @@
 // the same against another build, interleaved. Each server in its own process; this one holds the
 // streams.
 //   npm run build && node bench/idle.js [--streams=2000] [--seconds=5] [--rounds=3] [--compare=<dir>] [--smoke]
-import { spawn } from 'node:child_process'
 import { randomUUID } from 'node:crypto'
-import { once } from 'node:events'
 import { readFileSync } from 'node:fs'
 import { Agent, request } from 'node:http'
 import { fileURLToPath } from 'node:url'
-import { arg, childExecArgv, saveResult, smoke } from './common.js'
+import { arg, saveResult, smoke, startServer } from './common.js'
 
 const streams = arg('streams', 2000, 20)
 const seconds = arg('seconds', 5, 1)
@@ -21,17 +19,7 @@ const ECHO_STREAM = '8a1f7d2e-3c4b-4e5f-9a6b-0c1d2e3f4a02'
 const TICK = 100
 
 async function start (build) {
-  const child = spawn(process.execPath, [...childExecArgv, fileURLToPath(new URL('./assist-server.js', import.meta.url)), '--target=assist', `--build=${build}`, ...(smoke ? ['--smoke'] : [])], {
-    stdio: ['ignore', 'pipe', 'inherit'],
-    env: { ...process.env, SSE_HEARTBEAT_MS: '1000' }
-  })
-  let out = ''
-  child.stdout.on('data', (c) => { out += c })
-  while (!out.includes('\n')) {
-    if (child.exitCode !== null) throw new Error('assist-server exited')
-    await new Promise((resolve) => setTimeout(resolve, 20))
-  }
-  return { url: JSON.parse(out).url, pid: child.pid, stop: async () => { child.kill('SIGTERM'); await once(child, 'exit') } }
+  return await startServer('./assist-server.js', ['--target=assist', `--build=${build}`, ...(smoke ? ['--smoke'] : [])], { ...process.env, SSE_HEARTBEAT_MS: '1000' })
 }
 
 const rss = (pid) => Number(/VmRSS:\s+(\d+) kB/.exec(readFileSync(`/proc/${pid}/status`, 'utf8'))[1]) * 1024

@@ -3,30 +3,19 @@
 // res.write loop. Each server in its own process, this one reads; interleaved rounds, medians.
 //   npm run build && node bench/stream.js [--packets=20000] [--rounds=5] [--build=<dir>] [--smoke]
 // --build: the host from another checkout with its own dist/ (to measure a change against the code before it)
-import { spawn } from 'node:child_process'
 import { randomUUID } from 'node:crypto'
-import { once } from 'node:events'
 import { writeFileSync } from 'node:fs'
 import { request } from 'node:http'
 import { join } from 'node:path'
 import { fileURLToPath } from 'node:url'
-import { arg, childExecArgv, saveResult, smoke, tempDir } from './common.js'
+import { arg, saveResult, smoke, startServer, tempDir } from './common.js'
 
 const packets = arg('packets', 20000, 200)
 const rounds = arg('rounds', 5, 1)
 const ECHO_STREAM = '8a1f7d2e-3c4b-4e5f-9a6b-0c1d2e3f4a02'
 const build = process.argv.find((a) => a.startsWith('--build='))?.slice(8) ?? fileURLToPath(new URL('..', import.meta.url))
 
-async function start (script, args) {
-  const child = spawn(process.execPath, [...childExecArgv, fileURLToPath(new URL(script, import.meta.url)), ...args], { stdio: ['ignore', 'pipe', 'inherit'] })
-  let out = ''
-  child.stdout.on('data', (c) => { out += c })
-  while (!out.includes('\n')) {
-    if (child.exitCode !== null) throw new Error(`${script} exited`)
-    await new Promise((resolve) => setTimeout(resolve, 20))
-  }
-  return { url: JSON.parse(out).url, stop: async () => { child.kill('SIGTERM'); await once(child, 'exit') } }
-}
+const start = async (script, args) => await startServer(script, args)
 
 const session = randomUUID()
 const body = () => JSON.stringify({

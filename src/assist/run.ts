@@ -421,7 +421,7 @@ export class AssistRun {
     this.#resolveEnded(this.#endReason ?? 'aborted')
   }
 
-  /** A closing packet made outside {@link #send} (the storage failure path): counted, journaled, queued. */
+  /** A closing packet made outside {@link #send} (closing, the storage failure path): counted, journaled, queued. */
   #queue (packet: StreamPacket): void {
     const json = JSON.stringify(packet)
     const ord = ++this.#ord
@@ -435,12 +435,7 @@ export class AssistRun {
   #endAll (reason: CloseReason): void {
     for (const packet of this.#factory.closeAll(reason)) {
       if (this.#lost) break
-      const json = JSON.stringify(packet)
-      const ord = ++this.#ord
-      this.packets++
-      this.transcript.add(packet, json.length)
-      this.#recorder.packet(ord, packet.stream_id, packet.seq, json)
-      this.#outbox.push([ord, packet, json])
+      this.#queue(packet)
     }
     this.#endReason = reason
     this.#deliver()
