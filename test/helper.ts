@@ -16,6 +16,14 @@ export const AGENTS = {
   cliAgent: '8a1f7d2e-3c4b-4e5f-9a6b-0c1d2e3f4a07'
 } as const
 
+/** The scripted test agent (test/fixtures/agents/scripted): it runs `payload.script`. */
+export const SCRIPTED = 'f0000000-0000-4000-8000-000000000002'
+
+/** A script for {@link SCRIPTED} that streams `count` deltas on one stream, `ms` apart (a run that is still going when the test acts). */
+export function streamingScript (count: number, ms: number): Array<Record<string, unknown>> {
+  return [{ op: 'open', name: 's' }, ...Array.from({ length: count }, (_, i) => [{ op: 'write', name: 's', chunk: `w${i} ` }, { op: 'sleep', ms }]).flat()]
+}
+
 /** Test-only agents (test/fixtures/agents). */
 export const FIXTURE_AGENTS_DIR = fileURLToPath(new URL('./fixtures/agents/', import.meta.url))
 

@@ -12,8 +12,8 @@ declare module 'fastify' {
 
 const TRACEPARENT = /^00-([0-9a-f]{32})-([0-9a-f]{16})-([0-9a-f]{2})$/
 
-// Ids come from one 4 KiB CSPRNG read per ~170 requests: two randomBytes() calls per request cost
-// ~50 µs of a ~800 µs request in `node bench/profile.js` (issue 12).
+// Ids come from one 4 KiB CSPRNG read per ~170 requests: with two randomBytes() calls per request,
+// randomFillSync took ~45 µs of a ~800 µs request in `node bench/profile.js`; now it is not among the top 30.
 const pool = Buffer.allocUnsafe(4096)
 let offset = pool.length
 

@@ -1,6 +1,5 @@
 import { AH_ERR_SESSION_VALUE_INVALID } from '../errors.js'
 import type { Interaction, InteractionRecord, RecallHit, SessionHandle, SessionIdentity, SessionStore } from '../protocol/session.js'
-import { retryBusy } from './busy.js'
 import type { GroupWriter } from './group-writer.js'
 import type { Db } from './database.js'
 
@@ -74,13 +73,13 @@ export class SqliteSessionStore implements SessionStore {
   readonly #keyOf
   readonly #unindexed
 
-  /** Where agents' `store()` writes go: the engine's group commit, or alone (retried while locked elsewhere). */
-  readonly #write: GroupWriter['write']
+  /** Where agents' `store()` and a recall's pending index work go: the engine's group commit. */
+  readonly #writer: GroupWriter
 
-  /** @param writer the group writer (an agent's `store()` resolves once its commit is durable); without one, each store commits alone within 5 s of another process's lock */
-  constructor (db: Db, writer?: GroupWriter) {
+  /** @param writer the group writer (an agent's `store()` resolves once its commit is durable) */
+  constructor (db: Db, writer: GroupWriter) {
     this.#db = db
-    this.#write = writer !== undefined ? async (op) => await writer.write(op) : async (op) => await retryBusy(() => db.transaction(op).immediate(), 5000)
+    this.#writer = writer
     this.#touch = db.prepare(`INSERT INTO sessions (session_id, user_id, created_at, updated_at) VALUES (@session_id, @user_id, @now, @now)
       ON CONFLICT (session_id) DO UPDATE SET updated_at = @now`)
     this.#history = db.prepare('SELECT * FROM interactions WHERE session_id = ? ORDER BY id DESC LIMIT ? OFFSET ?')
@@ -117,7 +116,7 @@ export class SqliteSessionStore implements SessionStore {
         const match = ftsQuery(String(query))
         if (match === undefined) return []
         // what was recorded since the last batch is searchable now, not after it
-        await store.#write(() => { while (store.indexPending() === INDEX_BATCH); })
+        await store.#writer.write(() => { while (store.indexPending() === INDEX_BATCH); })
         const rows = store.#recall.all(match, sessionId, Math.max(1, Math.min(limit, 100)) * 4) as Array<{ kind: 'interaction' | 'value', ref: string, rank: number }>
         const hits: RecallHit[] = []
         for (const row of rows) {
@@ -136,7 +135,7 @@ export class SqliteSessionStore implements SessionStore {
         const text = JSON.stringify(value)
         if (text === undefined) throw new AH_ERR_SESSION_VALUE_INVALID(String(key), 'a JSON value', 0)
         if (Buffer.byteLength(text) > MAX_VALUE_BYTES) throw new AH_ERR_SESSION_VALUE_INVALID(String(key), `at most ${MAX_VALUE_BYTES} bytes of JSON`, Buffer.byteLength(text))
-        await store.#write(() => {
+        await store.#writer.write(() => {
           store.#ensure(sessionId, identity.user_id)
           store.#ftsDelete.run(sessionId, String(key))
           const rowid = store.#ftsInsert.run(`${String(key)} ${text}`, sessionId, 'value', String(key)).lastInsertRowid
@@ -191,7 +190,8 @@ export class SqliteSessionStore implements SessionStore {
   /**
    * Add up to `limit` interactions that are not in the search index yet, oldest first, in the
    * caller's transaction (or one of their own). Batched, the index takes one segment per batch
-   * instead of one per commit, off the request path (bench/assist.js: +16 % requests a second).
+   * instead of one per commit, off the request path (`bench/assist.js --compare` against indexing in
+   * each run's own commit: 1.22× requests a second, 0.79× CPU per request).
    * @returns how many were indexed (`limit` means there may be more)
    */
   indexPending (limit = INDEX_BATCH): number {

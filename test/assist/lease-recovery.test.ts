@@ -2,15 +2,14 @@ import t from 'tap'
 import { once } from 'node:events'
 import { join } from 'node:path'
 import Database from 'better-sqlite3'
-import { envelope, FIXTURE_AGENTS_DIR, tempDataDir } from '../helper.js'
+import { envelope, FIXTURE_AGENTS_DIR, SCRIPTED, streamingScript, tempDataDir } from '../helper.js'
 import { startServer } from '../server-child.js'
 import { open, until } from '../socket.js'
 import { assertStreamRules, parseSse } from '../sse.js'
 import type { StreamPacket } from '../../src/protocol/packets.js'
 
-const SCRIPTED = 'f0000000-0000-4000-8000-000000000002'
 const INSTANCE_ID = '0f0f0f0f-0000-4000-8000-00000000000a'
-const endless = [{ op: 'open', name: 's' }, ...Array.from({ length: 400 }, (_, i) => [{ op: 'write', name: 's', chunk: `w${i} ` }, { op: 'sleep', ms: 25 }]).flat()]
+const endless = streamingScript(400, 25)
 
 // Regression: recovery required another instance id and a dead owner PID. In the Docker image node is
 // PID 1 and INSTANCE_ID is fixed, so after a crash nothing was ever recovered and every retry hung.

@@ -1,13 +1,12 @@
 import t from 'tap'
 import { buildApp } from '../../src/app.js'
-import { envelope, FIXTURE_AGENTS_DIR, tempDataDir, testConfig } from '../helper.js'
+import { envelope, FIXTURE_AGENTS_DIR, SCRIPTED, streamingScript, tempDataDir, testConfig } from '../helper.js'
 import { holdDbLock } from '../lock-holder.js'
 import { startServer } from '../server-child.js'
 import { open, until } from '../socket.js'
 import { assertStreamRules, parseSse } from '../sse.js'
 
-const SCRIPTED = 'f0000000-0000-4000-8000-000000000002'
-const slow = [{ op: 'open', name: 's' }, ...Array.from({ length: 400 }, (_, i) => [{ op: 'write', name: 's', chunk: `w${i} ` }, { op: 'sleep', ms: 20 }]).flat()]
+const slow = streamingScript(400, 20)
 
 t.test('a client following an orphan recovers it; while the lock is held elsewhere its stream is cut short, never closed as if complete', async (t) => {
   const dataDir = tempDataDir(t)

@@ -2,13 +2,12 @@ import t from 'tap'
 import { join } from 'node:path'
 import Database from 'better-sqlite3'
 import { buildApp } from '../../src/app.js'
-import { envelope, FIXTURE_AGENTS_DIR, tempDataDir, testConfig } from '../helper.js'
+import { envelope, FIXTURE_AGENTS_DIR, SCRIPTED, streamingScript, tempDataDir, testConfig } from '../helper.js'
 import { startServer } from '../server-child.js'
 import { open, until } from '../socket.js'
 import { assertStreamRules, parseSse } from '../sse.js'
 
-const SCRIPTED = 'f0000000-0000-4000-8000-000000000002'
-const slow = [{ op: 'open', name: 's' }, ...Array.from({ length: 400 }, (_, i) => [{ op: 'write', name: 's', chunk: `w${i} ` }, { op: 'sleep', ms: 20 }]).flat()]
+const slow = streamingScript(400, 20)
 
 t.test('a server paused past its run\'s lease: another recovers the run; when the first wakes it writes nothing more and its client gets the recovered end', async (t) => {
   const dataDir = tempDataDir(t)

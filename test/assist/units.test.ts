@@ -1,4 +1,5 @@
 import t from 'tap'
+import { AH_ERR_STORAGE_BUSY } from '../../src/errors.js'
 import { answerOf, storedAnswer } from '../../src/assist/answers.js'
 import { FrameQueue } from '../../src/assist/frame-queue.js'
 import { PacketFactory, packetJson, resumeGapPackets, streamError } from '../../src/assist/packets.js'
@@ -156,4 +157,35 @@ t.test('a packet sent while the batch before it commits reaches clients only aft
   await settled
   t.ok(received.length >= 3, `${received.length} packets`)
   t.same(received.filter(([, ok]) => !ok), [], 'no packet reached a client before its journal row')
+})
+
+t.test('an agent\'s emit() and audit() settle once stored and reject when the store refuses; log() never fails the agent', async (t) => {
+  const refused = new AH_ERR_STORAGE_BUSY(10)
+  const stored: string[] = []
+  let accept = true
+  const recorder: RunRecorder = {
+    packet: () => {},
+    event: async (kind) => { if (!accept) throw refused; stored.push(kind) },
+    audit: async (_actor, action) => { if (!accept) throw refused; stored.push(`audit:${action}`) },
+    flush: () => undefined,
+    commitNow: () => true
+  }
+  const warnings: unknown[] = []
+  const log = { trace () {}, debug () {}, info () {}, warn (o: object) { warnings.push(o) }, error () {}, fatal () {} }
+  const run = new AssistRun({ requestId: 'r', capability: { capability: { name: 'x' }, validateInput: undefined, validateOutput: undefined } as never, log, recorder })
+  const outcomes: string[] = []
+  const cloudEvent = { specversion: '1.0', id: 'e1', source: 'tests', type: 'thing.happened' }
+  await run.execute({
+    async assist (_request: unknown, _session: unknown, response: ResponseHandler) {
+      await response.emit(cloudEvent as never)
+      await response.audit('user-1', 'read', 'thing', true)
+      outcomes.push(`stored: ${stored.join(', ')}`)
+      accept = false
+      outcomes.push(await response.emit(cloudEvent as never).then(() => 'emit resolved', (err: { code?: string }) => `emit rejected ${String(err.code)}`))
+      outcomes.push(await response.audit('user-1', 'read', 'thing', true).then(() => 'audit resolved', (err: { code?: string }) => `audit rejected ${String(err.code)}`))
+      outcomes.push(await response.log('info', 'still here').then(() => 'log resolved', () => 'log rejected'))
+    }
+  } as never, resolveAgentRequest(envelope(AGENTS.echo) as never), {} as never, {} as never)
+  t.same(outcomes, ['stored: cloudevent, audit:read', 'emit rejected AH_ERR_STORAGE_BUSY', 'audit rejected AH_ERR_STORAGE_BUSY', 'log resolved'])
+  t.equal(warnings.length, 1, 'the log line that could not be stored is reported in the server log')
 })
