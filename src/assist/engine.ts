@@ -143,6 +143,8 @@ export class AssistEngine {
   readonly #tokens = new Map<string, string>()
   /** Each live run's finish (answer stored, interaction and audit recorded). */
   readonly #answers = new Map<string, Promise<RunAnswer>>()
+  /** Submissions past the closing check: shutdown waits for them, so that no run starts once storage is closed. */
+  readonly #starting = new Set<Promise<unknown>>()
   #timer: NodeJS.Timeout | undefined
 
   constructor (options: EngineOptions) {
@@ -164,6 +166,17 @@ export class AssistEngine {
    * @throws the catalogue's 4xx errors, 503 `AH_ERR_SHUTTING_DOWN`, 503 `AH_ERR_STORAGE_BUSY`
    */
   async submit (envelope: ServiceRequest, options: SubmitOptions): Promise<Submission> {
+    if (this.registry.closing) throw new AH_ERR_SHUTTING_DOWN()
+    const submission = this.#submit(envelope, options)
+    this.#starting.add(submission)
+    try {
+      return await submission
+    } finally {
+      this.#starting.delete(submission)
+    }
+  }
+
+  async #submit (envelope: ServiceRequest, options: SubmitOptions): Promise<Submission> {
     const resolved = resolveAgentRequest(envelope)
     const hosted = this.#o.agents.get(envelope.context.agent_id)
     if (hosted === undefined) throw new AH_ERR_AGENT_NOT_FOUND(envelope.context.agent_id)
@@ -181,7 +194,6 @@ export class AssistEngine {
       throw withDetails(new AH_ERR_VALIDATION(`Invalid agent input: ${errors.slice(0, 3).map((e) => `${e.path} ${e.message}`).join('; ')}`), { errors })
     }
     const mode = options.chooseMode(capability.capability.delivery_mode)
-    if (this.registry.closing) throw new AH_ERR_SHUTTING_DOWN()
     const admin = grants(who.scopes, 'admin')
     const hash = envelopeHash(envelope)
     const requestId = envelope.request_id
@@ -408,6 +420,9 @@ export class AssistEngine {
    */
   async shutdown (graceMs: number): Promise<void> {
     clearInterval(this.#timer)
+    this.registry.close()
+    // a run being stored now starts after this (and is ended at once): its end must be recorded too
+    await Promise.allSettled(this.#starting)
     await this.registry.shutdown(graceMs)
   }
 
@@ -522,12 +537,19 @@ export class AssistEngine {
     run.log.info({ reason, packets: run.packets, recorded: ours }, 'run ended')
     this.#o.onRunEnded?.({ agent: hosted.manifest.metadata.name, mode, reason, seconds: (performance.now() - run.startedAt) / 1000 })
     if (!ours) {
-      const stored = this.#o.store.get(run.requestId)
-      return stored?.state === 'ended' ? storedAnswer(stored, this.#o.store) : answer
+      let stored: RunRecord | undefined
+      try {
+        stored = this.#o.store.get(run.requestId)
+      } catch (err) {
+        this.#o.log.error({ err, requestId: run.requestId }, 'reading the run\'s stored answer failed')
+      }
+      if (stored?.state === 'ended') return storedAnswer(stored, this.#o.store)
     }
     if (answer.status !== 200) return answer
     const body = { ...answer.body }
     delete body.metrics
-    return { status: 200, body: { ...body, output: output ?? (run.transcript.truncated ? storedAnswer(this.#o.store.get(run.requestId) as RunRecord, this.#o.store).body.output as JsonObject : run.transcript.build()), metrics } }
+    // past the transcript's bound the whole output is in the journal only (when it could be recorded)
+    const whole = run.transcript.truncated && ours ? storedAnswer(this.#o.store.get(run.requestId) as RunRecord, this.#o.store).body.output as JsonObject : run.transcript.build()
+    return { status: 200, body: { ...body, output: output ?? whole, metrics } }
   }
 }

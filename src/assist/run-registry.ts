@@ -30,10 +30,18 @@ export class RunRegistry {
     return [...this.#runs.values()].map((e) => e.run)
   }
 
-  /** Track `run` until `settled` (its agent's `assist()` has returned or thrown). */
+  /** Track `run` until `settled` (its agent's `assist()` has returned or thrown). A run tracked once closing has begun is shut down at once. */
   track (run: AssistRun, settled: Promise<void>): void {
     const entry = { run, settled: settled.finally(() => { if (this.#runs.get(run.requestId) === entry) this.#runs.delete(run.requestId) }) }
     this.#runs.set(run.requestId, entry)
+    if (this.#closing) run.shutdown()
+  }
+
+  /** Refuse new runs from now on, and tell the long-lived responses ({@link onClose}); {@link shutdown} ends the runs. */
+  close (): void {
+    if (this.#closing) return
+    this.#closing = true
+    for (const fn of [...this.#closers]) fn()
   }
 
   /**
@@ -42,8 +50,7 @@ export class RunRegistry {
    * first: the rest of the grace period is the server's, to close and to audit its shutdown.
    */
   async shutdown (graceMs: number): Promise<void> {
-    this.#closing = true
-    for (const fn of [...this.#closers]) fn()
+    this.close()
     const settled = [...this.#runs.values()].map(({ run, settled }) => { run.shutdown(); return settled })
     if (settled.length === 0) return
     let timer: NodeJS.Timeout | undefined
