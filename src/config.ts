@@ -45,6 +45,8 @@ export const ConfigSchema = Type.Object({
   DB_CHECKPOINT_INTERVAL_MS: Type.Integer({ default: 1000, minimum: 0, maximum: 3600000 }),
   /** SQLite's page cache per connection, in KiB. */
   DB_CACHE_KIB: Type.Integer({ default: 65536, minimum: 1024 }),
+  /** The page size of a database this server creates (an existing one keeps its own): smaller pages, fewer bytes written per request, a little more CPU. */
+  DB_PAGE_SIZE: Type.Union([Type.Literal(1024), Type.Literal(2048), Type.Literal(4096), Type.Literal(8192)], { default: 4096 }),
   /** What a run does when its last client goes away: go on (a re-POST picks it up) or be cancelled. */
   DISCONNECT_POLICY: Type.Union([Type.Literal('continue'), Type.Literal('cancel')], { default: 'continue' }),
   /** Where the task graph lives: `file` (DATA_DIR/tasks.graph.json, file-locked) or `sqlite`. */

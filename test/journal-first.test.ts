@@ -26,7 +26,7 @@ t.test('a packet reaches the client only once it is in the journal (another proc
   const port = /listening at http:\/\/127\.0\.0\.1:(\d+)/.exec(stdout)?.[1] ?? ''
   const db = new Database(join(dataDir, 'agent-host.db'), { readonly: true, fileMustExist: true })
   t.teardown(() => db.close())
-  const journaled = db.prepare('SELECT 1 FROM journal WHERE request_id = ? AND stream_id = ? AND seq = ?')
+  const journaled = db.prepare('SELECT 1 FROM journal WHERE run_id = (SELECT run_id FROM runs WHERE request_id = ?) AND stream_id = ? AND seq = ?')
 
   // the agent writes, then holds its event loop: a packet sent before the journal commit would arrive first
   const script = [{ op: 'open', name: 's' }, { op: 'write', name: 's', chunk: 'one' }, { op: 'block', ms: 400 }, { op: 'write', name: 's', chunk: 'two' }, { op: 'block', ms: 200 }]

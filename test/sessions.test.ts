@@ -173,3 +173,20 @@ t.test('interactions join the search index in background batches; a recall finds
   await until('the background batches', () => indexed() === before + 601, 10_000)
   t.equal(app.sessions.indexPending(), 0, 'nothing left to index')
 })
+
+t.test('an erased session\'s interaction ids are never reused: what is recorded after an erasure is still indexed', async (t) => {
+  const app = await buildApp(testConfig(t))
+  t.teardown(() => app.close())
+  const record = (sessionId: string, requestId: string, query: string): void => {
+    app.sessions.recordNow({ request_id: requestId, session_id: sessionId, user_id: 'user-1', agent_id: AGENTS.echo, agent_request_id: requestId, root_request_id: requestId, timestamp: new Date().toISOString(), status: 'done', input: { query }, output: { echo: query } })
+  }
+  const gone = '5e550000-0000-4000-8000-0000000000d1'
+  const kept = '5e550000-0000-4000-8000-0000000000d2'
+  record(gone, '5e550000-0000-4000-8000-0000000000e1', 'marmalade')
+  t.equal(app.sessions.indexPending(), 1)
+  t.ok(app.sessions.erase(gone))
+  record(kept, '5e550000-0000-4000-8000-0000000000e2', 'marmalade again')
+  t.equal(app.sessions.indexPending(), 1, 'the new interaction is above the index\'s mark')
+  t.same((await app.sessions.open(kept, ID).recall('marmalade')).map((h) => h.ref), ['5e550000-0000-4000-8000-0000000000e2'])
+  t.same((await app.sessions.open(gone, ID).recall('marmalade')), [], 'nothing of the erased session is found')
+})

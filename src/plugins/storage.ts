@@ -40,7 +40,7 @@ declare module 'fastify' {
 async function storage (app: FastifyInstance): Promise<void> {
   // booting and closing may wait for another process's lock; serving must not (see storage/busy.ts)
   const config = app.config
-  const db = openDatabase(config.DATA_DIR, { busyTimeoutMs: BLOCKING_BUSY_TIMEOUT_MS, cacheKiB: config.DB_CACHE_KIB, autoCheckpoint: config.DB_CHECKPOINT_INTERVAL_MS === 0 })
+  const db = openDatabase(config.DATA_DIR, { busyTimeoutMs: BLOCKING_BUSY_TIMEOUT_MS, cacheKiB: config.DB_CACHE_KIB, pageSize: config.DB_PAGE_SIZE, autoCheckpoint: config.DB_CHECKPOINT_INTERVAL_MS === 0 })
   const checkpointer = config.DB_CHECKPOINT_INTERVAL_MS === 0
     ? undefined
     : new Checkpointer(join(config.DATA_DIR, DB_FILE), config.DB_CHECKPOINT_INTERVAL_MS, (err) => {

@@ -169,5 +169,92 @@ ALTER TABLE runs ADD COLUMN cancel_requested INTEGER NOT NULL DEFAULT 0;
     sql: `
 CREATE INDEX interactions_unindexed ON interactions(id) WHERE fts_rowid IS NULL;
 `
+  },
+  {
+    version: 7,
+    description: 'the journal is keyed by the run\'s integer id: a run\'s packets append where the newest runs\' are, not on a random page of a UUID-keyed tree',
+    // journal rows keyed by (request_id, ord) landed on a random leaf per run, and each split it:
+    // ~3 pages a run in the WAL, then again at the checkpoint (bench/assist.js disk bytes per request)
+    sql: `
+CREATE TABLE runs_v7 (
+  run_id INTEGER PRIMARY KEY,
+  request_id TEXT NOT NULL UNIQUE,
+  envelope_hash TEXT NOT NULL,
+  envelope TEXT NOT NULL,
+  session_id TEXT NOT NULL,
+  agent_id TEXT NOT NULL,
+  main_stream_id TEXT NOT NULL,
+  state TEXT NOT NULL,
+  end_reason TEXT,
+  owner_instance TEXT NOT NULL,
+  owner_pid INTEGER NOT NULL,
+  started_at INTEGER NOT NULL,
+  ended_at INTEGER,
+  response_status INTEGER,
+  response TEXT,
+  owner_key TEXT,
+  lease_token TEXT,
+  lease_expires_at INTEGER,
+  cancel_requested INTEGER NOT NULL DEFAULT 0
+);
+INSERT INTO runs_v7 (run_id, request_id, envelope_hash, envelope, session_id, agent_id, main_stream_id, state, end_reason, owner_instance, owner_pid,
+    started_at, ended_at, response_status, response, owner_key, lease_token, lease_expires_at, cancel_requested)
+  SELECT rowid, request_id, envelope_hash, envelope, session_id, agent_id, main_stream_id, state, end_reason, owner_instance, owner_pid,
+    started_at, ended_at, response_status, response, owner_key, lease_token, lease_expires_at, cancel_requested FROM runs ORDER BY rowid;
+CREATE TABLE journal_v7 (
+  run_id INTEGER NOT NULL REFERENCES runs_v7(run_id) ON DELETE CASCADE,
+  ord INTEGER NOT NULL,
+  stream_id TEXT NOT NULL,
+  seq INTEGER,
+  frame TEXT NOT NULL,
+  PRIMARY KEY (run_id, ord)
+) WITHOUT ROWID;
+INSERT INTO journal_v7 (run_id, ord, stream_id, seq, frame)
+  SELECT r.run_id, j.ord, j.stream_id, j.seq, j.frame FROM journal j JOIN runs_v7 r ON r.request_id = j.request_id ORDER BY r.run_id, j.ord;
+DROP TABLE journal;
+DROP TABLE runs;
+ALTER TABLE runs_v7 RENAME TO runs;
+ALTER TABLE journal_v7 RENAME TO journal;
+CREATE INDEX runs_by_end ON runs(state, ended_at);
+`
+  },
+  {
+    version: 8,
+    description: 'the search index keeps no second copy of the text and is keyed by interaction id (values: negative ids); interactions are indexed up to a mark, not flagged one by one',
+    // per request this saves the index's copy of the text, rewriting the interaction to flag it
+    // indexed, and a random page of a UUID index (bench/assist.js disk bytes per request). A run
+    // records its interaction once: its finish is fenced by the run's lease in the same transaction.
+    // AUTOINCREMENT: an id is never reused after an erasure, so everything above the mark is new.
+    sql: `
+CREATE TABLE interactions_v8 (
+  id INTEGER PRIMARY KEY AUTOINCREMENT,
+  request_id TEXT NOT NULL,
+  session_id TEXT NOT NULL REFERENCES sessions(session_id) ON DELETE CASCADE,
+  agent_id TEXT NOT NULL,
+  agent_request_id TEXT NOT NULL,
+  root_request_id TEXT NOT NULL,
+  parent_request_id TEXT,
+  timestamp TEXT NOT NULL,
+  status TEXT NOT NULL,
+  input TEXT NOT NULL,
+  output TEXT NOT NULL
+);
+INSERT INTO interactions_v8 (id, request_id, session_id, agent_id, agent_request_id, root_request_id, parent_request_id, timestamp, status, input, output)
+  SELECT id, request_id, session_id, agent_id, agent_request_id, root_request_id, parent_request_id, timestamp, status, input, output FROM interactions ORDER BY id;
+DROP TABLE interactions;
+ALTER TABLE interactions_v8 RENAME TO interactions;
+CREATE INDEX interactions_by_session ON interactions(session_id, id);
+DROP TABLE memory_fts;
+CREATE VIRTUAL TABLE memory_fts USING fts5(content, session_id UNINDEXED, kind UNINDEXED, ref UNINDEXED, content='', contentless_delete=1, contentless_unindexed=1);
+UPDATE session_values SET fts_rowid = -fts_rowid;
+INSERT INTO memory_fts (rowid, content, session_id, kind, ref) SELECT id, input || ' ' || output, session_id, 'interaction', request_id FROM interactions ORDER BY id;
+INSERT INTO memory_fts (rowid, content, session_id, kind, ref) SELECT fts_rowid, key || ' ' || value, session_id, 'value', key FROM session_values WHERE fts_rowid IS NOT NULL;
+CREATE TABLE search_index (
+  id INTEGER PRIMARY KEY CHECK (id = 1),
+  indexed_to INTEGER NOT NULL,
+  next_value_rowid INTEGER NOT NULL
+);
+INSERT INTO search_index VALUES (1, (SELECT coalesce(max(id), 0) FROM interactions), (SELECT min(coalesce(min(fts_rowid), 0), 0) - 1 FROM session_values));
+`
   }
 ]

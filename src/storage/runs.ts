@@ -2,6 +2,8 @@ import type { Db } from './database.js'
 
 /** A run as stored: its envelope's hash, who runs it under which lease, and (once ended) its JSON answer. */
 export interface RunRecord {
+  /** The run's key in the journal (runs are found by `request_id`; their journal rows by this). */
+  run_id: number
   request_id: string
   envelope_hash: string
   /** The validated envelope, as JSON. */
@@ -66,6 +68,7 @@ export class RunStore {
   readonly #start
   readonly #append
   readonly #owned
+  readonly #runId
   readonly #finish
   readonly #rowsAfter
   readonly #ordOf
@@ -78,19 +81,21 @@ export class RunStore {
     this.#start = db.prepare(`INSERT INTO runs (request_id, envelope_hash, envelope, session_id, agent_id, main_stream_id, state, owner_instance, owner_pid, owner_key, lease_token, lease_expires_at, started_at)
       VALUES (@request_id, @envelope_hash, @envelope, @session_id, @agent_id, @main_stream_id, 'running', @owner_instance, @owner_pid, @owner_key, @lease_token, @lease_expires_at, @started_at)
       ON CONFLICT (request_id) DO NOTHING`)
-    this.#append = db.prepare('INSERT INTO journal (request_id, ord, stream_id, seq, frame) VALUES (?, ?, ?, ?, ?)')
-    this.#owned = db.prepare("SELECT 1 FROM runs WHERE request_id = ? AND state = 'running' AND lease_token = ?").pluck()
+    this.#append = db.prepare('INSERT INTO journal (run_id, ord, stream_id, seq, frame) VALUES (?, ?, ?, ?, ?)')
+    this.#runId = db.prepare('SELECT run_id FROM runs WHERE request_id = ?').pluck()
+    this.#owned = db.prepare("SELECT run_id FROM runs WHERE request_id = ? AND state = 'running' AND lease_token = ?").pluck()
     this.#finish = db.prepare(`UPDATE runs SET state = 'ended', end_reason = @end_reason, ended_at = @ended_at, response_status = @response_status, response = @response
       WHERE request_id = @request_id AND state = 'running' AND lease_token = @lease_token`)
-    this.#rowsAfter = db.prepare('SELECT ord, stream_id, seq, frame FROM journal WHERE request_id = ? AND ord > ? ORDER BY ord LIMIT ?')
-    this.#ordOf = db.prepare('SELECT ord FROM journal WHERE request_id = ? AND stream_id = ? AND seq = ?').pluck()
+    this.#rowsAfter = db.prepare('SELECT ord, stream_id, seq, frame FROM journal WHERE run_id = (SELECT run_id FROM runs WHERE request_id = ?) AND ord > ? ORDER BY ord LIMIT ?')
+    this.#ordOf = db.prepare('SELECT ord FROM journal WHERE run_id = (SELECT run_id FROM runs WHERE request_id = ?) AND stream_id = ? AND seq = ?').pluck()
     this.#renew = db.prepare("UPDATE runs SET lease_expires_at = ? WHERE request_id = ? AND state = 'running' AND lease_token = ? RETURNING cancel_requested")
     this.#expired = db.prepare("SELECT * FROM runs WHERE state = 'running' AND (lease_expires_at IS NULL OR lease_expires_at < ?)")
     this.#flushMany = db.transaction(() => {
       const lost: string[] = []
       for (const [requestId, { token, rows }] of this.#pending) {
-        if (this.#owned.get(requestId, token) === undefined) { lost.push(requestId); continue }
-        for (const row of rows) this.#append.run(requestId, row.ord, row.stream_id, row.seq, row.frame)
+        const runId = this.#owned.get(requestId, token) as number | undefined
+        if (runId === undefined) { lost.push(requestId); continue }
+        for (const row of rows) this.#append.run(runId, row.ord, row.stream_id, row.seq, row.frame)
       }
       this.#pending.clear()
       return lost
@@ -141,7 +146,8 @@ export class RunStore {
 
   /** Append rows directly (recovery, inside its own transaction). */
   appendNow (requestId: string, rows: readonly JournalRow[]): void {
-    for (const row of rows) this.#append.run(requestId, row.ord, row.stream_id, row.seq, row.frame)
+    const runId = this.#runId.get(requestId) as number
+    for (const row of rows) this.#append.run(runId, row.ord, row.stream_id, row.seq, row.frame)
   }
 
   /** The `ord` of the wire packet `streamId`/`seq`, if journaled. */

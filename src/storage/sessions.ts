@@ -68,7 +68,10 @@ export class SqliteSessionStore implements SessionStore {
   readonly #ftsDelete
   readonly #ftsInsert
   readonly #recall
-  readonly #setFtsRowid
+  readonly #nextValueRowid
+  readonly #indexedTo
+  readonly #setIndexedTo
+  readonly #interactionById
   readonly #claim
   readonly #keyOf
   readonly #unindexed
@@ -85,18 +88,20 @@ export class SqliteSessionStore implements SessionStore {
     this.#history = db.prepare('SELECT * FROM interactions WHERE session_id = ? ORDER BY id DESC LIMIT ? OFFSET ?')
     this.#insertInteraction = db.prepare(`INSERT INTO interactions (request_id, session_id, agent_id, agent_request_id, root_request_id,
       parent_request_id, timestamp, status, input, output)
-      VALUES (@request_id, @session_id, @agent_id, @agent_request_id, @root_request_id, @parent_request_id, @timestamp, @status, @input, @output)
-      ON CONFLICT (request_id) DO NOTHING`)
+      VALUES (@request_id, @session_id, @agent_id, @agent_request_id, @root_request_id, @parent_request_id, @timestamp, @status, @input, @output)`)
     this.#getValue = db.prepare('SELECT value FROM session_values WHERE session_id = ? AND key = ?')
     this.#putValue = db.prepare(`INSERT INTO session_values (session_id, key, value, updated_at, fts_rowid) VALUES (?, ?, ?, ?, ?)
       ON CONFLICT (session_id, key) DO UPDATE SET value = excluded.value, updated_at = excluded.updated_at, fts_rowid = excluded.fts_rowid`)
     this.#ftsDelete = db.prepare('DELETE FROM memory_fts WHERE rowid = (SELECT fts_rowid FROM session_values WHERE session_id = ? AND key = ?)')
-    this.#ftsInsert = db.prepare('INSERT INTO memory_fts (content, session_id, kind, ref) VALUES (?, ?, ?, ?)')
-    this.#setFtsRowid = db.prepare('UPDATE interactions SET fts_rowid = ? WHERE id = ?')
+    this.#ftsInsert = db.prepare('INSERT INTO memory_fts (rowid, content, session_id, kind, ref) VALUES (?, ?, ?, ?, ?)')
+    this.#nextValueRowid = db.prepare('UPDATE search_index SET next_value_rowid = next_value_rowid - 1 WHERE id = 1 RETURNING next_value_rowid + 1 AS rowid').pluck()
+    this.#indexedTo = db.prepare('SELECT indexed_to FROM search_index WHERE id = 1').pluck()
+    this.#setIndexedTo = db.prepare('UPDATE search_index SET indexed_to = ? WHERE id = 1')
     this.#claim = db.prepare('INSERT INTO sessions (session_id, user_id, created_at, updated_at, key_id) VALUES (?, ?, ?, ?, ?) ON CONFLICT (session_id) DO NOTHING')
     this.#keyOf = db.prepare('SELECT key_id FROM sessions WHERE session_id = ?')
-    this.#unindexed = db.prepare('SELECT id, request_id, session_id, input, output FROM interactions WHERE fts_rowid IS NULL ORDER BY id LIMIT ?')
-    this.#recall = db.prepare(`SELECT kind, ref, bm25(memory_fts) AS rank FROM memory_fts
+    this.#unindexed = db.prepare('SELECT id, request_id, session_id, input, output FROM interactions WHERE id > ? ORDER BY id LIMIT ?')
+    this.#interactionById = db.prepare('SELECT * FROM interactions WHERE id = ?')
+    this.#recall = db.prepare(`SELECT rowid, kind, ref, bm25(memory_fts) AS rank FROM memory_fts
       WHERE memory_fts MATCH ? AND session_id = ? ORDER BY rank LIMIT ?`)
   }
 
@@ -117,14 +122,14 @@ export class SqliteSessionStore implements SessionStore {
         if (match === undefined) return []
         // what was recorded since the last batch is searchable now, not after it
         await store.#writer.write(() => { while (store.indexPending() === INDEX_BATCH); })
-        const rows = store.#recall.all(match, sessionId, Math.max(1, Math.min(limit, 100)) * 4) as Array<{ kind: 'interaction' | 'value', ref: string, rank: number }>
+        const rows = store.#recall.all(match, sessionId, Math.max(1, Math.min(limit, 100)) * 4) as Array<{ rowid: number, kind: 'interaction' | 'value', ref: string, rank: number }>
         const hits: RecallHit[] = []
         for (const row of rows) {
           const score = normaliseRank(row.rank)
           if (score < threshold) continue
           const content = row.kind === 'value'
             ? { key: row.ref, value: store.#readValue(sessionId, row.ref) }
-            : store.#interaction(row.ref)
+            : store.#interaction(row.rowid)
           if (content === undefined) continue
           hits.push({ kind: row.kind, ref: row.ref, score, content: content as JsonObject })
           if (hits.length >= limit) break
@@ -138,7 +143,8 @@ export class SqliteSessionStore implements SessionStore {
         await store.#writer.write(() => {
           store.#ensure(sessionId, identity.user_id)
           store.#ftsDelete.run(sessionId, String(key))
-          const rowid = store.#ftsInsert.run(`${String(key)} ${text}`, sessionId, 'value', String(key)).lastInsertRowid
+          const rowid = store.#nextValueRowid.get() as number
+          store.#ftsInsert.run(rowid, `${String(key)} ${text}`, sessionId, 'value', String(key))
           store.#putValue.run(sessionId, String(key), text, new Date().toISOString(), rowid)
         })
       },
@@ -154,8 +160,8 @@ export class SqliteSessionStore implements SessionStore {
     return row === undefined ? undefined : JSON.parse(row.value)
   }
 
-  #interaction (requestId: string): Interaction | undefined {
-    const row = this.#db.prepare('SELECT * FROM interactions WHERE request_id = ?').get(requestId) as InteractionRow | undefined
+  #interaction (id: number): Interaction | undefined {
+    const row = this.#interactionById.get(id) as InteractionRow | undefined
     return row === undefined ? undefined : toInteraction(row)
   }
 
@@ -188,19 +194,18 @@ export class SqliteSessionStore implements SessionStore {
   }
 
   /**
-   * Add up to `limit` interactions that are not in the search index yet, oldest first, in the
-   * caller's transaction (or one of their own). Batched, the index takes one segment per batch
+   * Add up to `limit` interactions that are not in the search index yet (those above its mark:
+   * interaction ids are never reused), oldest first, in the caller's transaction (or one of their
+   * own). The index keeps no copy of the text. Batched, it takes one segment per batch
    * instead of one per commit, off the request path (`bench/assist.js --compare` against indexing in
    * each run's own commit: 1.22× requests a second, 0.79× CPU per request).
    * @returns how many were indexed (`limit` means there may be more)
    */
   indexPending (limit = INDEX_BATCH): number {
     return this.#db.transaction(() => {
-      const rows = this.#unindexed.all(limit) as Array<{ id: number, request_id: string, session_id: string, input: string, output: string }>
-      for (const row of rows) {
-        const rowid = this.#ftsInsert.run(`${row.input} ${row.output}`, row.session_id, 'interaction', row.request_id).lastInsertRowid
-        this.#setFtsRowid.run(rowid, row.id)
-      }
+      const rows = this.#unindexed.all(this.#indexedTo.get(), limit) as Array<{ id: number, request_id: string, session_id: string, input: string, output: string }>
+      for (const row of rows) this.#ftsInsert.run(row.id, `${row.input} ${row.output}`, row.session_id, 'interaction', row.request_id)
+      if (rows.length > 0) this.#setIndexedTo.run((rows.at(-1) as { id: number }).id)
       return rows.length
     })()
   }
@@ -208,7 +213,7 @@ export class SqliteSessionStore implements SessionStore {
   /** Remove everything of one session: history, values and their search entries. Returns whether it existed. */
   erase (sessionId: string): boolean {
     return this.#db.transaction(() => {
-      this.#db.prepare(`DELETE FROM memory_fts WHERE rowid IN (SELECT fts_rowid FROM interactions WHERE session_id = @id
+      this.#db.prepare(`DELETE FROM memory_fts WHERE rowid IN (SELECT id FROM interactions WHERE session_id = @id
         UNION ALL SELECT fts_rowid FROM session_values WHERE session_id = @id)`).run({ id: sessionId })
       return this.#db.prepare('DELETE FROM sessions WHERE session_id = ?').run(sessionId).changes > 0
     })()

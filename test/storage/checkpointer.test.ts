@@ -3,6 +3,7 @@ import { statSync } from 'node:fs'
 import { join } from 'node:path'
 import { Checkpointer } from '../../src/storage/checkpointer.js'
 import { DB_FILE, openDatabase } from '../../src/storage/database.js'
+import { loadConfig } from '../../src/config.js'
 import { build, tempDataDir } from '../helper.js'
 import { until } from '../socket.js'
 
@@ -33,6 +34,18 @@ t.test('the server checkpoints from a worker by default, and with DB_CHECKPOINT_
   const plain = await build(t, { DB_CHECKPOINT_INTERVAL_MS: '0', DB_CACHE_KIB: '4096' })
   t.equal(plain.db.pragma('wal_autocheckpoint', { simple: true }), 1000)
   t.equal(plain.db.pragma('cache_size', { simple: true }), -4096)
+})
+
+t.test('DB_PAGE_SIZE sets the page size of a new database; an existing one keeps its own', async (t) => {
+  const dir = tempDataDir(t)
+  const small = await build(t, { DATA_DIR: dir, DB_PAGE_SIZE: '1024' })
+  t.equal(small.db.pragma('page_size', { simple: true }), 1024)
+  t.equal(small.db.pragma('temp_store', { simple: true }), 2, 'statement journals stay in memory')
+  await small.close()
+  const again = await build(t, { DATA_DIR: dir, DB_PAGE_SIZE: '8192' })
+  t.equal(again.db.pragma('page_size', { simple: true }), 1024)
+  t.equal((await build(t)).db.pragma('page_size', { simple: true }), 4096, 'the default')
+  t.throws(() => loadConfig({ DB_PAGE_SIZE: '3000' }), /DB_PAGE_SIZE/)
 })
 
 t.test('a checkpointer whose worker cannot open the database says so, and closing it still resolves', async (t) => {

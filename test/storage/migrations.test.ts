@@ -36,3 +36,61 @@ t.test('a database from a newer version refuses to open, and the app refuses to 
   t.throws(() => openDatabase(dir), { code: 'AH_ERR_STORAGE_SCHEMA_TOO_NEW', message: new RegExp(`schema version ${SCHEMA_VERSION + 1}`) })
   await t.rejects(buildApp(testConfig(t, { DATA_DIR: dir })), { code: 'AH_ERR_STORAGE_SCHEMA_TOO_NEW' })
 })
+
+t.test('a journal keyed by request id (schema 6) is carried over to one keyed by run id, and cascades with its run', async (t) => {
+  const dir = tempDataDir(t)
+  const raw = new Database(join(dir, DB_FILE))
+  raw.exec('CREATE TABLE schema_migrations (version INTEGER PRIMARY KEY, description TEXT NOT NULL, applied_at TEXT NOT NULL)')
+  for (const step of MIGRATIONS.filter((m) => m.version <= 6)) {
+    raw.exec(step.sql)
+    raw.prepare('INSERT INTO schema_migrations VALUES (?, ?, ?)').run(step.version, step.description, 'then')
+  }
+  const run = raw.prepare(`INSERT INTO runs (request_id, envelope_hash, envelope, session_id, agent_id, main_stream_id, state, owner_instance, owner_pid, started_at)
+    VALUES (?, 'h', '{}', 's', 'a', 'm', 'ended', 'i', 1, 0)`)
+  const frame = raw.prepare('INSERT INTO journal (request_id, ord, stream_id, seq, frame) VALUES (?, ?, ?, ?, ?)')
+  for (const id of ['r-b', 'r-a']) {
+    run.run(id)
+    for (let ord = 1; ord <= 3; ord++) frame.run(id, ord, 'm', ord - 1, `${id}:${ord}`)
+  }
+  raw.close()
+
+  const db = openDatabase(dir)
+  t.teardown(() => db.close())
+  const journal = db.prepare('SELECT j.ord, j.frame FROM journal j JOIN runs r USING (run_id) WHERE r.request_id = ? ORDER BY j.ord')
+  t.same(journal.all('r-b'), [1, 2, 3].map((ord) => ({ ord, frame: `r-b:${ord}` })))
+  t.same(journal.all('r-a'), [1, 2, 3].map((ord) => ({ ord, frame: `r-a:${ord}` })))
+  t.same(db.prepare('SELECT request_id FROM runs ORDER BY run_id').pluck().all(), ['r-b', 'r-a'], 'runs keep their order')
+  t.same(db.pragma('foreign_key_check'), [])
+  db.prepare("DELETE FROM runs WHERE request_id = 'r-b'").run()
+  t.same(db.prepare('SELECT count(*) FROM journal').pluck().get(), 3, 'deleting a run deletes its journal')
+})
+
+t.test('interactions and values indexed under schema 7 are found by recall after migrating, and new ones join them', async (t) => {
+  const dir = tempDataDir(t)
+  const raw = new Database(join(dir, DB_FILE))
+  raw.exec('CREATE TABLE schema_migrations (version INTEGER PRIMARY KEY, description TEXT NOT NULL, applied_at TEXT NOT NULL)')
+  for (const step of MIGRATIONS.filter((m) => m.version <= 7)) {
+    raw.exec(step.sql)
+    raw.prepare('INSERT INTO schema_migrations VALUES (?, ?, ?)').run(step.version, step.description, 'then')
+  }
+  raw.exec("INSERT INTO sessions (session_id, user_id, created_at, updated_at) VALUES ('s1', 'u', 'then', 'then')")
+  const interaction = raw.prepare(`INSERT INTO interactions (request_id, session_id, agent_id, agent_request_id, root_request_id, timestamp, status, input, output)
+    VALUES (?, 's1', 'a', ?, ?, 'then', 'done', ?, '{}')`)
+  const fts = raw.prepare('INSERT INTO memory_fts (content, session_id, kind, ref) VALUES (?, ?, ?, ?)')
+  interaction.run('r1', 'r1', 'r1', '{"query":"walrus tusks"}')
+  raw.prepare('UPDATE interactions SET fts_rowid = ? WHERE request_id = ?').run(fts.run('{"query":"walrus tusks"} {}', 's1', 'interaction', 'r1').lastInsertRowid, 'r1')
+  interaction.run('r2', 'r2', 'r2', '{"query":"walrus not indexed yet"}')
+  const value = fts.run('colour "teal walrus"', 's1', 'value', 'colour').lastInsertRowid
+  raw.prepare("INSERT INTO session_values (session_id, key, value, updated_at, fts_rowid) VALUES ('s1', 'colour', '\"teal walrus\"', 'then', ?)").run(value)
+  raw.close()
+
+  const app = await buildApp(testConfig(t, { DATA_DIR: dir }))
+  t.teardown(() => app.close())
+  const session = app.sessions.open('s1', { user_id: 'u', tier: 'free', locale: 'en' })
+  t.same((await session.recall('walrus', 10)).map((h) => `${h.kind}:${h.ref}`).sort(), ['interaction:r1', 'interaction:r2', 'value:colour'])
+  t.same(app.db.prepare('SELECT count(*) FROM memory_fts WHERE content IS NOT NULL').pluck().get(), 0, 'the index keeps no copy of the text')
+  await session.store('colour', 'plain walrus')
+  await session.store('shape', 'round walrus')
+  t.same((await session.recall('walrus', 10)).map((h) => `${h.kind}:${h.ref}`).sort(), ['interaction:r1', 'interaction:r2', 'value:colour', 'value:shape'])
+  t.same(await session.recall('teal'), [], 'a replaced value is gone from the index')
+})
