@@ -7,7 +7,8 @@ import { TASK_STATUSES } from './runtime/task.js'
 export interface SseMetrics {
   opened(): void
   closed(): void
-  packet(): void
+  /** `count` packets were written (default 1). */
+  packet(count?: number): void
   heartbeat(): void
   gone(why: 'client_disconnected' | 'slow_consumer'): void
 }
@@ -45,7 +46,7 @@ export class HostMetrics {
   readonly sse: SseMetrics = {
     opened: () => { this.openStreams.inc() },
     closed: () => { this.openStreams.dec() },
-    packet: () => { this.packets.inc() },
+    packet: (count = 1) => { this.packets.inc(count) },
     heartbeat: () => { this.heartbeats.inc() },
     gone: (why) => { this.disconnects.inc({ why }) }
   }

@@ -26,7 +26,8 @@ t.test('a packet reaches the client only once it is in the journal (another proc
   const port = /listening at http:\/\/127\.0\.0\.1:(\d+)/.exec(stdout)?.[1] ?? ''
   const db = new Database(join(dataDir, 'agent-host.db'), { readonly: true, fileMustExist: true })
   t.teardown(() => db.close())
-  const journaled = db.prepare('SELECT 1 FROM journal WHERE run_id = (SELECT run_id FROM runs WHERE request_id = ?) AND stream_id = ? AND seq = ?')
+  // a journal row holds a flush's frames, one a line, each starting with its stream id and seq
+  const journaled = db.prepare('SELECT 1 FROM journal WHERE run_id = (SELECT run_id FROM runs WHERE request_id = ?) AND instr(char(10) || frames, ?) > 0')
 
   // the agent writes, then holds its event loop: a packet sent before the journal commit would arrive first
   const script = [{ op: 'open', name: 's' }, { op: 'write', name: 's', chunk: 'one' }, { op: 'block', ms: 400 }, { op: 'write', name: 's', chunk: 'two' }, { op: 'block', ms: 200 }]
@@ -40,7 +41,7 @@ t.test('a packet reaches the client only once it is in the journal (another proc
         text += chunk
         for (const line of chunk.split('\n').filter((l) => l.startsWith('data: '))) {
           const packet = JSON.parse(line.slice(6)) as { stream_id: string, seq: number }
-          if (journaled.get(body.request_id, packet.stream_id, packet.seq) === undefined) missing.push(`${packet.stream_id}:${packet.seq}`)
+          if (journaled.get(body.request_id, `\n{"stream_id":"${packet.stream_id}","seq":${packet.seq},`) === undefined) missing.push(`${packet.stream_id}:${packet.seq}`)
         }
       })
       res.on('end', resolve)

@@ -142,7 +142,8 @@ export class AssistEngine {
   /** Lease tokens of the runs this process holds. */
   readonly #tokens = new Map<string, string>()
   /** Each live run's finish (answer stored, interaction and audit recorded). */
-  readonly #answers = new Map<string, Promise<RunAnswer>>()
+  /** Each live run's finish: its answer, or undefined when the answer is the stored one (rebuilt from the journal when asked). */
+  readonly #answers = new Map<string, Promise<RunAnswer | undefined>>()
   /** Submissions past the closing check: shutdown waits for them, so that no run starts once storage is closed. */
   readonly #starting = new Set<Promise<unknown>>()
   #timer: NodeJS.Timeout | undefined
@@ -283,7 +284,7 @@ export class AssistEngine {
       const gone = (): void => { live.detach(undefined, 'client_disconnected') }
       options.signal?.addEventListener('abort', gone, { once: true })
       try {
-        return await pending
+        return await pending ?? storedAnswer(this.#o.store.get(requestId) as RunRecord, this.#o.store)
       } finally {
         options.signal?.removeEventListener('abort', gone)
       }
@@ -297,22 +298,22 @@ export class AssistEngine {
   }
 
   /**
-   * A run's packets for one client: the journal after `after`, then the live run until its main
-   * stream's CLOSE. The same iterator serves a fresh run, a second client, a resume, and a run
-   * owned by another process. A resume cursor for a request the journal no longer holds yields
+   * A run's packets for one client, in order, in batches of what is ready (never empty): the
+   * journal after `after`, then the live run until its main stream's CLOSE (the last frame of the
+   * last batch, `final`). The same iterator serves a fresh run, a second client, a resume, and a
+   * run owned by another process. A resume cursor for a request the journal no longer holds yields
    * ERROR `resume_gap` and CLOSE. Leaving the loop (or `signal`) detaches the client.
-   * Ends early, without the final CLOSE, when the client could not keep up (see `final`).
+   * Ends early, without the final CLOSE, when the client could not keep up.
    */
-  async * follow (requestId: string, options: FollowOptions = {}): AsyncGenerator<Frame, void, undefined> {
+  async * follow (requestId: string, options: FollowOptions = {}): AsyncGenerator<Frame[], void, undefined> {
     const { store } = this.#o
     const signal = options.signal
     const running = this.registry.get(requestId)
     let record = running === undefined ? store.get(requestId) : undefined
     if (running === undefined && record === undefined) {
       if (options.after === undefined) throw new AH_ERR_RUN_NOT_FOUND(requestId)
-      for (const packet of resumeGapPackets(options.after.streamId, options.after.seq)) {
-        yield { ord: 0, stream_id: packet.stream_id, seq: packet.seq, json: JSON.stringify(packet), final: packet.stream_id === options.after.streamId && packet.op === 'CLOSE' }
-      }
+      const { streamId } = options.after
+      yield resumeGapPackets(streamId, options.after.seq).map((packet) => ({ ord: 0, stream_id: packet.stream_id, seq: packet.seq, json: JSON.stringify(packet), final: packet.stream_id === streamId && packet.op === 'CLOSE' }))
       return
     }
     const main = running?.mainStreamId ?? (record as RunRecord).main_stream_id
@@ -326,14 +327,17 @@ export class AssistEngine {
       fresh = false
       // the journal first, a page at a time, as fast as the client takes it
       for (let rows = skip ? [] : store.rows(requestId, ord, 256); rows.length > 0; rows = store.rows(requestId, ord, 256)) {
+        const page: Frame[] = []
+        let final = false
         for (const row of rows) {
           ord = row.ord
           if (row.seq === null) continue
           const frame = frameOf(row)
-          yield frame
-          if (frame.final) return
-          if (signal?.aborted === true) return
+          page.push(frame)
+          if ((final = frame.final)) break
         }
+        if (page.length > 0) yield page
+        if (final || signal?.aborted === true) return
       }
       if (signal?.aborted === true) return
       const live = this.registry.get(requestId)
@@ -348,14 +352,20 @@ export class AssistEngine {
         const leave = (): void => { live.detach(queue, signal?.reason === 'slow_consumer' ? 'slow_consumer' : 'client_disconnected'); queue.close() }
         signal?.addEventListener('abort', leave, { once: true })
         try {
+          const journaled: Frame[] = []
           for (const row of tail) {
             ord = row.ord
-            if (row.seq !== null) yield frameOf(row)
+            if (row.seq !== null) journaled.push(frameOf(row))
           }
-          for (let frame = await queue.take(); frame !== undefined; frame = await queue.take()) {
-            ord = frame.ord
-            yield frame
-            if (frame.final) return
+          if (journaled.length > 0) yield journaled
+          for (let frames = await queue.take(); frames !== undefined; frames = await queue.take()) {
+            ord = (frames.at(-1) as Frame).ord
+            const last = frames.findIndex((frame) => frame.final)
+            if (last >= 0) {
+              yield frames.slice(0, last + 1)
+              return
+            }
+            yield frames
           }
           if (queue.ended === 'overflow') return
         } finally {
@@ -390,7 +400,7 @@ export class AssistEngine {
 
   /** Cancel this process's live runs of a session and wait until they are recorded (before erasure). */
   async cancelSession (sessionId: string): Promise<void> {
-    const pending: Array<Promise<RunAnswer>> = []
+    const pending: Array<Promise<unknown>> = []
     for (const run of this.registry.list()) {
       if (this.#o.store.get(run.requestId)?.session_id !== sessionId) continue
       run.cancel()
@@ -481,7 +491,7 @@ export class AssistEngine {
   }
 
   /** Store the answer, record a summary in the session and audit the call, in one write fenced by the lease. */
-  async #finish (run: AssistRun, token: string, resolved: ResolvedAgentRequest, hosted: HostedAgent, envelope: ServiceRequest, mode: DeliveryMode): Promise<RunAnswer> {
+  async #finish (run: AssistRun, token: string, resolved: ResolvedAgentRequest, hosted: HostedAgent, envelope: ServiceRequest, mode: DeliveryMode): Promise<RunAnswer | undefined> {
     const reason = run.endReason ?? 'aborted'
     const metrics = { latency_ms: Math.round((performance.now() - run.startedAt) * 1000) / 1000, packets: run.packets, ...run.usage }
     const answer = answerOf({
@@ -548,8 +558,8 @@ export class AssistEngine {
     if (answer.status !== 200) return answer
     const body = { ...answer.body }
     delete body.metrics
-    // past the transcript's bound the whole output is in the journal only (when it could be recorded)
-    const whole = run.transcript.truncated && ours ? storedAnswer(this.#o.store.get(run.requestId) as RunRecord, this.#o.store).body.output as JsonObject : run.transcript.build()
-    return { status: 200, body: { ...body, output: output ?? whole, metrics } }
+    // past the transcript's bound the whole output is in the journal only: rebuilt from it if a client asks (answer())
+    if (output === undefined && run.transcript.truncated && ours) return undefined
+    return { status: 200, body: { ...body, output: output ?? run.transcript.build(), metrics } }
   }
 }

@@ -23,7 +23,7 @@ export type QueueEnd = 'ended' | 'lost' | 'overflow'
  * reports `overflow`, so a client that cannot keep up costs at most that much memory.
  */
 export class FrameQueue implements PacketSink {
-  readonly #frames: Frame[] = []
+  #frames: Frame[] = []
   readonly #mainStreamId: string
   readonly #highWater: number
   readonly #max: number
@@ -75,14 +75,20 @@ export class FrameQueue implements PacketSink {
     this.#frames.length = 0
   }
 
-  /** The next frame; waits for one; undefined once the queue has ended and is empty (see {@link ended}). */
-  async take (): Promise<Frame | undefined> {
+  /**
+   * Every frame queued so far, in order; waits for one; undefined once the queue has ended and is
+   * empty (see {@link ended}). Taken in batches, a fast run's packets cross to the socket in one
+   * write each (bench/stream.js: one take() per frame cost ~1.8 µs of a packet's ~6.7 µs).
+   */
+  async take (): Promise<Frame[] | undefined> {
     for (;;) {
-      const frame = this.#frames.shift()
-      if (frame !== undefined) {
-        this.#bytes -= frame.json.length
-        if (this.#space !== undefined && this.#bytes <= this.#highWater) { this.#space.resolve(); this.#space = undefined }
-        return frame
+      if (this.#frames.length > 0) {
+        const frames = this.#frames
+        this.#frames = []
+        this.#bytes = 0
+        this.#space?.resolve()
+        this.#space = undefined
+        return frames
       }
       if (this.#end !== undefined) return undefined
       await new Promise<void>((resolve) => { this.#wake = resolve })

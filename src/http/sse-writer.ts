@@ -62,9 +62,23 @@ export class SseWriter {
 
   /** Send one event (a packet, a replayed journal frame, a stored event). */
   send (event: string, id: string, data: string): Promise<void> | undefined {
+    return this.#write(formatEvent(event, id, data), 1)
+  }
+
+  /**
+   * Send packets as events in one write, each with its stream id as the SSE `id:` (CAP.md §5). A
+   * batch of a fast run's packets costs one socket write, not one each.
+   */
+  sendPackets (event: string, packets: ReadonlyArray<{ stream_id: string, json: string }>): Promise<void> | undefined {
+    let text = ''
+    for (const packet of packets) text += formatEvent(event, packet.stream_id, packet.json)
+    return this.#write(text, packets.length)
+  }
+
+  #write (text: string, events: number): Promise<void> | undefined {
     if (this.#finished) return undefined
-    const ok = this.#res.write(formatEvent(event, id, data))
-    this.#options.metrics?.packet()
+    const ok = this.#res.write(text)
+    this.#options.metrics?.packet(events)
     this.#heartbeat.refresh()
     if (ok) return undefined
     this.#drain ??= new Promise<void>((resolve) => {

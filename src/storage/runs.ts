@@ -40,6 +40,12 @@ export interface JournalRow {
   frame: string
 }
 
+/** A journal row as stored: the frames of one flush. */
+interface StoredBatch { ord: number, count: number, frames: string }
+
+/** A frame's stream id and seq (absent: kept off the wire); every frame starts so (`assist/packets.ts:packetJson`). */
+const FRAME_HEAD = /^\{"stream_id":"([^"]+)"(?:,"seq":(\d+))?/
+
 /** What a new run is stored with. */
 export type NewRun = Pick<RunRecord, 'request_id' | 'envelope_hash' | 'envelope' | 'session_id' | 'agent_id' | 'main_stream_id' | 'owner_instance' | 'owner_pid' | 'owner_key' | 'lease_token' | 'lease_expires_at'>
 
@@ -81,13 +87,14 @@ export class RunStore {
     this.#start = db.prepare(`INSERT INTO runs (request_id, envelope_hash, envelope, session_id, agent_id, main_stream_id, state, owner_instance, owner_pid, owner_key, lease_token, lease_expires_at, started_at)
       VALUES (@request_id, @envelope_hash, @envelope, @session_id, @agent_id, @main_stream_id, 'running', @owner_instance, @owner_pid, @owner_key, @lease_token, @lease_expires_at, @started_at)
       ON CONFLICT (request_id) DO NOTHING`)
-    this.#append = db.prepare('INSERT INTO journal (run_id, ord, stream_id, seq, frame) VALUES (?, ?, ?, ?, ?)')
+    this.#append = db.prepare('INSERT INTO journal (run_id, ord, count, frames) VALUES (?, ?, ?, ?)')
     this.#runId = db.prepare('SELECT run_id FROM runs WHERE request_id = ?').pluck()
     this.#owned = db.prepare("SELECT run_id FROM runs WHERE request_id = ? AND state = 'running' AND lease_token = ?").pluck()
     this.#finish = db.prepare(`UPDATE runs SET state = 'ended', end_reason = @end_reason, ended_at = @ended_at, response_status = @response_status, response = @response
       WHERE request_id = @request_id AND state = 'running' AND lease_token = @lease_token`)
-    this.#rowsAfter = db.prepare('SELECT ord, stream_id, seq, frame FROM journal WHERE run_id = (SELECT run_id FROM runs WHERE request_id = ?) AND ord > ? ORDER BY ord LIMIT ?')
-    this.#ordOf = db.prepare('SELECT ord FROM journal WHERE run_id = (SELECT run_id FROM runs WHERE request_id = ?) AND stream_id = ? AND seq = ?').pluck()
+    this.#rowsAfter = db.prepare('SELECT ord, count, frames FROM journal WHERE run_id = (SELECT run_id FROM runs WHERE request_id = ?) AND ord > ? ORDER BY ord LIMIT ?')
+    // each frame begins a line and with its stream id and seq; a payload's nested object never begins a line
+    this.#ordOf = db.prepare("SELECT ord, count, frames FROM journal WHERE run_id = (SELECT run_id FROM runs WHERE request_id = ?) AND instr(char(10) || frames, ?) > 0 ORDER BY ord LIMIT 1")
     this.#renew = db.prepare("UPDATE runs SET lease_expires_at = ? WHERE request_id = ? AND state = 'running' AND lease_token = ? RETURNING cancel_requested")
     this.#expired = db.prepare("SELECT * FROM runs WHERE state = 'running' AND (lease_expires_at IS NULL OR lease_expires_at < ?)")
     this.#flushMany = db.transaction(() => {
@@ -95,7 +102,7 @@ export class RunStore {
       for (const [requestId, { token, rows }] of this.#pending) {
         const runId = this.#owned.get(requestId, token) as number | undefined
         if (runId === undefined) { lost.push(requestId); continue }
-        for (const row of rows) this.#append.run(runId, row.ord, row.stream_id, row.seq, row.frame)
+        this.#insert(runId, rows)
       }
       this.#pending.clear()
       return lost
@@ -141,18 +148,37 @@ export class RunStore {
 
   /** Journal rows after `ord` (0: all), in order; at most `limit` of them. */
   rows (requestId: string, afterOrd = 0, limit = -1): JournalRow[] {
-    return this.#rowsAfter.all(requestId, afterOrd, limit) as JournalRow[]
+    const out: JournalRow[] = []
+    // each stored row holds at least one frame: `limit` of them hold at least `limit` frames
+    for (const batch of this.#rowsAfter.all(requestId, afterOrd, limit) as StoredBatch[]) {
+      let ord = batch.ord - batch.count
+      for (const frame of batch.frames.split('\n')) {
+        if (++ord <= afterOrd) continue
+        if (out.length === limit) return out
+        const [, streamId, seq] = FRAME_HEAD.exec(frame) as RegExpExecArray
+        out.push({ ord, stream_id: streamId as string, seq: seq === undefined ? null : Number(seq), frame })
+      }
+    }
+    return out
   }
 
   /** Append rows directly (recovery, inside its own transaction). */
   appendNow (requestId: string, rows: readonly JournalRow[]): void {
-    const runId = this.#runId.get(requestId) as number
-    for (const row of rows) this.#append.run(runId, row.ord, row.stream_id, row.seq, row.frame)
+    if (rows.length > 0) this.#insert(this.#runId.get(requestId) as number, rows)
   }
 
   /** The `ord` of the wire packet `streamId`/`seq`, if journaled. */
   ordOf (requestId: string, streamId: string, seq: number): number | undefined {
-    return this.#ordOf.get(requestId, streamId, seq) as number | undefined
+    const head = `{"stream_id":"${streamId}","seq":${seq},`
+    const batch = this.#ordOf.get(requestId, `\n${head}`) as StoredBatch | undefined
+    if (batch === undefined) return undefined
+    const index = batch.frames.split('\n').findIndex((frame) => frame.startsWith(head))
+    return batch.ord - batch.count + 1 + index
+  }
+
+  /** One stored row: consecutive frames of a run (ords `ord - count + 1` to `ord`). */
+  #insert (runId: number, rows: readonly JournalRow[]): void {
+    this.#append.run(runId, (rows.at(-1) as JournalRow).ord, rows.length, rows.length === 1 ? (rows[0] as JournalRow).frame : rows.map((r) => r.frame).join('\n'))
   }
 
   /** Extend the leases of runs held under the given tokens until `expiresAt`, in one transaction. */

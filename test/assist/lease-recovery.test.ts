@@ -48,7 +48,7 @@ t.test('a run whose owner was SIGKILLed is recovered after its lease lapses, wit
   t.match(answer.output.errors, [{ code: 'run_interrupted' }])
   // Regression: metrics.packets of a recovered run left out the packets recovery appended (7 vs 10)
   const journal = new Database(join(dataDir, 'agent-host.db'), { readonly: true })
-  const rows = (journal.prepare('SELECT count(*) AS n FROM journal WHERE run_id = (SELECT run_id FROM runs WHERE request_id = ?)').get(body.request_id) as { n: number }).n
+  const rows = (journal.prepare('SELECT coalesce(sum(count), 0) AS n FROM journal WHERE run_id = (SELECT run_id FROM runs WHERE request_id = ?)').get(body.request_id) as { n: number }).n
   const recoveries = (journal.prepare("SELECT count(*) AS n FROM audit_log WHERE action = 'assist.interrupted' AND request_id = ?").get(body.request_id) as { n: number }).n
   journal.close()
   t.equal(answer.metrics.packets, rows, 'metrics.packets counts every journaled packet, the closing ones included')
@@ -73,7 +73,7 @@ t.test('several servers finding one orphan recover it exactly once', async (t) =
   t.same(answers.slice(1), answers.slice(0, 1).concat(answers.slice(0, 1)), 'every server gives the one recovered answer')
   const db = new Database(join(dataDir, 'agent-host.db'), { readonly: true })
   t.equal((db.prepare("SELECT count(*) AS n FROM audit_log WHERE action = 'assist.interrupted'").get() as { n: number }).n, 1)
-  t.equal((db.prepare("SELECT count(*) AS n FROM journal WHERE run_id = (SELECT run_id FROM runs WHERE request_id = ?) AND frame LIKE '%run_interrupted%'").get(body.request_id) as { n: number }).n, 1)
+  t.equal((db.prepare("SELECT count(*) AS n FROM journal WHERE run_id = (SELECT run_id FROM runs WHERE request_id = ?) AND frames LIKE '%run_interrupted%'").get(body.request_id) as { n: number }).n, 1)
   db.close()
   for (const s of servers) s.child.kill('SIGTERM')
   await Promise.all(servers.map(async (s) => await once(s.child, 'exit')))

@@ -18,7 +18,7 @@ t.test('a run past RUN_MAX_OUTPUT_BYTES ends with a FATAL output_too_large; what
   t.match(packets.at(-3)?.p, { code: 'output_too_large', severity: 'FATAL', details: { max_bytes: MiB } })
   t.equal(packets.at(-1)?.p, 'aborted')
 
-  const journalBytes = app.db.prepare('SELECT sum(length(frame)) AS n FROM journal WHERE run_id = (SELECT run_id FROM runs WHERE request_id = ?)').get(body.request_id) as { n: number }
+  const journalBytes = app.db.prepare('SELECT sum(length(frames)) AS n FROM journal WHERE run_id = (SELECT run_id FROM runs WHERE request_id = ?)').get(body.request_id) as { n: number }
   t.ok(journalBytes.n <= MiB + 20_000, `the journal holds at most the cap and one packet (${journalBytes.n} bytes)`)
   const stored = app.db.prepare('SELECT length(response) AS answer, (SELECT length(output) FROM interactions WHERE request_id = runs.request_id) AS interaction FROM runs WHERE request_id = ?').get(body.request_id) as { answer: number, interaction: number }
   t.ok(stored.answer < 4096, `the stored answer is not a copy of the output (${stored.answer} bytes)`)

@@ -50,15 +50,15 @@ t.test('a journal keyed by request id (schema 6) is carried over to one keyed by
   const frame = raw.prepare('INSERT INTO journal (request_id, ord, stream_id, seq, frame) VALUES (?, ?, ?, ?, ?)')
   for (const id of ['r-b', 'r-a']) {
     run.run(id)
-    for (let ord = 1; ord <= 3; ord++) frame.run(id, ord, 'm', ord - 1, `${id}:${ord}`)
+    for (let ord = 1; ord <= 3; ord++) frame.run(id, ord, 'm', ord, `${id}:${ord}`)
   }
   raw.close()
 
   const db = openDatabase(dir)
   t.teardown(() => db.close())
-  const journal = db.prepare('SELECT j.ord, j.frame FROM journal j JOIN runs r USING (run_id) WHERE r.request_id = ? ORDER BY j.ord')
-  t.same(journal.all('r-b'), [1, 2, 3].map((ord) => ({ ord, frame: `r-b:${ord}` })))
-  t.same(journal.all('r-a'), [1, 2, 3].map((ord) => ({ ord, frame: `r-a:${ord}` })))
+  const journal = db.prepare('SELECT j.ord, j.count, j.frames FROM journal j JOIN runs r USING (run_id) WHERE r.request_id = ? ORDER BY j.ord')
+  t.same(journal.all('r-b'), [1, 2, 3].map((ord) => ({ ord, count: 1, frames: `r-b:${ord}` })))
+  t.same(journal.all('r-a'), [1, 2, 3].map((ord) => ({ ord, count: 1, frames: `r-a:${ord}` })))
   t.same(db.prepare('SELECT request_id FROM runs ORDER BY run_id').pluck().all(), ['r-b', 'r-a'], 'runs keep their order')
   t.same(db.pragma('foreign_key_check'), [])
   db.prepare("DELETE FROM runs WHERE request_id = 'r-b'").run()

@@ -3,6 +3,7 @@ import type { OutgoingHttpHeaders } from 'node:http'
 import type { FastifyReply, FastifyRequest } from 'fastify'
 import { Type } from 'typebox'
 import type { Cursor } from '../../assist/engine.js'
+import type { Frame } from '../../assist/frame-queue.js'
 import { AH_ERR_NOT_ACCEPTABLE } from '../../errors.js'
 import { chooseDeliveryMode } from '../../http/negotiate.js'
 import { SseWriter } from '../../http/sse-writer.js'
@@ -50,9 +51,9 @@ const assistRoutes: FastifyPluginAsyncTypebox = async (app) => {
     })
     let complete = false
     try {
-      for await (const frame of app.assist.follow(requestId, { ...(after !== undefined ? { after } : {}), signal: client.signal, onSlow: () => { writer.cut() } })) {
-        const drained = writer.send(SSE_EVENT_NAME, frame.stream_id, frame.json)
-        if (frame.final) complete = true
+      for await (const frames of app.assist.follow(requestId, { ...(after !== undefined ? { after } : {}), signal: client.signal, onSlow: () => { writer.cut() } })) {
+        const drained = writer.sendPackets(SSE_EVENT_NAME, frames)
+        if ((frames.at(-1) as Frame).final) complete = true
         if (drained !== undefined) await drained
       }
     } catch (err) {
