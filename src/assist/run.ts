@@ -87,6 +87,28 @@ const LOG_LEVELS = new Set<string>(['trace', 'debug', 'info', 'warn', 'error', '
 const now = (): string => new Date().toISOString()
 /** Bytes a run queues for its clients before it journals and writes them without waiting for the turn to end. */
 const OUTBOX_HIGH_WATER = 64 * 1024
+/**
+ * Agents that write without waiting on anything else get the event loop back once the runs of this
+ * process have written for this long in one turn (their write() resolves on the next turn), so that
+ * a burst of new requests is not served behind older runs' whole answers; while an agent is busy its
+ * packets are committed by size, or after {@link BUSY_DEFER_MS}, not every turn (bench/fanout.js,
+ * bench/stream.js: see BENCHMARKS.md).
+ */
+const SLICE_MS = 1
+/** The longest a busy agent's packets wait in its outbox before they are committed and sent. */
+const BUSY_DEFER_MS = 10
+/** When this turn's first packet was made (0: none yet this turn). */
+let turnStart = 0
+
+/** How long this process's runs have been making packets in this turn of the event loop, in ms. */
+function turnElapsed (): number {
+  const at = performance.now()
+  if (turnStart === 0) {
+    turnStart = at
+    setImmediate(() => { turnStart = 0 })
+  }
+  return at - turnStart
+}
 /** In-memory summary kept by default (the session's record of the run, and the JSON answer when it fits). */
 export const SUMMARY_BYTES = 64 * 1024
 
@@ -126,6 +148,10 @@ export class AssistRun {
   readonly #outbox: Array<[number, StreamPacket, string]> = []
   #outboxBytes = 0
   #delivery: NodeJS.Immediate | undefined
+  /** Settles on the next turn: the agent wrote for longer than SLICE_MS and gives the loop back. */
+  #yield: Promise<void> | undefined
+  /** When the oldest packet in the outbox was queued. */
+  #queuedSince = 0
   #flushing: Promise<void> | undefined
   /** The packets whose journal flush is in flight (they go to clients once it commits). */
   #inflight: Array<[number, StreamPacket, string]> = []
@@ -298,11 +324,25 @@ export class AssistRun {
     this.transcript.add(packet, json.length)
     this.#recorder.packet(ord, streamId, wire ? (packet as StreamPacket).seq : null, json)
     if (wire) {
+      if (this.#outbox.length === 0) this.#queuedSince = performance.now()
       this.#outbox.push([ord, packet as StreamPacket, json])
       this.#outboxBytes += json.length
     }
     this.#schedule()
-    return this.#drained
+    return this.#slice() ?? this.#drained
+  }
+
+  /** Once this turn's runs wrote for SLICE_MS, what the agent waits for: the next turn (and {@link #drained}). */
+  #slice (): Promise<void> | undefined {
+    if (this.#yield === undefined && turnElapsed() <= SLICE_MS) return undefined
+    this.#yield ??= new Promise<void>((resolve) => {
+      setImmediate(() => {
+        this.#yield = undefined
+        resolve()
+      })
+    })
+    const drained = this.#drained
+    return drained === undefined ? this.#yield : Promise.all([drained, this.#yield]).then(() => undefined)
   }
 
   /**
@@ -332,6 +372,11 @@ export class AssistRun {
     if (this.#delivery !== undefined) clearImmediate(this.#delivery)
     this.#delivery = undefined
     if (this.#lost) return
+    // an agent busy writing (it gave the loop back mid-stretch) has its output committed by size or age, not per turn
+    if (this.#yield !== undefined && this.#outboxBytes < OUTBOX_HIGH_WATER && performance.now() - this.#queuedSince < BUSY_DEFER_MS) {
+      this.#delivery = setImmediate(() => { this.#deliver() })
+      return
+    }
     if (this.#flushing !== undefined) {
       // an agent that does not wait for its writes: past the high-water mark, commit now rather than hold its output
       if (this.#outboxBytes >= OUTBOX_HIGH_WATER && this.#recorder.commitNow()) {

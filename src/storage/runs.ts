@@ -94,7 +94,7 @@ export class RunStore {
       WHERE request_id = @request_id AND state = 'running' AND lease_token = @lease_token`)
     this.#rowsAfter = db.prepare('SELECT ord, count, frames FROM journal WHERE run_id = (SELECT run_id FROM runs WHERE request_id = ?) AND ord > ? ORDER BY ord LIMIT ?')
     // each frame begins a line and with its stream id and seq; a payload's nested object never begins a line
-    this.#ordOf = db.prepare("SELECT ord, count, frames FROM journal WHERE run_id = (SELECT run_id FROM runs WHERE request_id = ?) AND instr(char(10) || frames, ?) > 0 ORDER BY ord LIMIT 1")
+    this.#ordOf = db.prepare('SELECT ord, count, frames FROM journal WHERE run_id = (SELECT run_id FROM runs WHERE request_id = ?) AND instr(char(10) || frames, ?) > 0 ORDER BY ord LIMIT 1')
     this.#renew = db.prepare("UPDATE runs SET lease_expires_at = ? WHERE request_id = ? AND state = 'running' AND lease_token = ? RETURNING cancel_requested")
     this.#expired = db.prepare("SELECT * FROM runs WHERE state = 'running' AND (lease_expires_at IS NULL OR lease_expires_at < ?)")
     this.#flushMany = db.transaction(() => {

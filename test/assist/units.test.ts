@@ -192,3 +192,53 @@ t.test('an agent\'s emit() and audit() settle once stored and reject when the st
   t.same(outcomes, ['stored: cloudevent, audit:read', 'emit rejected AH_ERR_STORAGE_BUSY', 'audit rejected AH_ERR_STORAGE_BUSY', 'log resolved'])
   t.equal(warnings.length, 1, 'the log line that could not be stored is reported in the server log')
 })
+
+t.test('agents that write without waiting give the loop back after a millisecond of writing, and a busy agent\'s packets are committed by age, not every turn', async (t) => {
+  let flushes = 0
+  const journaled = new Set<number>()
+  let pending: number[] = []
+  const recorder: RunRecorder = {
+    packet: (ord) => { pending.push(ord) },
+    event: () => undefined,
+    audit: () => undefined,
+    flush: async () => {
+      flushes++
+      const batch = pending
+      pending = []
+      await new Promise((resolve) => setImmediate(resolve))
+      for (const ord of batch) journaled.add(ord)
+    },
+    commitNow: () => false
+  }
+  const silent = { trace () {}, debug () {}, info () {}, warn () {}, error () {}, fatal () {} }
+  const run = new AssistRun({ requestId: 'r', capability: { capability: { name: 'x' }, validateInput: undefined, validateOutput: undefined } as never, log: silent, recorder })
+  const received: Array<[number, boolean]> = []
+  run.attach({ write: (_packet, _json, ord) => { received.push([ord, journaled.has(ord)]); return undefined }, end: () => {} })
+  let turns = 0
+  let done = false
+  const tick = (): void => { turns++; if (!done) setImmediate(tick) }
+  tick()
+  const block = (ms: number): void => { const end = performance.now() + ms; while (performance.now() < end); }
+  const spans: number[] = []
+  await run.execute({
+    async assist (_request: unknown, _session: unknown, response: ResponseHandler) {
+      const stream = await response.create_stream('s')
+      await stream.write('a')
+      block(5)
+      const before = turns
+      await stream.write('b')
+      spans.push(turns - before)
+      for (let i = 0; i < 50; i++) {
+        block(1.5)
+        await stream.write(String(i))
+      }
+    }
+  } as never, resolveAgentRequest(envelope(AGENTS.echo) as never), {} as never, {} as never)
+  await run.ended
+  while (received.length < run.packets) await new Promise((resolve) => setImmediate(resolve))
+  done = true
+  t.ok((spans[0] as number) >= 1, 'a write after 5 ms of writing in one turn resolved in a later turn')
+  t.ok(flushes < 25, `75 ms of busy writing, 50 turns, committed ${flushes} times`)
+  t.same(received.map(([ord]) => ord), received.map((_, i) => i + 1), 'every packet, in order')
+  t.same(received.filter(([, ok]) => !ok), [], 'none before its journal row')
+})
