@@ -190,3 +190,19 @@ t.test('an erased session\'s interaction ids are never reused: what is recorded 
   t.same((await app.sessions.open(kept, ID).recall('marmalade')).map((h) => h.ref), ['5e550000-0000-4000-8000-0000000000e2'])
   t.same((await app.sessions.open(gone, ID).recall('marmalade')), [], 'nothing of the erased session is found')
 })
+
+t.test('a value stored again and again joins the search index once a batch, with its latest content', async (t) => {
+  const app = await buildApp(testConfig(t))
+  t.teardown(() => app.close())
+  const sessionId = '5e550000-0000-4000-8000-0000000000f1'
+  const session = app.sessions.open(sessionId, ID)
+  const entries = (): unknown[] => app.db.prepare("SELECT ref FROM memory_fts WHERE session_id = ? AND kind = 'value'").all(sessionId)
+  for (let i = 0; i < 50; i++) await session.store('counter', `pelican ${i}`)
+  t.same(entries(), [], 'storing does not touch the index')
+  t.equal(app.sessions.indexPending(), 1, 'fifty stores, one value to index')
+  t.same(entries(), [{ ref: 'counter' }])
+  await session.store('counter', 'albatross')
+  t.same((await session.recall('albatross')).map((h) => h.content), [{ key: 'counter', value: 'albatross' }], 'a recall indexes what is pending first')
+  t.same(await session.recall('pelican'), [], 'the replaced content is gone')
+  t.same(entries(), [{ ref: 'counter' }], 'still one entry')
+})

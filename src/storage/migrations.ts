@@ -221,7 +221,7 @@ CREATE INDEX runs_by_end ON runs(state, ended_at);
   },
   {
     version: 8,
-    description: 'the search index keeps no second copy of the text and is keyed by interaction id (values: negative ids); interactions are indexed up to a mark, not flagged one by one',
+    description: 'the search index keeps no second copy of the text and is keyed by interaction id (values: negative ids); interactions are indexed up to a mark, not flagged one by one; values in batches',
     // per request this saves the index's copy of the text, rewriting the interaction to flag it
     // indexed, and a random page of a UUID index (bench/assist.js disk bytes per request). A run
     // records its interaction once: its finish is fenced by the run's lease in the same transaction.
@@ -256,6 +256,9 @@ CREATE TABLE search_index (
   next_value_rowid INTEGER NOT NULL
 );
 INSERT INTO search_index VALUES (1, (SELECT coalesce(max(id), 0) FROM interactions), (SELECT min(coalesce(min(fts_rowid), 0), 0) - 1 FROM session_values));
+-- a stored value joins the index with the next batch: a key stored on every request is indexed once a batch
+ALTER TABLE session_values ADD COLUMN pending INTEGER NOT NULL DEFAULT 0;
+CREATE INDEX session_values_pending ON session_values(session_id, key) WHERE pending = 1;
 `
   }
 ]

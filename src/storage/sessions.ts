@@ -66,6 +66,8 @@ export class SqliteSessionStore implements SessionStore {
   readonly #getValue
   readonly #putValue
   readonly #ftsDelete
+  readonly #pendingValues
+  readonly #valueIndexed
   readonly #ftsInsert
   readonly #recall
   readonly #nextValueRowid
@@ -90,9 +92,11 @@ export class SqliteSessionStore implements SessionStore {
       parent_request_id, timestamp, status, input, output)
       VALUES (@request_id, @session_id, @agent_id, @agent_request_id, @root_request_id, @parent_request_id, @timestamp, @status, @input, @output)`)
     this.#getValue = db.prepare('SELECT value FROM session_values WHERE session_id = ? AND key = ?')
-    this.#putValue = db.prepare(`INSERT INTO session_values (session_id, key, value, updated_at, fts_rowid) VALUES (?, ?, ?, ?, ?)
-      ON CONFLICT (session_id, key) DO UPDATE SET value = excluded.value, updated_at = excluded.updated_at, fts_rowid = excluded.fts_rowid`)
-    this.#ftsDelete = db.prepare('DELETE FROM memory_fts WHERE rowid = (SELECT fts_rowid FROM session_values WHERE session_id = ? AND key = ?)')
+    this.#putValue = db.prepare(`INSERT INTO session_values (session_id, key, value, updated_at, pending) VALUES (?, ?, ?, ?, 1)
+      ON CONFLICT (session_id, key) DO UPDATE SET value = excluded.value, updated_at = excluded.updated_at, pending = 1`)
+    this.#pendingValues = db.prepare('SELECT session_id, key, value, fts_rowid FROM session_values WHERE pending = 1 LIMIT ?')
+    this.#ftsDelete = db.prepare('DELETE FROM memory_fts WHERE rowid = ?')
+    this.#valueIndexed = db.prepare('UPDATE session_values SET fts_rowid = ?, pending = 0 WHERE session_id = ? AND key = ?')
     this.#ftsInsert = db.prepare('INSERT INTO memory_fts (rowid, content, session_id, kind, ref) VALUES (?, ?, ?, ?, ?)')
     this.#nextValueRowid = db.prepare('UPDATE search_index SET next_value_rowid = next_value_rowid - 1 WHERE id = 1 RETURNING next_value_rowid + 1 AS rowid').pluck()
     this.#indexedTo = db.prepare('SELECT indexed_to FROM search_index WHERE id = 1').pluck()
@@ -142,10 +146,7 @@ export class SqliteSessionStore implements SessionStore {
         if (Buffer.byteLength(text) > MAX_VALUE_BYTES) throw new AH_ERR_SESSION_VALUE_INVALID(String(key), `at most ${MAX_VALUE_BYTES} bytes of JSON`, Buffer.byteLength(text))
         await store.#writer.write(() => {
           store.#ensure(sessionId, identity.user_id)
-          store.#ftsDelete.run(sessionId, String(key))
-          const rowid = store.#nextValueRowid.get() as number
-          store.#ftsInsert.run(rowid, `${String(key)} ${text}`, sessionId, 'value', String(key))
-          store.#putValue.run(sessionId, String(key), text, new Date().toISOString(), rowid)
+          store.#putValue.run(sessionId, String(key), text, new Date().toISOString())
         })
       },
       async get<T>(key: string, fallback?: T) {
@@ -195,18 +196,26 @@ export class SqliteSessionStore implements SessionStore {
 
   /**
    * Add up to `limit` interactions that are not in the search index yet (those above its mark:
-   * interaction ids are never reused), oldest first, in the caller's transaction (or one of their
-   * own). The index keeps no copy of the text. Batched, it takes one segment per batch
-   * instead of one per commit, off the request path (`bench/assist.js --compare` against indexing in
-   * each run's own commit: 1.22× requests a second, 0.79× CPU per request).
-   * @returns how many were indexed (`limit` means there may be more)
+   * interaction ids are never reused), oldest first, and up to `limit` values stored since they were
+   * last indexed, in the caller's transaction (or one of their own). The index keeps no copy of the
+   * text. Batched, it takes one segment per batch instead of one per commit, off the request path
+   * (`bench/assist.js --compare` against indexing in each run's own commit: 1.22× requests a second,
+   * 0.79× CPU per request), and a key stored on every request is indexed once a batch.
+   * @returns how many interactions or values (the larger) were indexed (`limit` means there may be more)
    */
   indexPending (limit = INDEX_BATCH): number {
     return this.#db.transaction(() => {
       const rows = this.#unindexed.all(this.#indexedTo.get(), limit) as Array<{ id: number, request_id: string, session_id: string, input: string, output: string }>
       for (const row of rows) this.#ftsInsert.run(row.id, `${row.input} ${row.output}`, row.session_id, 'interaction', row.request_id)
       if (rows.length > 0) this.#setIndexedTo.run((rows.at(-1) as { id: number }).id)
-      return rows.length
+      const values = this.#pendingValues.all(limit) as Array<{ session_id: string, key: string, value: string, fts_rowid: number | null }>
+      for (const value of values) {
+        if (value.fts_rowid !== null) this.#ftsDelete.run(value.fts_rowid)
+        const rowid = this.#nextValueRowid.get() as number
+        this.#ftsInsert.run(rowid, `${value.key} ${value.value}`, value.session_id, 'value', value.key)
+        this.#valueIndexed.run(rowid, value.session_id, value.key)
+      }
+      return Math.max(rows.length, values.length)
     })()
   }
 
