@@ -28,10 +28,10 @@ export default defineAgent({
   async assist (request, session, response) {
     await response.thought('Processing request...')
     const stream = await response.create_stream('Echo Response')
-    const words = String(request.payload.query).split(/\s+/).filter((w) => w !== '')
     const delay = typeof request.payload.delay_ms === 'number' ? request.payload.delay_ms : 100
     try {
-      for (const word of words) {
+      // one word at a time: a slow stream holds its query, not a copy of every word (bench/idle.js)
+      for (const [word] of String(request.payload.query).matchAll(/\S+/g)) {
         await stream.write(word + ' ')
         if (delay > 0) await sleep(delay, undefined, { signal: response.signal })
       }
