@@ -41,7 +41,7 @@ async function worker (type: string | undefined, concurrency: number, env: Recor
     return 2
   }
   const db = openDatabase(config.DATA_DIR)
-  const store = config.TASK_STORE === 'sqlite' ? new SqliteTaskStore(db) : new FileTaskStore(config.DATA_DIR)
+  const store = config.TASK_STORE === 'sqlite' ? new SqliteTaskStore(db) : new FileTaskStore(config.DATA_DIR, { staleMs: config.TASK_LOCK_STALE_MS })
   const log = {
     info: (obj: object, msg?: string) => { io.out(JSON.stringify({ level: 'info', msg, ...obj })) },
     error: (obj: object, msg?: string) => { io.err(JSON.stringify({ level: 'error', msg, ...obj, err: String((obj as { err?: unknown }).err) })) }

@@ -55,6 +55,8 @@ export const ConfigSchema = Type.Object({
   WORKERS_PER_TYPE: Type.Integer({ default: 1, minimum: 0, maximum: 64 }),
   /** How long a task claim lasts without a heartbeat; the reaper runs every half of it. */
   TASK_LEASE_MS: Type.Integer({ default: 30000, minimum: 200 }),
+  /** File store: a lock on tasks.graph.json whose holder stopped refreshing it for this long is taken over (a dead or frozen holder delays others by at most this). */
+  TASK_LOCK_STALE_MS: Type.Integer({ default: 5000, minimum: 500, maximum: 600000 }),
   /** How often a running task's lease is extended. */
   TASK_HEARTBEAT_MS: Type.Integer({ default: 10000, minimum: 50 }),
   /** How long an idle worker waits before looking for work again. */

@@ -25,7 +25,7 @@ declare module 'fastify' {
  */
 async function tasks (app: FastifyInstance): Promise<void> {
   const config = app.config
-  const store: TaskStore = app.metrics.instrument(config.TASK_STORE === 'sqlite' ? new SqliteTaskStore(app.db) : new FileTaskStore(config.DATA_DIR))
+  const store: TaskStore = app.metrics.instrument(config.TASK_STORE === 'sqlite' ? new SqliteTaskStore(app.db) : new FileTaskStore(config.DATA_DIR, { staleMs: config.TASK_LOCK_STALE_MS }))
   const narrator = new Narrator(app.events)
   const reaper = new Reaper(store, app.events, app.audit)
   const pool = new WorkerPool({

@@ -1,10 +1,8 @@
-import { randomBytes, randomInt } from 'node:crypto'
-import { open, readFile, rename, rm, writeFile } from 'node:fs/promises'
+import { readFile } from 'node:fs/promises'
 import { mkdirSync } from 'node:fs'
 import { dirname, join } from 'node:path'
-import { setTimeout as sleep } from 'node:timers/promises'
-import lockfile from 'proper-lockfile'
 import { AH_ERR_TASK_LOCK_COMPROMISED, AH_ERR_TASK_NOT_FOUND } from '../errors.js'
+import { GraphLock } from './graph-lock.js'
 import {
   claimable, claimNode, claimOrder, cancelNode, completeNode, createNodes, failNode, heartbeatNode, leaseExpired, retryOrFail
 } from './task-graph.js'
@@ -26,32 +24,35 @@ function filter (tasks: TaskNode[], query: TaskQuery): TaskNode[] {
 
 /**
  * The task graph in `DATA_DIR/tasks.graph.json`, shaped `{ "tasks": [...] }`. Every
- * read-modify-write holds a proper-lockfile lock on the file (`tasks.graph.json.lock`; while another
- * holder has it we wait in short randomised steps for up to `lockWaitMs`, any other failure such as
- * a missing directory is thrown at once; a lock left by a dead process is taken over once stale), and the new
- * content is written to a temporary file, fsynced and renamed over the old one, so a reader never
- * sees a partial file. Tools that take the same lock can share the file safely.
+ * read-modify-write holds the file's lock (`graph-lock.ts`: the directory `tasks.graph.json.lock`,
+ * as proper-lockfile makes it; while another holder has it we wait in short randomised steps for up
+ * to `lockWaitMs`; a lock whose holder stopped refreshing it for `staleMs` is taken over), and the
+ * new content replaces the file by an atomic rename that is fenced by the lock: a process whose lock
+ * was taken over (paused or frozen past `staleMs`) writes nothing, re-reads the graph and tries its
+ * change again. A reader never sees a partial file.
  */
 export class FileTaskStore implements TaskStore {
   readonly file: string
   readonly #now: () => Date
   readonly #retryBaseMs: number
   readonly #retryCapMs: number
-  readonly #staleMs: number
-  readonly #lockWaitMs: number
+  readonly #lock: GraphLock
+  readonly #swept: Promise<void>
 
   /**
-   * @param options.staleMs age after which a lock whose holder stopped refreshing it is taken over
+   * @param options.staleMs age after which a lock whose holder stopped refreshing it is taken over (TASK_LOCK_STALE_MS)
+   * @param options.updateMs how often a holder refreshes its lock (default: a fifth of `staleMs`)
    * @param options.lockWaitMs how long an operation waits for a held lock before failing with ELOCKED
    */
-  constructor (dataDir: string, options: TaskStoreOptions & { staleMs?: number, lockWaitMs?: number } = {}) {
+  constructor (dataDir: string, options: TaskStoreOptions & { staleMs?: number, updateMs?: number, lockWaitMs?: number } = {}) {
     this.file = join(dataDir, TASK_GRAPH_FILE)
     this.#now = options.now ?? (() => new Date())
     this.#retryBaseMs = options.retryBaseMs ?? 1000
     this.#retryCapMs = options.retryCapMs ?? 60_000
-    this.#staleMs = options.staleMs ?? 10_000
-    this.#lockWaitMs = options.lockWaitMs ?? 30_000
+    const staleMs = options.staleMs ?? 5000
+    this.#lock = new GraphLock(this.file, { staleMs, updateMs: options.updateMs ?? Math.max(50, Math.floor(staleMs / 5)), waitMs: options.lockWaitMs ?? 30_000 })
     mkdirSync(dirname(this.file), { recursive: true })
+    this.#swept = this.#lock.sweep()
   }
 
   async #read (): Promise<GraphFile> {
@@ -67,49 +68,28 @@ export class FileTaskStore implements TaskStore {
     return data
   }
 
-  async #write (data: GraphFile): Promise<void> {
-    const tmp = `${this.file}.${process.pid}.${randomBytes(6).toString('hex')}.tmp`
-    try {
-      await writeFile(tmp, JSON.stringify(data))
-      const handle = await open(tmp, 'r+')
-      try { await handle.sync() } finally { await handle.close() }
-      await rename(tmp, this.file)
-    } catch (err) {
-      await rm(tmp, { force: true })
-      throw err
-    }
-  }
-
   /**
-   * Take the lock. proper-lockfile's own retries would also retry errors that cannot clear (a
-   * deleted DATA_DIR is retried for minutes), so only a held lock (ELOCKED) is waited out here.
+   * Run `change` on the graph under the lock; write the graph back when it says so. When the lock
+   * was taken over meanwhile nothing is written, and the change runs again on the graph as it is
+   * now (a claim picks again, a completion checks its claim again), a few times at most.
    */
-  async #lock (onCompromised: (err: Error) => void): Promise<() => Promise<void>> {
-    const deadline = Date.now() + this.#lockWaitMs
-    for (let wait = 2; ; wait = Math.min(50, Math.ceil(wait * 1.5))) {
-      try {
-        return await lockfile.lock(this.file, { realpath: false, stale: this.#staleMs, onCompromised })
-      } catch (err) {
-        if ((err as NodeJS.ErrnoException).code !== 'ELOCKED' || Date.now() >= deadline) throw err
-      }
-      await sleep(randomInt(1, wait + 1))
-    }
-  }
-
-  /** Run `change` on the graph under the lock; write the graph back when it says so. */
   async #locked<T>(change: (data: GraphFile, now: Date) => { result: T, write: boolean }): Promise<T> {
-    let compromised: unknown
-    const release = await this.#lock((err) => { compromised = err })
-    try {
-      const data = await this.#read()
-      const { result, write } = change(data, this.#now())
-      if (write) {
-        if (compromised !== undefined) throw new AH_ERR_TASK_LOCK_COMPROMISED(this.file, { cause: compromised })
-        await this.#write(data)
+    await this.#swept
+    for (let attempt = 1; ; attempt++) {
+      const held = await this.#lock.acquire()
+      let committed = false
+      try {
+        const data = await this.#read()
+        const { result, write } = change(data, this.#now())
+        if (!write) return result
+        committed = true
+        await held.commit(JSON.stringify(data))
+        return result
+      } catch (err) {
+        if (!(err instanceof AH_ERR_TASK_LOCK_COMPROMISED) || attempt >= 3) throw err
+      } finally {
+        if (!committed) await held.release()
       }
-      return result
-    } finally {
-      await release().catch(() => {})
     }
   }
 

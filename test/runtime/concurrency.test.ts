@@ -81,3 +81,34 @@ t.test('a process killed while holding the file lock: another proceeds once the 
   t.ok(waited < 10_000)
   t.same((await store.list()).map((x) => x.id), ['before', 'after'])
 })
+
+// Regression: a worker paused (SIGSTOP) past the stale period while it held the lock lost it to
+// another process, and on SIGCONT wrote the snapshot it had read before the pause over the newer
+// graph: one 12 s pause reverted 40 COMPLETED tasks, and all 40 were completed twice.
+t.test('a worker paused while it holds the file lock never writes its stale graph once the lock was taken over', async (t) => {
+  const dir = tempDataDir(t)
+  const store = new FileTaskStore(dir, { staleMs: 1000 })
+  await store.create(['a', 'b', 'c'].map((id) => ({ id, type: 'w' })))
+  const child = spawn(process.execPath, [...process.execArgv, 'test/fixtures/scripts/paused-claimer.ts', dir], { cwd: ROOT, stdio: ['ignore', 'pipe', 'inherit'] })
+  t.teardown(() => { child.kill('SIGKILL') })
+  let out = ''
+  child.stdout.on('data', (c: Buffer) => { out += c.toString() })
+  const state = (): string => readFileSync(`/proc/${child.pid ?? 0}/stat`, 'utf8').split(') ')[1]?.[0] ?? ''
+  for (const deadline = Date.now() + 30_000; !(out.includes('paused') && state() === 'T'); await sleep(20)) {
+    if (Date.now() > deadline) throw new Error('the claimer never paused')
+  }
+  // the lock is the paused process's until it goes stale; then this process takes it over and drains the graph
+  const started = Date.now()
+  for (let task = await store.claim('w', 'live-worker', 60_000); task !== undefined; task = await store.claim('w', 'live-worker', 60_000)) {
+    await store.complete(task.id, { owner: 'live-worker', attempt: task.attempt }, { by: 'live-worker' })
+  }
+  t.ok(Date.now() - started >= 900, 'it waited for the paused holder\'s lock to go stale')
+  const exited = once(child, 'exit')
+  child.kill('SIGCONT')
+  await exited
+  t.equal(out.trim().split('\n').at(-1), 'none', 'continued, the paused worker found nothing left to claim')
+  const tasks = await store.list()
+  t.same(tasks.map((task) => [task.id, task.status, task.owner, task.attempt]), [['a', 'COMPLETED', 'live-worker', 1], ['b', 'COMPLETED', 'live-worker', 1], ['c', 'COMPLETED', 'live-worker', 1]], 'nothing was reverted')
+  await new FileTaskStore(dir).list()
+  t.same(readdirSync(dir).filter((f) => f.includes('.lock') || f.endsWith('.tmp')), [], 'no lock directory or temp file left behind')
+})
