@@ -111,7 +111,14 @@ export class AgentRuntime {
     })
   }
 
-  /** Refuse, before anything changes, what the event log would refuse (seed S36). */
+  /**
+   * Throw `AH_ERR_POLICY_VIOLATION` for what the event log would refuse (seed S36: `render_to_user`
+   * anywhere), before anything changes. `executeOnce` checks a result with it before `onComplete`.
+   */
+  assertAllowed (data: unknown): void {
+    this.#policy(data)
+  }
+
   #policy (data: unknown): void {
     const flagged = findRenderToUser(data)
     if (flagged !== undefined) throw Object.assign(new AH_ERR_POLICY_VIOLATION(`render_to_user at ${flagged}`), { policy_error: true })

@@ -1,4 +1,4 @@
-import { AH_ERR_TASK_AGENT_FAILED, type AgentError } from '../errors.js'
+import { AH_ERR_POLICY_VIOLATION, AH_ERR_TASK_AGENT_FAILED, type AgentError } from '../errors.js'
 import type { AgentResult, AgentRuntime } from './agent-runtime.js'
 import type { TaskNode } from './task.js'
 
@@ -55,6 +55,7 @@ export abstract class BaseAgent {
         .finally(() => { beating = undefined })
     }, runtime.heartbeatMs)
     beat.unref()
+    let completed = false
     try {
       await this.onAssign(task, runtime)
       const result = await this.handleTask(task, {
@@ -62,10 +63,15 @@ export abstract class BaseAgent {
         signal: controller.signal,
         progress: async (message, fraction) => { await this.onProgress(task, runtime, message, fraction) }
       })
+      // a result the policy refuses is the agent's failure, found before onComplete is told otherwise
+      runtime.assertAllowed(result)
       await this.onComplete(task, runtime, result)
+      completed = true
       return await runtime.completeTask(task.id, { ...result, task_id: task.id })
     } catch (err) {
-      const error = err instanceof AH_ERR_TASK_AGENT_FAILED ? err : new AH_ERR_TASK_AGENT_FAILED((err as Error)?.message ?? String(err), { retryable: true, cause: err })
+      // onComplete ran: the hooks have said how this attempt ended (a completion that could not be stored is the caller's)
+      if (completed) throw err
+      const error = agentError(err)
       await this.onError(task, runtime, error)
       return await runtime.failTask(task.id, { reason: error.reason, retryable: error.retryable, ...(error.details !== undefined ? { details: error.details } : {}) })
     } finally {
@@ -75,6 +81,13 @@ export abstract class BaseAgent {
       forget?.()
     }
   }
+}
+
+/** What a task's failure is recorded as: a policy refusal is terminal; any other error is retried unless it says otherwise. */
+function agentError (err: unknown): AgentError {
+  if (err instanceof AH_ERR_TASK_AGENT_FAILED) return err
+  if (err instanceof AH_ERR_POLICY_VIOLATION) return new AH_ERR_TASK_AGENT_FAILED('policy_violation', { retryable: false, details: { detail: err.message }, cause: err })
+  return new AH_ERR_TASK_AGENT_FAILED((err as Error)?.message ?? String(err), { retryable: true, cause: err })
 }
 
 /** Whether a default export is a task agent: a BaseAgent, or an object with `agentType` and `handleTask`. */
@@ -96,6 +109,11 @@ export function asBaseAgent (value: Pick<BaseAgent, 'agentType' | 'handleTask'> 
     override async onAssign (task: TaskNode, runtime: AgentRuntime): Promise<void> {
       if (plain.onAssign !== undefined) await plain.onAssign(task, runtime)
       else await super.onAssign(task, runtime)
+    }
+
+    override async onProgress (task: TaskNode, runtime: AgentRuntime, message: string, fraction?: number): Promise<void> {
+      if (plain.onProgress !== undefined) await plain.onProgress(task, runtime, message, fraction)
+      else await super.onProgress(task, runtime, message, fraction)
     }
 
     override async onComplete (task: TaskNode, runtime: AgentRuntime, result: AgentResult): Promise<void> { await plain.onComplete?.(task, runtime, result) }

@@ -210,3 +210,56 @@ t.test('the narrator speaks only when the gate opens, and otherwise records NARR
   narrator.narrate('talk', 'agent_failed')
   t.match(events.list({ session_id: 'talk', type: 'NARRATION' })[2]?.event, { text: 'count n2 failed: no text (it will be retried)' })
 })
+
+// Regression: a result carrying render_to_user deep in an artifact ran the handler 3 times, called
+// onComplete and then onError, and ended FAILED with retryable: true.
+t.test('a result the policy refuses fails the task at once, not retryable, and only onError runs', async (t) => {
+  const { store, runtime } = setup(t)
+  await store.create([{ id: 'p', type: 'count', max_attempts: 3 }])
+  let runs = 0
+  const agent = new Recorder(async (task) => {
+    runs++
+    return { task_id: task.id, outcome: 'completed', artifacts: [{ deep: { list: [{ render_to_user: true }] } }] }
+  })
+  t.match(await agent.executeOnce(runtime), { id: 'p', status: 'FAILED', attempt: 1, error: { reason: 'policy_violation', retryable: false } })
+  t.equal(await agent.executeOnce(runtime), null, 'nothing left to retry')
+  t.equal(runs, 1)
+  t.same(agent.calls, ['assign', 'error:policy_violation'], 'onError only: the result was never going to be stored')
+})
+
+t.test('once onComplete ran, a completion that cannot be stored does not also run onError', async (t) => {
+  const { store, runtime } = setup(t)
+  await store.create([{ id: 'q', type: 'count' }])
+  const agent = new Recorder(async (task) => {
+    await store.cancel(task.id)
+    return { task_id: task.id, outcome: 'completed' }
+  })
+  await t.rejects(agent.executeOnce(runtime), { code: 'AH_ERR_TASK_STALE_CLAIM' })
+  t.same(agent.calls, ['assign', 'complete'])
+})
+
+// Regression: a plain-object task agent's onProgress was never called (hooks seen: onAssign, onComplete).
+t.test('a plain-object task agent gets every hook it declares, in order', async (t) => {
+  const { store, runtime } = setup(t)
+  const { asBaseAgent } = await import('../../src/runtime/base-agent.js')
+  await store.create([{ id: 'o', type: 'count' }, { id: 'o2', type: 'count', max_attempts: 1 }])
+  const calls: string[] = []
+  let fail = false
+  const agent = asBaseAgent({
+    agentType: 'count',
+    async onAssign () { calls.push('assign') },
+    async onProgress (_task: TaskNode, _runtime: AgentRuntime, message: string) { calls.push(`progress:${message}`) },
+    async onComplete () { calls.push('complete') },
+    async onError (_task: TaskNode, _runtime: AgentRuntime, error: AgentErrorType) { calls.push(`error:${error.reason}`) },
+    async handleTask (task: TaskNode, context: TaskContext) {
+      await context.progress('half', 0.5)
+      await context.progress('most', 0.9)
+      if (fail) throw new Error('boom')
+      return { task_id: task.id, outcome: 'completed' as const }
+    }
+  })
+  t.match(await agent.executeOnce(runtime), { id: 'o', status: 'COMPLETED' })
+  fail = true
+  t.match(await agent.executeOnce(runtime), { id: 'o2', status: 'FAILED' })
+  t.same(calls, ['assign', 'progress:half', 'progress:most', 'complete', 'assign', 'progress:half', 'progress:most', 'error:boom'])
+})
