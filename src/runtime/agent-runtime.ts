@@ -171,6 +171,16 @@ export class AgentRuntime {
     })
   }
 
+  /** Give a claimed task back because this worker is stopping: PENDING at once, the attempt not counted. */
+  async releaseTask (taskId: string): Promise<TaskNode> {
+    return await this.#guard(taskId, 'release', async (token) => {
+      const task = await this.#o.store.release(taskId, token)
+      this.#claims.delete(taskId)
+      this.#o.audit?.append({ actor: this.agentId, action: 'task.release', resource: taskId, success: true, details: { reason: 'shutdown', attempt: token.attempt } })
+      return task
+    })
+  }
+
   /** Whether a heartbeat is due since `lastTs` (ms since epoch, or a date). */
   heartbeatDue (lastTs: number | Date | string): boolean {
     const last = typeof lastTs === 'number' ? lastTs : new Date(lastTs).getTime()

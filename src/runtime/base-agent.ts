@@ -38,7 +38,8 @@ export abstract class BaseAgent {
 
   /**
    * Do one task, if there is one. Returns the finished task node, or `null` when there was no work.
-   * @param signal aborts the running handler (cancel, shutdown)
+   * @param signal the worker is stopping (shutdown): aborts the running handler, and a task it stops
+   *   goes back to PENDING without using an attempt (no hook runs for it)
    */
   async executeOnce (runtime: AgentRuntime, signal?: AbortSignal, onClaimed?: (task: TaskNode, controller: AbortController) => () => void): Promise<TaskNode | null> {
     const task = await runtime.claimTask()
@@ -71,6 +72,8 @@ export abstract class BaseAgent {
     } catch (err) {
       // onComplete ran: the hooks have said how this attempt ended (a completion that could not be stored is the caller's)
       if (completed) throw err
+      // stopped by a graceful shutdown: the task goes back as it was, the attempt not counted
+      if (signal?.aborted === true) return await runtime.releaseTask(task.id)
       const error = agentError(err)
       await this.onError(task, runtime, error)
       return await runtime.failTask(task.id, { reason: error.reason, retryable: error.retryable, ...(error.details !== undefined ? { details: error.details } : {}) })

@@ -4,7 +4,7 @@ import { dirname, join } from 'node:path'
 import { AH_ERR_TASK_LOCK_COMPROMISED, AH_ERR_TASK_NOT_FOUND } from '../errors.js'
 import { GraphLock } from './graph-lock.js'
 import {
-  claimable, claimNode, claimOrder, cancelNode, completeNode, createNodes, failNode, heartbeatNode, leaseExpired, retryOrFail
+  claimable, claimNode, claimOrder, cancelNode, releaseNode, completeNode, createNodes, failNode, heartbeatNode, leaseExpired, retryOrFail
 } from './task-graph.js'
 import { retryDelayMs, type ClaimToken, type JsonObject, type NewTask, type TaskFailure, type TaskNode, type TaskQuery } from './task.js'
 import type { TaskStore, TaskStoreOptions } from './task-store.js'
@@ -147,6 +147,10 @@ export class FileTaskStore implements TaskStore {
 
   async fail (id: string, token: ClaimToken, failure: TaskFailure): Promise<TaskNode> {
     return await this.#update(id, (task, now) => failNode(task, token, failure, retryDelayMs(task.attempt, this.#retryBaseMs, this.#retryCapMs), now))
+  }
+
+  async release (id: string, token: ClaimToken): Promise<TaskNode> {
+    return await this.#update(id, (task, now) => releaseNode(task, token, now))
   }
 
   async cancel (id: string): Promise<TaskNode> {

@@ -1,7 +1,7 @@
 import { AH_ERR_TASK_NOT_FOUND } from '../errors.js'
 import type { Db } from '../storage/database.js'
 import {
-  claimable, claimNode, cancelNode, completeNode, createNodes, failNode, heartbeatNode, retryOrFail
+  claimable, claimNode, cancelNode, completeNode, createNodes, failNode, heartbeatNode, releaseNode, retryOrFail
 } from './task-graph.js'
 import { retryDelayMs, type ClaimToken, type JsonObject, type NewTask, type TaskFailure, type TaskNode, type TaskQuery } from './task.js'
 import type { TaskStore, TaskStoreOptions } from './task-store.js'
@@ -120,6 +120,10 @@ export class SqliteTaskStore implements TaskStore {
 
   async fail (id: string, token: ClaimToken, failure: TaskFailure): Promise<TaskNode> {
     return await this.#update(id, (task, now) => failNode(task, token, failure, retryDelayMs(task.attempt, this.#retryBaseMs, this.#retryCapMs), now))
+  }
+
+  async release (id: string, token: ClaimToken): Promise<TaskNode> {
+    return await this.#update(id, (task, now) => releaseNode(task, token, now))
   }
 
   async cancel (id: string): Promise<TaskNode> {

@@ -131,6 +131,16 @@ export function failNode (task: TaskNode, token: ClaimToken, failure: TaskFailur
   return retryOrFail(task, failure, delayMs, now)
 }
 
+/**
+ * IN_PROGRESS → PENDING at once, and the attempt does not count: its worker was stopped (a graceful
+ * shutdown), the task did not fail.
+ */
+export function releaseNode (task: TaskNode, token: ClaimToken, now: Date): TaskNode {
+  assertClaim(task, token)
+  const at = now.toISOString()
+  return { ...task, status: 'PENDING', owner: null, attempt: task.attempt - 1, lease_expires_at: null, available_at: at, updated_at: at }
+}
+
 /** An IN_PROGRESS task whose lease has run out. */
 export function leaseExpired (task: TaskNode, now: Date): boolean {
   return task.status === 'IN_PROGRESS' && task.lease_expires_at !== null && Date.parse(task.lease_expires_at) <= now.getTime()

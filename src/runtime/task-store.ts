@@ -19,6 +19,8 @@ export interface TaskStore {
   complete(id: string, token: ClaimToken, outputs: JsonObject): Promise<TaskNode>
   /** Back to PENDING with backoff when retryable and attempts remain, else FAILED. */
   fail(id: string, token: ClaimToken, failure: TaskFailure): Promise<TaskNode>
+  /** Give a claimed task back (its worker is shutting down): PENDING at once, the attempt not counted. */
+  release(id: string, token: ClaimToken): Promise<TaskNode>
   cancel(id: string): Promise<TaskNode>
   /** Return IN_PROGRESS tasks whose lease expired to PENDING (or FAILED after max_attempts). */
   reap(): Promise<TaskNode[]>

@@ -112,15 +112,17 @@ t.test('the heartbeat keeps a long task\'s lease alive; a lost claim is stale, c
 t.test('cancel reaches the running handler through its signal', async (t) => {
   const { store, runtime } = setup(t)
   await store.create([{ id: 'x', type: 'count' }])
-  const controller = new AbortController()
   let sawAbort = false
   const agent = new Recorder(async (_task, context) => {
-    setTimeout(() => { controller.abort(new Error('cancelled')) }, 20)
     await new Promise((resolve) => context.signal.addEventListener('abort', resolve))
     sawAbort = true
     throw new AgentError('cancelled', { retryable: false })
   })
-  const done = await agent.executeOnce(runtime, controller.signal)
+  // as the worker pool cancels one task: through the controller it is handed when the task is claimed
+  const done = await agent.executeOnce(runtime, undefined, (_task, controller) => {
+    setTimeout(() => { controller.abort(new Error('cancelled')) }, 20)
+    return () => {}
+  })
   t.ok(sawAbort)
   t.equal(done?.status, 'FAILED')
 })
@@ -134,7 +136,7 @@ t.test('a claim made as the worker is told to stop is handed an aborted signal',
     t.ok(context.signal.aborted)
     throw new AgentError('stopped', { retryable: true })
   })
-  t.match(await agent.executeOnce(runtime, controller.signal), { status: 'PENDING', attempt: 1 })
+  t.match(await agent.executeOnce(runtime, controller.signal), { status: 'PENDING', attempt: 0 }, 'given back: the attempt does not count')
 })
 
 t.test('executeOnce returns only after a heartbeat in flight has settled', async (t) => {
@@ -262,4 +264,20 @@ t.test('a plain-object task agent gets every hook it declares, in order', async 
   fail = true
   t.match(await agent.executeOnce(runtime), { id: 'o2', status: 'FAILED' })
   t.same(calls, ['assign', 'progress:half', 'progress:most', 'complete', 'assign', 'progress:half', 'progress:most', 'error:boom'])
+})
+
+// Regression: three SIGTERMs took a task from attempt 1/3 to FAILED 3/3 ("The operation was aborted").
+t.test('a task stopped by a graceful shutdown goes back to PENDING without using an attempt, and no hook says it failed', async (t) => {
+  const { store, runtime } = setup(t)
+  await store.create([{ id: 's', type: 'count', max_attempts: 1 }])
+  const shutdown = new AbortController()
+  const agent = new Recorder(async (_task, context) => {
+    shutdown.abort(new Error('shutting down'))
+    await sleep(10_000, undefined, { signal: context.signal })
+    throw new Error('not reached')
+  })
+  t.match(await agent.executeOnce(runtime, shutdown.signal), { id: 's', status: 'PENDING', attempt: 0, owner: null })
+  t.same(agent.calls, ['assign'])
+  const again = new Recorder(async (task) => ({ task_id: task.id, outcome: 'completed' }))
+  t.match(await again.executeOnce(runtime), { id: 's', status: 'COMPLETED', attempt: 1 }, 'its one attempt is still there')
 })

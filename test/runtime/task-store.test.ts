@@ -148,6 +148,17 @@ for (const [kind, make] of Object.entries(stores)) {
       await t.rejects(store.cancel('nope'), { code: 'AH_ERR_TASK_NOT_FOUND' })
       await store.close()
     })
+
+    t.test('release: a claimed task goes back to PENDING at once and its attempt does not count; only its claim may', async (t) => {
+      const c = clock()
+      const store = make(t, c.now)
+      await store.create([{ id: 'r', type: 'w', max_attempts: 1 }])
+      const claimed = await store.claim('w', 'me', 1000)
+      await t.rejects(store.release('r', { owner: 'other', attempt: 1 }), { code: 'AH_ERR_TASK_STALE_CLAIM' })
+      t.match(await store.release('r', { owner: 'me', attempt: claimed?.attempt ?? 0 }), { status: 'PENDING', owner: null, attempt: 0, lease_expires_at: null })
+      t.match(await store.claim('w', 'next', 1000), { id: 'r', attempt: 1 }, 'claimable at once, and it is still the first attempt')
+      await store.close()
+    })
   })
 }
 

@@ -96,3 +96,27 @@ t.test('shutdown aborts running handlers and the server closes', async (t) => {
   t.ok(Date.now() - started < 5000)
   t.ok(seen.aborted.includes('long'))
 })
+
+// Regression: three SIGTERMs took a task from attempt 1/3 to FAILED 3/3, and in-process workers kept
+// claiming while the server drained its runs, leaving tasks IN_PROGRESS with most of their lease.
+t.test('a clean stop gives running tasks back without using an attempt, and claims nothing once it began', async (t) => {
+  const dir = (await import('../helper.js')).tempDataDir(t)
+  const app = await build(t, { ...FAST, DATA_DIR: dir, AGENTS_DIR: FIXTURE_AGENTS_DIR, CLOSE_GRACE_MS: '4000' })
+  await app.tasks.create([{ id: 'long', type: 'sleep', inputs: { ms: 60_000 } }])
+  await until(async () => seen.started.includes('long'))
+  // a run that takes a while to stop keeps the server draining
+  const { envelope, SCRIPTED } = await import('../helper.js')
+  const run = app.inject({ method: 'POST', url: '/v1/assist', payload: envelope(SCRIPTED, { script: [{ op: 'markdown', content: 'x' }, { op: 'ignore_abort', ms: 800 }] }) })
+  await sleep(50)
+  const closing = app.close()
+  await sleep(50)
+  // created behind the server's back (another process would), while it drains
+  const { FileTaskStore } = await import('../../src/runtime/file-task-store.js')
+  const other = new FileTaskStore(dir)
+  await other.create([{ id: 'late', type: 'sleep', inputs: { ms: 10 } }])
+  await closing
+  await run
+  const tasks = await other.list()
+  t.same(tasks.map((x) => [x.id, x.status, x.attempt]), [['long', 'PENDING', 0], ['late', 'PENDING', 0]], 'nothing left IN_PROGRESS, no attempt used, nothing claimed during the drain')
+  t.notOk(seen.started.includes('late'))
+})
