@@ -3,6 +3,7 @@ import type { FastifyInstance } from 'fastify'
 import { FileTaskStore } from '../runtime/file-task-store.js'
 import { SqliteTaskStore } from '../runtime/sqlite-task-store.js'
 import { Narrator } from '../runtime/narrator.js'
+import { isBusy } from '../storage/busy.js'
 import { Reaper } from '../runtime/reaper.js'
 import { WorkerPool } from '../runtime/worker-pool.js'
 import type { TaskStore } from '../runtime/task-store.js'
@@ -20,13 +21,14 @@ declare module 'fastify' {
 
 /**
  * The task-graph runtime inside the server: the store (TASK_STORE), the reaper (every lease/2),
- * the narrator (it narrates each task result of a conversation), and WORKERS_PER_TYPE worker loops
+ * the narrator (it follows the event log and narrates each task result of a conversation, from any
+ * process), and WORKERS_PER_TYPE worker loops
  * per task agent. On close the workers are aborted and waited for before the database closes.
  */
 async function tasks (app: FastifyInstance): Promise<void> {
   const config = app.config
   const store: TaskStore = app.metrics.instrument(config.TASK_STORE === 'sqlite' ? new SqliteTaskStore(app.db) : new FileTaskStore(config.DATA_DIR, { staleMs: config.TASK_LOCK_STALE_MS }))
-  const narrator = new Narrator(app.events)
+  const narrator = new Narrator(app.events, app.db)
   const reaper = new Reaper(store, app.events, app.audit)
   const pool = new WorkerPool({
     store,
@@ -42,21 +44,31 @@ async function tasks (app: FastifyInstance): Promise<void> {
   app.decorate('workers', pool)
   app.decorate('narrator', narrator)
 
-  const onEvent = (e: { type: string, session_id?: string, event: Record<string, unknown> }): void => {
-    if (e.type !== 'AGENT_RESULT' || e.session_id === undefined) return
+  // the narrator follows the event log itself (worker processes and the reaper write there too); a
+  // local task result only makes it look sooner
+  let looking: NodeJS.Immediate | undefined
+  const look = (): void => {
+    looking = undefined
     try {
-      narrator.narrate(e.session_id, e.event.outcome === 'failed' ? 'agent_failed' : 'task_completed')
+      while (narrator.follow() > 0);
     } catch (err) {
-      app.log.error({ err }, 'narration failed')
+      if (!isBusy(err)) app.log.error({ err }, 'narration failed')
     }
   }
+  const onEvent = (e: { type: string }): void => {
+    if (e.type === 'AGENT_RESULT' || e.type === 'task.stalled') looking ??= setImmediate(look)
+  }
   app.events.appended.on('event', onEvent)
+  const narrating = setInterval(() => { looking ??= setImmediate(look) }, config.TASK_POLL_MS).unref()
   reaper.start(Math.max(100, Math.floor(config.TASK_LEASE_MS / 2)), (err) => { app.log.error({ err }, 'reaper failed') })
   pool.start(app.taskAgents.map((t) => t.agent))
   app.addHook('preClose', async () => {
     await pool.stop()
     await reaper.stop()
     app.events.appended.off('event', onEvent)
+    clearInterval(narrating)
+    if (looking !== undefined) clearImmediate(looking)
+    look()
     await store.close()
   })
 }

@@ -260,5 +260,20 @@ INSERT INTO search_index VALUES (1, (SELECT coalesce(max(id), 0) FROM interactio
 ALTER TABLE session_values ADD COLUMN pending INTEGER NOT NULL DEFAULT 0;
 CREATE INDEX session_values_pending ON session_values(session_id, key) WHERE pending = 1;
 `
+  },
+  {
+    version: 9,
+    description: 'the narrator\'s place in the event log and in each conversation, so that nothing is narrated twice across restarts and processes',
+    sql: `
+CREATE TABLE narrator_state (
+  id INTEGER PRIMARY KEY CHECK (id = 1),
+  seq INTEGER NOT NULL
+);
+INSERT INTO narrator_state VALUES (1, (SELECT coalesce(max(seq), 0) FROM events));
+CREATE TABLE narrations (
+  session_id TEXT PRIMARY KEY,
+  seq INTEGER NOT NULL
+) WITHOUT ROWID;
+`
   }
 ]

@@ -19,7 +19,7 @@ function setup (t: Teardown, options: { heartbeatMs?: number, leaseMs?: number }
   const audit = new AuditLog(db)
   const store = new FileTaskStore(dir, { retryBaseMs: 20, retryCapMs: 40 })
   const runtime = new AgentRuntime({ agentId: 'agent-1', agentType: 'count', store, events, audit, heartbeatMs: options.heartbeatMs ?? 1000, leaseMs: options.leaseMs ?? 5000 })
-  return { store, events, audit, runtime }
+  return { store, events, audit, runtime, db }
 }
 
 class Recorder extends BaseAgent {
@@ -189,9 +189,9 @@ t.test('guardrails (S36): task events are internal; render_to_user anywhere is r
 })
 
 t.test('the narrator speaks only when the gate opens, and otherwise records NARRATION_SUPPRESSED', async (t) => {
-  const { events, store, runtime } = setup(t)
+  const { events, store, runtime, db } = setup(t)
   const { Narrator } = await import('../../src/runtime/narrator.js')
-  const narrator = new Narrator(events)
+  const narrator = new Narrator(events, db)
   await store.create([{ id: 'n1', type: 'count', metadata: { conversation_id: 'talk' } }])
   await runtime.claimTask()
   await runtime.emitUpdate('n1', 'reading the text', 0.3)
