@@ -107,6 +107,7 @@ export class AgentRuntime {
       time: this.#now().toISOString(),
       visibility: 'internal',
       session_id: typeof conversation === 'string' ? conversation : undefined,
+      task_id: task.id,
       event: { task_id: task.id, task_type: task.type, agent_id: this.agentId, attempt: task.attempt, ...data }
     })
   }

@@ -33,6 +33,7 @@ export class Reaper {
         source: 'agent-host/reaper',
         time: new Date().toISOString(),
         session_id: typeof conversation === 'string' ? conversation : undefined,
+        task_id: task.id,
         event: { task_id: task.id, task_type: task.type, attempt: task.attempt, owner: task.error?.details, status: task.status }
       }, 'host')
       this.#audit?.append({ actor: 'agent-host', action: 'task.reclaim', resource: task.id, success: true, details: { attempt: task.attempt, status: task.status } })

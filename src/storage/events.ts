@@ -14,13 +14,18 @@ export interface EventInput {
   session_id?: string | undefined
   request_id?: string | undefined
   trace_id?: string | undefined
+  /** The task a task-runtime event is about (its events are found by it). */
+  task_id?: string | undefined
   event: Record<string, unknown>
 }
 
 export interface EventQuery {
   session_id?: string
   request_id?: string
+  task_id?: string
   type?: string
+  kind?: StoredEvent['kind']
+  visibility?: StoredEvent['visibility']
   /** Events whose time is at or after this. */
   since?: string
   /** Events after this seq (cursor). */
@@ -84,8 +89,8 @@ export class EventStore {
 
   constructor (db: Db) {
     this.#db = db
-    this.#insert = db.prepare(`INSERT INTO events (id, kind, type, source, time, visibility, session_id, request_id, trace_id, body)
-      VALUES (@id, @kind, @type, @source, @time, @visibility, @session_id, @request_id, @trace_id, @body)`)
+    this.#insert = db.prepare(`INSERT INTO events (id, kind, type, source, time, visibility, session_id, request_id, trace_id, task_id, body)
+      VALUES (@id, @kind, @type, @source, @time, @visibility, @session_id, @request_id, @trace_id, @task_id, @body)`)
     this.appended.setMaxListeners(0)
   }
 
@@ -113,6 +118,7 @@ export class EventStore {
       session_id: input.session_id ?? null,
       request_id: input.request_id ?? null,
       trace_id: input.trace_id ?? null,
+      task_id: input.task_id ?? null,
       body: JSON.stringify(input.event)
     }).lastInsertRowid)
     this.appended.emit('event', { seq, type: input.type, session_id: input.session_id, event: input.event })
@@ -122,7 +128,7 @@ export class EventStore {
   /** Events matching `query`, oldest first. */
   list (query: EventQuery = {}): StoredEvent[] {
     const where = ['seq > @after']
-    for (const key of ['session_id', 'request_id', 'type'] as const) if (query[key] !== undefined) where.push(`${key} = @${key}`)
+    for (const key of ['session_id', 'request_id', 'task_id', 'type', 'kind', 'visibility'] as const) if (query[key] !== undefined) where.push(`${key} = @${key}`)
     if (query.since !== undefined) where.push('time >= @since')
     const rows = this.#db.prepare(`SELECT * FROM events WHERE ${where.join(' AND ')} ORDER BY seq LIMIT @limit`)
       .all({ ...query, after: query.after ?? 0, limit: query.limit ?? 100 }) as Row[]

@@ -275,5 +275,14 @@ CREATE TABLE narrations (
   seq INTEGER NOT NULL
 ) WITHOUT ROWID;
 `
+  },
+  {
+    version: 10,
+    description: 'task events carry their task id, indexed: a task\'s events are a lookup, at any size of the log',
+    sql: `
+ALTER TABLE events ADD COLUMN task_id TEXT;
+UPDATE events SET task_id = json_extract(body, '$.task_id') WHERE kind = 'task' AND json_valid(body) AND json_type(body, '$.task_id') = 'text';
+CREATE INDEX events_by_task ON events(task_id, seq) WHERE task_id IS NOT NULL;
+`
   }
 ]

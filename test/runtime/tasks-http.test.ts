@@ -120,3 +120,30 @@ t.test('a clean stop gives running tasks back without using an attempt, and clai
   t.same(tasks.map((x) => [x.id, x.status, x.attempt]), [['long', 'PENDING', 0], ['late', 'PENDING', 0]], 'nothing left IN_PROGRESS, no attempt used, nothing claimed during the drain')
   t.notOk(seen.started.includes('late'))
 })
+
+// Regression: GET /v1/tasks/:id/events looked only at the first 10 000 events of the database (after
+// 10 200 events from assist runs a new task's 3 events returned none); the conversation feed too.
+t.test('task and conversation feeds are lookups, right at any size of the event log, and page with a cursor', async (t) => {
+  const app = await build(t, { ...FAST })
+  const filler = { kind: 'cloudevent' as const, type: 'noise', source: 'tests', time: new Date().toISOString(), session_id: 'busy-talk', event: {} }
+  app.db.transaction(() => { for (let i = 0; i < 10_500; i++) app.events.append({ ...filler, id: `n${i}` }) })()
+  await app.tasks.create([{ id: 'late-task', type: 'wordcount', inputs: { text: 'one two three' }, metadata: { conversation_id: 'busy-talk' } }])
+  await until(async () => await status(app, 'late-task') === 'COMPLETED')
+  const res = await app.inject({ url: '/v1/tasks/late-task/events' })
+  t.equal(res.statusCode, 200)
+  const types = res.json().events.map((e: { type: string }) => e.type)
+  t.ok(types.length >= 2 && types[0] === 'AGENT_UPDATE' && types.at(-1) === 'AGENT_RESULT', `found past the first 10 000 events: ${types.join(', ')}`)
+  const paged: string[] = []
+  for (let next: number | undefined = 0; next !== undefined;) {
+    const body = (await app.inject({ url: `/v1/tasks/late-task/events?limit=1&after=${next}` })).json() as { events: Array<{ type: string }>, next?: number }
+    paged.push(...body.events.map((e) => e.type))
+    next = body.next
+  }
+  t.same(paged, types, 'a page at a time, with the cursor, the same events')
+  app.narrator.follow()
+  const feed = (await app.inject({ url: '/v1/conversations/busy-talk/events' })).json()
+  t.same(feed.events.map((e: { type: string }) => e.type), ['NARRATION'], 'the user-visible feed, past 10 500 internal events')
+  const internal = (await app.inject({ url: '/v1/conversations/busy-talk/events?internal=true&limit=1000' })).json()
+  t.equal(internal.events.length, 1000)
+  t.type(internal.next, 'number', 'a full page says where the next begins')
+})

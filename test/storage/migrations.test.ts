@@ -94,3 +94,21 @@ t.test('interactions and values indexed under schema 7 are found by recall after
   t.same((await session.recall('walrus', 10)).map((h) => `${h.kind}:${h.ref}`).sort(), ['interaction:r1', 'interaction:r2', 'value:colour', 'value:shape'])
   t.same(await session.recall('teal'), [], 'a replaced value is gone from the index')
 })
+
+t.test('task events stored before schema 10 are found by their task id after migrating', async (t) => {
+  const dir = tempDataDir(t)
+  const raw = new Database(join(dir, DB_FILE))
+  raw.exec('CREATE TABLE schema_migrations (version INTEGER PRIMARY KEY, description TEXT NOT NULL, applied_at TEXT NOT NULL)')
+  for (const step of MIGRATIONS.filter((m) => m.version <= 9)) {
+    raw.exec(step.sql)
+    raw.prepare('INSERT INTO schema_migrations VALUES (?, ?, ?)').run(step.version, step.description, 'then')
+  }
+  const insert = raw.prepare("INSERT INTO events (id, kind, type, source, time, body) VALUES (?, ?, 'AGENT_RESULT', 's', 'then', ?)")
+  insert.run('e1', 'task', '{"task_id":"t-1","outcome":"completed"}')
+  insert.run('e2', 'cloudevent', '{"task_id":"t-1"}')
+  insert.run('e3', 'task', 'not json')
+  raw.close()
+  const app = await buildApp(testConfig(t, { DATA_DIR: dir }))
+  t.teardown(() => app.close())
+  t.same(app.events.list({ task_id: 't-1' }).map((e) => e.kind), ['task'], 'the task\'s own event; an agent\'s event that names it is not one')
+})

@@ -1,6 +1,7 @@
 import type { FastifyPluginAsyncTypebox } from '@fastify/type-provider-typebox'
 import { Type } from 'typebox'
 import { AH_ERR_TASK_NOT_FOUND, AH_ERR_VALIDATION, withDetails } from '../../errors.js'
+import type { StoredEvent } from '../../protocol/events.js'
 import { EventPage } from '../../protocol/records.js'
 import { ErrorBody } from '../../protocol/response.js'
 import { CreateTasksBody, Task, TaskList, TaskStatus } from '../../protocol/tasks.js'
@@ -11,6 +12,12 @@ function invalid (path: string, message: string): Error {
 }
 
 const Params = Type.Object({ id: Type.String({ minLength: 1, maxLength: 128 }) })
+
+/** A page of events, with the cursor of the next one when it is full. */
+function page (events: StoredEvent[], limit: number): { events: StoredEvent[], next?: number } {
+  const last = events.at(-1)
+  return events.length === limit && last !== undefined ? { events, next: last.seq } : { events }
+}
 const Page = {
   limit: Type.Integer({ minimum: 1, maximum: 1000, default: 100 }),
   offset: Type.Integer({ minimum: 0, default: 0 })
@@ -78,30 +85,28 @@ const taskRoutes: FastifyPluginAsyncTypebox = async (app) => {
   app.get('/v1/tasks/:id/events', {
     schema: {
       tags: ['tasks'],
-      summary: 'The events of one task (internal: AGENT_UPDATE, AGENT_RESULT, task.stalled)',
+      summary: 'The events of one task (internal: AGENT_UPDATE, AGENT_RESULT, task.stalled), oldest first; page on with `after` (the previous page\'s `next`)',
       params: Params,
-      querystring: Type.Object(Page),
+      querystring: Type.Object({ after: Type.Optional(Type.Integer({ minimum: 0 })), ...Page }),
       response: { 200: EventPage, 404: ErrorBody }
     }
   }, async (request) => {
     if (await app.tasks.get(request.params.id) === undefined) throw new AH_ERR_TASK_NOT_FOUND(request.params.id)
-    const events = app.events.list({ limit: 10_000 }).filter((e) => e.kind === 'task' && e.event.task_id === request.params.id)
-    return { events: events.slice(request.query.offset, request.query.offset + request.query.limit) }
+    const { after, limit, offset } = request.query
+    return page(app.events.list({ task_id: request.params.id, kind: 'task', after: after ?? 0, limit: limit + offset }).slice(offset), limit)
   })
 
   app.get('/v1/conversations/:id/events', {
     schema: {
       tags: ['tasks'],
-      summary: 'A conversation\'s feed: user-visible (narrator) events, or every event with internal=true',
+      summary: 'A conversation\'s feed: user-visible (narrator) events, or every event with internal=true; page on with `after` (the previous page\'s `next`)',
       params: Params,
       querystring: Type.Object({ internal: Type.Boolean({ default: false }), after: Type.Optional(Type.Integer({ minimum: 0 })), limit: Page.limit }),
       response: { 200: EventPage, 400: ErrorBody }
     }
   }, async (request) => {
     const { internal, after, limit } = request.query
-    const events = app.events.list({ session_id: request.params.id, after: after ?? 0, limit: 10_000 })
-      .filter((e) => internal || e.visibility === 'user').slice(0, limit)
-    return { events }
+    return page(app.events.list({ session_id: request.params.id, ...(internal ? {} : { visibility: 'user' as const }), after: after ?? 0, limit }), limit)
   })
 }
 
