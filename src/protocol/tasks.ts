@@ -55,8 +55,21 @@ export const Task = Type.Object({
   lease_expires_at: Nullable(Time),
   last_heartbeat_at: Nullable(Time),
   available_at: Time,
-  error: Type.Union([JsonObject, Type.Null()])
+  error: Type.Union([JsonObject, Type.Null()]),
+  /** In lists, for a PENDING task: how long it has been claimable and unclaimed, in ms. */
+  waiting_ms: Type.Optional(Type.Integer({ minimum: 0 }))
 }, { ...closed, title: 'Task' })
 export type Task = Static<typeof Task>
 
-export const TaskList = Type.Object({ tasks: Type.Array(Task) }, { ...closed, title: 'TaskList' })
+/** Something about a request that was accepted anyway. */
+export const TaskWarning = Type.Object({
+  /** `unknown_task_type`: no agent of this type is loaded in this server (a worker process may still serve it). */
+  code: Type.Literal('unknown_task_type'),
+  type: Type.String(),
+  message: Type.String()
+}, { ...closed, title: 'TaskWarning' })
+
+export const TaskList = Type.Object({
+  tasks: Type.Array(Task),
+  warnings: Type.Optional(Type.Array(TaskWarning))
+}, { ...closed, title: 'TaskList' })

@@ -147,3 +147,18 @@ t.test('task and conversation feeds are lookups, right at any size of the event 
   t.equal(internal.events.length, 1000)
   t.type(internal.next, 'number', 'a full page says where the next begins')
 })
+
+// Regression: a task whose type no agent serves was accepted silently and waited for ever.
+t.test('a task of a type no agent here serves is accepted with a warning, and the list says how long it has waited', async (t) => {
+  const app = await build(t, { ...FAST })
+  const res = await app.inject({ method: 'POST', url: '/v1/tasks', payload: { tasks: [{ id: 'orphan', type: 'translate' }, { id: 'known', type: 'wordcount', inputs: { text: 'a' } }, { id: 'orphan2', type: 'translate' }] } })
+  t.equal(res.statusCode, 201)
+  t.match(res.json().warnings, [{ code: 'unknown_task_type', type: 'translate', message: /agent-host worker --type translate/ }])
+  t.equal(res.json().warnings.length, 1, 'one warning a type')
+  t.notOk('warnings' in (await app.inject({ method: 'POST', url: '/v1/tasks', payload: { type: 'wordcount', inputs: { text: 'b' } } })).json(), 'none when every type is served')
+  await until(async () => await status(app, 'known') === 'COMPLETED')
+  const pending = (await app.inject({ url: '/v1/tasks?status=PENDING&type=translate' })).json().tasks as Array<{ id: string, waiting_ms: number }>
+  t.same(pending.map((x) => x.id), ['orphan', 'orphan2'])
+  t.ok(pending.every((x) => Number.isInteger(x.waiting_ms) && x.waiting_ms >= 0), 'each says how long it has waited')
+  t.notOk('waiting_ms' in (await app.inject({ url: '/v1/tasks/known' })).json())
+})

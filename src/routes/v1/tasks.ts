@@ -32,7 +32,7 @@ const taskRoutes: FastifyPluginAsyncTypebox = async (app) => {
   app.post('/v1/tasks', {
     schema: {
       tags: ['tasks'],
-      summary: 'Create a task, or a graph of tasks ({ tasks: [...] }) with dependencies',
+      summary: 'Create a task, or a graph of tasks ({ tasks: [...] }) with dependencies; warnings name types no agent here serves',
       body: CreateTasksBody,
       response: { 201: TaskList, 400: ErrorBody }
     }
@@ -43,13 +43,20 @@ const taskRoutes: FastifyPluginAsyncTypebox = async (app) => {
     const batch = (many ?? [one]) as NewTask[]
     const tasks = await app.tasks.create(batch)
     request.log.info({ tasks: tasks.map((t) => t.id) }, 'tasks created')
-    return await reply.code(201).send({ tasks })
+    const served = new Set(app.taskAgents.map((loaded) => loaded.agent.agentType))
+    const unknown = [...new Set(tasks.map((t) => t.type))].filter((type) => !served.has(type))
+    const warnings = unknown.map((type) => ({
+      code: 'unknown_task_type' as const,
+      type,
+      message: `No agent of type "${type}" is loaded in this server: the task waits until a worker of that type (agent-host worker --type ${type}) claims it`
+    }))
+    return await reply.code(201).send(warnings.length > 0 ? { tasks, warnings } : { tasks })
   })
 
   app.get('/v1/tasks', {
     schema: {
       tags: ['tasks'],
-      summary: 'Tasks, oldest first',
+      summary: 'Tasks, oldest first (a PENDING one says how long it has waited: waiting_ms)',
       querystring: Type.Object({
         status: Type.Optional(TaskStatus),
         type: Type.Optional(Type.String()),
@@ -58,7 +65,14 @@ const taskRoutes: FastifyPluginAsyncTypebox = async (app) => {
       }),
       response: { 200: TaskList, 400: ErrorBody }
     }
-  }, async (request) => ({ tasks: await app.tasks.list(request.query) }))
+  }, async (request) => {
+    const now = Date.now()
+    return {
+      tasks: (await app.tasks.list(request.query)).map((task) => task.status === 'PENDING'
+        ? { ...task, waiting_ms: Math.max(0, now - Date.parse(task.available_at)) }
+        : task)
+    }
+  })
 
   app.get('/v1/tasks/:id', {
     schema: { tags: ['tasks'], summary: 'One task', params: Params, response: { 200: Task, 404: ErrorBody } }
