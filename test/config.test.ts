@@ -109,3 +109,9 @@ t.test('the server exits 1 when it cannot listen', async (t) => {
   const { code } = await runServer({ PORT: String(port), DATA_DIR: tempDataDir(t) })
   t.equal(code, 1)
 })
+
+t.test('TASK_LOCK_STALE_MS: 5 s by default; under half a second is refused at boot, naming the setting', async (t) => {
+  t.equal(loadConfig({}).TASK_LOCK_STALE_MS, 5000)
+  t.equal(loadConfig({ TASK_LOCK_STALE_MS: '2000' }).TASK_LOCK_STALE_MS, 2000)
+  t.throws(() => loadConfig({ TASK_LOCK_STALE_MS: '100' }), { code: 'AH_ERR_CONFIG_INVALID', message: /TASK_LOCK_STALE_MS/ })
+})

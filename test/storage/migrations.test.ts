@@ -6,6 +6,17 @@ import { buildApp } from '../../src/app.js'
 import { MIGRATIONS } from '../../src/storage/migrations.js'
 import { tempDataDir, testConfig } from '../helper.js'
 
+/** A database in `dir` as the code of schema `version` left it (to test the migrations after it). */
+function databaseAt (dir: string, version: number): Database.Database {
+  const raw = new Database(join(dir, DB_FILE))
+  raw.exec('CREATE TABLE schema_migrations (version INTEGER PRIMARY KEY, description TEXT NOT NULL, applied_at TEXT NOT NULL)')
+  for (const step of MIGRATIONS.filter((m) => m.version <= version)) {
+    raw.exec(step.sql)
+    raw.prepare('INSERT INTO schema_migrations VALUES (?, ?, ?)').run(step.version, step.description, 'then')
+  }
+  return raw
+}
+
 t.test('a fresh database gets every table, WAL and foreign keys', async (t) => {
   const db = openDatabase(tempDataDir(t))
   t.teardown(() => db.close())
@@ -39,12 +50,7 @@ t.test('a database from a newer version refuses to open, and the app refuses to 
 
 t.test('a journal keyed by request id (schema 6) is carried over to one keyed by run id, and cascades with its run', async (t) => {
   const dir = tempDataDir(t)
-  const raw = new Database(join(dir, DB_FILE))
-  raw.exec('CREATE TABLE schema_migrations (version INTEGER PRIMARY KEY, description TEXT NOT NULL, applied_at TEXT NOT NULL)')
-  for (const step of MIGRATIONS.filter((m) => m.version <= 6)) {
-    raw.exec(step.sql)
-    raw.prepare('INSERT INTO schema_migrations VALUES (?, ?, ?)').run(step.version, step.description, 'then')
-  }
+  const raw = databaseAt(dir, 6)
   const run = raw.prepare(`INSERT INTO runs (request_id, envelope_hash, envelope, session_id, agent_id, main_stream_id, state, owner_instance, owner_pid, started_at)
     VALUES (?, 'h', '{}', 's', 'a', 'm', 'ended', 'i', 1, 0)`)
   const frame = raw.prepare('INSERT INTO journal (request_id, ord, stream_id, seq, frame) VALUES (?, ?, ?, ?, ?)')
@@ -67,12 +73,7 @@ t.test('a journal keyed by request id (schema 6) is carried over to one keyed by
 
 t.test('interactions and values indexed under schema 7 are found by recall after migrating, and new ones join them', async (t) => {
   const dir = tempDataDir(t)
-  const raw = new Database(join(dir, DB_FILE))
-  raw.exec('CREATE TABLE schema_migrations (version INTEGER PRIMARY KEY, description TEXT NOT NULL, applied_at TEXT NOT NULL)')
-  for (const step of MIGRATIONS.filter((m) => m.version <= 7)) {
-    raw.exec(step.sql)
-    raw.prepare('INSERT INTO schema_migrations VALUES (?, ?, ?)').run(step.version, step.description, 'then')
-  }
+  const raw = databaseAt(dir, 7)
   raw.exec("INSERT INTO sessions (session_id, user_id, created_at, updated_at) VALUES ('s1', 'u', 'then', 'then')")
   const interaction = raw.prepare(`INSERT INTO interactions (request_id, session_id, agent_id, agent_request_id, root_request_id, timestamp, status, input, output)
     VALUES (?, 's1', 'a', ?, ?, 'then', 'done', ?, '{}')`)
@@ -97,12 +98,7 @@ t.test('interactions and values indexed under schema 7 are found by recall after
 
 t.test('task events stored before schema 10 are found by their task id after migrating', async (t) => {
   const dir = tempDataDir(t)
-  const raw = new Database(join(dir, DB_FILE))
-  raw.exec('CREATE TABLE schema_migrations (version INTEGER PRIMARY KEY, description TEXT NOT NULL, applied_at TEXT NOT NULL)')
-  for (const step of MIGRATIONS.filter((m) => m.version <= 9)) {
-    raw.exec(step.sql)
-    raw.prepare('INSERT INTO schema_migrations VALUES (?, ?, ?)').run(step.version, step.description, 'then')
-  }
+  const raw = databaseAt(dir, 9)
   const insert = raw.prepare("INSERT INTO events (id, kind, type, source, time, body) VALUES (?, ?, 'AGENT_RESULT', 's', 'then', ?)")
   insert.run('e1', 'task', '{"task_id":"t-1","outcome":"completed"}')
   insert.run('e2', 'cloudevent', '{"task_id":"t-1"}')
