@@ -14,7 +14,8 @@ export const SCHEMA_VERSION = MIGRATIONS.at(-1)?.version ?? 0
 
 /**
  * Apply the migrations the database lacks, each in its own immediate transaction, so several
- * processes booting on one DATA_DIR apply each step once. Refuses a database newer than the code.
+ * processes booting on one DATA_DIR apply each step once. A database already at this schema is
+ * only read: a process joining busy peers waits for no write lock. Refuses a database newer than the code.
  * @returns the versions applied now
  */
 export function migrate (db: Db): number[] {
@@ -23,7 +24,7 @@ export function migrate (db: Db): number[] {
   const found = current()
   if (found > SCHEMA_VERSION) throw new AH_ERR_STORAGE_SCHEMA_TOO_NEW(db.name, found, SCHEMA_VERSION)
   const applied: number[] = []
-  for (const step of MIGRATIONS) {
+  for (const step of MIGRATIONS.filter((m) => m.version > found)) {
     db.transaction(() => {
       if (current() >= step.version) return
       db.exec(step.sql)

@@ -20,7 +20,10 @@ interface Worker { child: ChildProcess, out: string, ready: Promise<void>, exite
 function worker (kind: string, dir: string, owner: string): Worker {
   const child = spawn(process.execPath, [...process.execArgv, 'test/fixtures/scripts/task-chaos-worker.ts', kind, dir, owner], { cwd: ROOT, stdio: ['ignore', 'pipe', 'inherit'] })
   const w: Worker = { child, out: '', ready: Promise.resolve(), exited: once(child, 'exit') }
-  w.ready = new Promise((resolve) => { child.stdout?.on('data', (c: Buffer) => { w.out += c.toString(); if (w.out.startsWith('ready\n')) resolve() }) })
+  w.ready = new Promise((resolve, reject) => {
+    child.stdout?.on('data', (c: Buffer) => { w.out += c.toString(); if (w.out.startsWith('ready\n')) resolve() })
+    child.once('exit', (code, signal) => { reject(new Error(`worker ${owner} exited before it was ready (${String(code ?? signal)})`)) })
+  })
   return w
 }
 

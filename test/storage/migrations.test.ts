@@ -38,6 +38,18 @@ t.test('migrating again is a no-op', async (t) => {
   t.equal((db.prepare('SELECT count(*) AS n FROM schema_migrations').get() as { n: number }).n, MIGRATIONS.length)
 })
 
+t.test('a database at this schema opens while another process holds the write lock', async (t) => {
+  const dir = tempDataDir(t)
+  openDatabase(dir).close()
+  const writer = new Database(join(dir, DB_FILE))
+  t.teardown(() => writer.close())
+  writer.exec('BEGIN IMMEDIATE')
+  const db = openDatabase(dir, { busyTimeoutMs: 20 })
+  t.teardown(() => db.close())
+  t.equal((db.prepare('SELECT count(*) AS n FROM schema_migrations').get() as { n: number }).n, MIGRATIONS.length)
+  writer.exec('ROLLBACK')
+})
+
 t.test('a database from a newer version refuses to open, and the app refuses to boot', async (t) => {
   const dir = tempDataDir(t)
   openDatabase(dir).close()
