@@ -1,5 +1,5 @@
 import { randomBytes, randomInt } from 'node:crypto'
-import { mkdir, open, readdir, rename, rm, rmdir, stat, unlink, utimes, writeFile } from 'node:fs/promises'
+import { mkdir, open, readdir, rename, rm, rmdir, stat, unlink, utimes, type FileHandle } from 'node:fs/promises'
 import { basename, dirname, join } from 'node:path'
 import { setTimeout as sleep } from 'node:timers/promises'
 import { AH_ERR_TASK_LOCK_COMPROMISED } from '../errors.js'
@@ -16,11 +16,13 @@ export interface GraphLockOptions {
 /** A held lock: replace the file and let go ({@link commit}), or just let go ({@link release}). */
 export interface HeldLock {
   /**
-   * Replace the file with `text` and release the lock. Fenced: when the lock was taken over (this
-   * process was paused or cut off past `staleMs`), nothing is written and this throws
-   * `AH_ERR_TASK_LOCK_COMPROMISED`.
+   * Replace the file with the bytes of `data`, in order (written and fsynced), and release the
+   * lock. Fenced: when the lock was taken over (this process was paused or cut off past `staleMs`),
+   * nothing is written and this throws `AH_ERR_TASK_LOCK_COMPROMISED`.
+   * @returns the new file, still open: while the caller keeps it open its inode number cannot be
+   *   reused, so a later `stat` of the path with that inode proves the file is still this one
    */
-  commit: (text: string) => Promise<void>
+  commit: (data: Buffer[]) => Promise<FileHandle>
   release: () => Promise<void>
 }
 
@@ -90,8 +92,9 @@ export class GraphLock {
     }
     const token = `${process.pid}-${randomBytes(8).toString('hex')}`
     const tokenPath = join(this.#dir, token)
+    let handle: FileHandle
     try {
-      await writeFile(tokenPath, '', { flag: 'wx' })
+      handle = await open(tokenPath, 'wx')
     } catch (err) {
       // the directory we made was moved or removed before our token was in it: start again
       if (errno(err) === 'ENOENT') return undefined
@@ -100,10 +103,10 @@ export class GraphLock {
     const others = (await readdir(this.#dir).catch(() => [] as string[])).filter((e) => e !== token)
     if (others.length > 0) {
       // we raced into a directory another process also took: back off (it sees our token, or we saw its)
-      await unlink(tokenPath).catch(() => {})
+      await Promise.all([handle.close(), unlink(tokenPath).catch(() => {})])
       return undefined
     }
-    return this.#held(tokenPath)
+    return this.#held(tokenPath, handle)
   }
 
   async #takeOverIfStale (): Promise<void> {
@@ -125,7 +128,7 @@ export class GraphLock {
     await rm(aside, { recursive: true, force: true })
   }
 
-  #held (tokenPath: string): HeldLock {
+  #held (tokenPath: string, handle: FileHandle): HeldLock {
     let done = false
     const refresh = setInterval(() => {
       const now = new Date()
@@ -138,30 +141,29 @@ export class GraphLock {
       clearInterval(refresh)
     }
     return {
-      commit: async (text) => {
+      commit: async (data) => {
         if (done) throw new Error('the lock was already released')
         finish()
         try {
-          const handle = await open(tokenPath, 'r+')
-          try {
-            await handle.truncate(0)
-            await handle.writeFile(text)
-            await handle.sync()
-          } finally {
-            await handle.close()
-          }
+          const length = data.reduce((n, b) => n + b.length, 0)
+          const { bytesWritten } = await handle.writev(data)
+          if (bytesWritten !== length) throw new Error(`wrote ${bytesWritten} of ${length} bytes to ${tokenPath}`)
+          await handle.sync()
           await rename(tokenPath, this.file)
         } catch (err) {
+          await handle.close()
           if (errno(err) === 'ENOENT') throw new AH_ERR_TASK_LOCK_COMPROMISED(this.file, { cause: err })
           await unlink(tokenPath).catch(() => {})
           await rmdir(this.#dir).catch(() => {})
           throw err
         }
         await rmdir(this.#dir).catch(() => {})
+        return handle
       },
       release: async () => {
         if (done) return
         finish()
+        await handle.close()
         try {
           await unlink(tokenPath)
         } catch {

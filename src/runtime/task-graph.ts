@@ -70,10 +70,19 @@ export function claimOrder (a: TaskNode, b: TaskNode): number {
   return b.priority - a.priority || a.created_at.localeCompare(b.created_at) || a.id.localeCompare(b.id)
 }
 
+// nodes are never changed in place, so a node's parsed available_at holds for its life; the file
+// store claims from one set of nodes again and again, and Date.parse was a third of a claim's CPU
+const availableAt = new WeakMap<TaskNode, number>()
+
 /** PENDING, of `type`, available now, and every dependency COMPLETED. */
 export function claimable (task: TaskNode, type: string, now: Date, status: (id: string) => TaskNode['status'] | undefined): boolean {
-  return task.status === 'PENDING' && task.type === type && Date.parse(task.available_at) <= now.getTime() &&
-    task.dependency_ids.every((dep) => status(dep) === 'COMPLETED')
+  if (task.status !== 'PENDING' || task.type !== type) return false
+  let at = availableAt.get(task)
+  if (at === undefined) {
+    at = Date.parse(task.available_at)
+    availableAt.set(task, at)
+  }
+  return at <= now.getTime() && task.dependency_ids.every((dep) => status(dep) === 'COMPLETED')
 }
 
 /** PENDING → IN_PROGRESS for `owner`, attempt + 1, leased until now + `leaseMs`. */
