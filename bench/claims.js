@@ -33,6 +33,7 @@ async function run (target, size, procs) {
   const db = openDatabase(data.dir)
   const store = target.store === 'sqlite' ? new SqliteTaskStore(db) : new FileTaskStore(data.dir)
   await store.create(Array.from({ length: size }, (_, i) => ({ id: `t${i}`, type: 'w' })))
+  await store.close()
   db.close()
   const workers = Array.from({ length: procs }, (_, i) => {
     const args = [new URL('./drain-worker.js', import.meta.url).pathname, target.store, data.dir, `w${i}`, String(seconds), ...(target.build !== undefined ? [target.build] : [])]

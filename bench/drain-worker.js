@@ -76,5 +76,6 @@ while (Date.now() < deadline) {
   last = Date.now()
   done++
 }
+await store.close?.()
 db?.close()
 process.stdout.write(JSON.stringify({ done, first, last }) + '\n')

@@ -60,6 +60,7 @@ async function worker (type: string | undefined, concurrency: number, env: Recor
   io.out(`worker ready: type ${type}, ${concurrency} loop(s), pid ${process.pid}, store ${config.TASK_STORE}`)
   if (io.signal !== undefined && !io.signal.aborted) await new Promise((resolve) => io.signal?.addEventListener('abort', resolve, { once: true }))
   await pool.stop()
+  await store.close()
   db.close()
   io.out('worker stopped')
   return 0

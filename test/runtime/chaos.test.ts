@@ -108,7 +108,8 @@ for (const kind of ['file', 'sqlite'] as const) {
     }
     const twice = [...byTask].filter(([, ls]) => ls.length > 1)
     const final = await store.list({ limit: TASKS })
-    t.comment(`${TASKS} tasks, ${chaos.kills} kills, ${chaos.pauses} pause of ${pauseMs} ms, ${reads} reads, ${lines.length} completions reported, ${final.filter((x) => x.attempt > 1).length} tasks retried`)
+    const lost = TASKS - final.filter((x) => x.status === 'COMPLETED').length
+    t.comment(`${TASKS} tasks, ${chaos.kills} kills, ${chaos.pauses} pause of ${pauseMs} ms, ${reads} reads, ${lines.length} completions reported, ${final.filter((x) => x.attempt > 1).length} tasks retried; lost ${lost}, doubled ${twice.length}, regressions ${regressions.length}, torn reads ${torn}`)
     t.same(twice, [], 'no task completed twice')
     t.same(regressions, [], 'no COMPLETED task went back')
     t.equal(torn, 0, 'every read of the graph parsed')
