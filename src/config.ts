@@ -108,6 +108,12 @@ export const ConfigSchema = Type.Object({
   KEEP_ALIVE_TIMEOUT_MS: Type.Integer({ default: 72000, minimum: 100 }),
   /** Trust `X-Forwarded-*` headers from a reverse proxy. */
   TRUST_PROXY: Type.Boolean({ default: false }),
+  /** Origins whose pages may call the API from a browser, comma-separated (`https://app.example.com,http://localhost:5173`), or `*` for any; empty: same origin only. */
+  CORS_ORIGINS: Type.String({ default: '' }),
+  /** Let those pages send cookies and HTTP auth with their calls (never with `*`). A Bearer key or token needs no credentials. */
+  CORS_CREDENTIALS: Type.Boolean({ default: false }),
+  /** Serve the playground page at `/playground`. */
+  PLAYGROUND: Type.Boolean({ default: true }),
   /** The provider behind the `llm` backend (what `llm-chat` uses). */
   LLM_PROVIDER: Type.Union([Type.Literal('openai'), Type.Literal('anthropic')], { default: 'openai' }),
   /** An OpenAI-compatible server (vLLM, Ollama, llama.cpp, ...); empty means api.openai.com. */
@@ -168,6 +174,10 @@ export function loadConfig (env: Record<string, string | undefined>, dotenv = fa
     throw new AH_ERR_CONFIG_INVALID('env/HEADERS_TIMEOUT_MS must not be longer than REQUEST_TIMEOUT_MS')
   }
   if (raw.AUTH_MODE === 'jwt') checkJwtConfig(raw)
+  const origins = corsOrigins(raw.CORS_ORIGINS)
+  if (raw.CORS_CREDENTIALS && origins.includes('*')) {
+    throw new AH_ERR_CONFIG_INVALID('env/CORS_CREDENTIALS cannot be true with CORS_ORIGINS=*: browsers refuse credentials for any origin; list the origins')
+  }
   parseApiKeys(raw.API_KEYS)
   parsePrices(raw.LLM_PRICES)
   parseCommand(raw.CLI_AGENT_COMMAND)
@@ -242,4 +252,23 @@ function checkJwtConfig (raw: Config): void {
   if (raw.JWT_ISSUER === '' || raw.JWT_AUDIENCE === '') {
     throw new AH_ERR_CONFIG_INVALID('AUTH_MODE=jwt needs env/JWT_ISSUER and env/JWT_AUDIENCE: tokens minted for another service must not pass')
   }
+}
+
+/**
+ * CORS_ORIGINS as a list: each an origin as browsers send it (`scheme://host[:port]`, no path or
+ * trailing slash), or `*`. Throws `AH_ERR_CONFIG_INVALID` naming the first bad one.
+ */
+export function corsOrigins (text: string): string[] {
+  const origins = text.split(',').map((o) => o.trim()).filter((o) => o !== '')
+  for (const origin of origins) {
+    if (origin === '*') continue
+    let url: URL | undefined
+    try {
+      url = new URL(origin)
+    } catch {}
+    if (url === undefined || !['http:', 'https:'].includes(url.protocol) || url.origin !== origin) {
+      throw new AH_ERR_CONFIG_INVALID(`env/CORS_ORIGINS: "${origin}" is not an origin; write it as scheme://host[:port], e.g. https://app.example.com or http://localhost:5173, or use *`)
+    }
+  }
+  return origins
 }
