@@ -7,6 +7,7 @@ import errorHandler from './plugins/error-handler.js'
 import validation from './plugins/validation.js'
 import jsonBody from './plugins/json-body.js'
 import docs from './plugins/swagger.js'
+import crossOrigin from './plugins/cors.js'
 import storage from './plugins/storage.js'
 import auth from './plugins/auth.js'
 import metrics from './plugins/metrics.js'
@@ -66,6 +67,7 @@ export async function buildApp (config: Config, options: BuildOptions = {}): Pro
 
   await app.register(configPlugin, { config })
   await app.register(errorHandler)
+  await app.register(crossOrigin)
   await app.register(tracing)
   await app.register(validation)
   await app.register(jsonBody)
