@@ -6,13 +6,15 @@ RUN apt-get update \
  && rm -rf /var/lib/apt/lists/*
 WORKDIR /app
 COPY package.json package-lock.json ./
+COPY client/package.json ./client/package.json
 RUN npm ci
 COPY tsconfig.json tsconfig.build.json ./
 COPY src ./src
 COPY agents ./agents
+COPY client ./client
 RUN npm run build && npm prune --omit=dev
 
-# Runtime stage: production dependencies and the compiled server and agents, as a non-root user.
+# Runtime stage: production dependencies, the compiled server and agents, and the playground, as a non-root user.
 FROM node:20-bookworm-slim
 ENV NODE_ENV=production \
     HOST=0.0.0.0 \
@@ -23,6 +25,11 @@ WORKDIR /app
 COPY --from=build --chown=node:node /app/package.json ./package.json
 COPY --from=build --chown=node:node /app/node_modules ./node_modules
 COPY --from=build --chown=node:node /app/dist ./dist
+# the playground: its page, the built client it runs on (node_modules/@agent-host/client links here), the protocol it links
+COPY --from=build --chown=node:node /app/client/package.json ./client/package.json
+COPY --from=build --chown=node:node /app/client/dist ./client/dist
+COPY --chown=node:node playground ./playground
+COPY --chown=node:node docs ./docs
 RUN mkdir -p /app/data && chown node:node /app/data
 USER node
 VOLUME ["/app/data"]

@@ -8,6 +8,7 @@ import validation from './plugins/validation.js'
 import jsonBody from './plugins/json-body.js'
 import docs from './plugins/swagger.js'
 import crossOrigin from './plugins/cors.js'
+import playgroundRoutes from './routes/playground.js'
 import storage from './plugins/storage.js'
 import auth from './plugins/auth.js'
 import metrics from './plugins/metrics.js'
@@ -91,5 +92,6 @@ export async function buildApp (config: Config, options: BuildOptions = {}): Pro
   await app.register(eventRoutes)
   await app.register(auditRoutes)
   await app.register(taskRoutes)
+  await app.register(playgroundRoutes)
   return app
 }

@@ -75,6 +75,8 @@ export const AH_ERR_STORAGE_BUSY = define('AH_ERR_STORAGE_BUSY', 503, 'The datab
   'Another process held the database\'s write lock for longer than `DB_WRITE_BUDGET_MS`; nothing was started or changed. `Retry-After` is set.')
 export const AH_ERR_SHUTTING_DOWN = define('AH_ERR_SHUTTING_DOWN', 503, 'The server is shutting down',
   'The server is draining; retry against another instance (`Retry-After` is set).')
+export const AH_ERR_PLAYGROUND_UNBUILT = define('AH_ERR_PLAYGROUND_UNBUILT', 503, 'The playground needs the client built: run npm run build',
+  'The playground page is served but the TypeScript client it runs on (`client/dist`) was not built; `npm run build` (or `npm start`) builds it.')
 
 // Agents: authoring and runtime (raised to agent code or at boot)
 export const AH_ERR_AGENT_INVALID = define('AH_ERR_AGENT_INVALID', 500, 'Invalid agent at %s: %s',

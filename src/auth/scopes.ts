@@ -46,5 +46,5 @@ export function routeKey (method: string, url: string): string {
 
 /** Whether the route (method and pattern) is one anyone may call. */
 export function isPublic (method: string, url: string): boolean {
-  return PUBLIC_ROUTES.has(routeKey(method, url)) || url === '/docs' || url.startsWith('/docs/')
+  return PUBLIC_ROUTES.has(routeKey(method, url)) || url === '/docs' || url.startsWith('/docs/') || ((method === 'GET' || method === 'HEAD') && (url === '/playground' || url.startsWith('/playground/')))
 }

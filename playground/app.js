@@ -1,0 +1,341 @@
+// The playground: pick an agent, fill its inputs, watch the run live, cancel it, reload and resume it.
+// Everything goes through the TypeScript client (client/, served at /playground/client/); markdown
+// is rendered with marked and sanitised with DOMPurify before it touches the page.
+import { AgentHostClient, buildEnvelope } from '/playground/client/index.js'
+import { marked } from 'marked'
+import DOMPurify from 'dompurify'
+
+const $ = (id) => document.getElementById(id)
+const RUN_KEY = 'agent-host.playground.run'
+const KEY_KEY = 'agent-host.playground.apiKey'
+const MAX_SAVED_PACKETS = 5000
+
+const state = { agents: [], controller: undefined, run: undefined, rawJson: false, saveTimer: undefined }
+
+function client () {
+  const apiKey = $('api-key').value.trim()
+  return new AgentHostClient({ baseUrl: location.origin, ...(apiKey !== '' ? { apiKey } : {}) })
+}
+
+function setStatus (text, kind = '') {
+  $('status').textContent = text
+  $('status').className = kind
+}
+
+function fail (err) {
+  setStatus(describe(err), 'failed')
+}
+
+function describe (err) {
+  return err?.code !== undefined ? `${err.code}: ${err.message}` : String(err?.message ?? err)
+}
+
+// --- the request: agents, a form from the capability's inputs schema, or raw JSON ---
+
+function capability () {
+  const agent = state.agents.find((a) => a.metadata.id === $('agent').value)
+  return agent?.capabilities[0]
+}
+
+function field (name, schema, required) {
+  const label = document.createElement('label')
+  label.textContent = `${name}${required ? ' *' : ''}`
+  if (schema.description !== undefined) label.title = schema.description
+  let input
+  if (Array.isArray(schema.enum)) {
+    input = document.createElement('select')
+    for (const value of schema.enum) input.append(new Option(String(value), JSON.stringify(value)))
+  } else if (schema.type === 'boolean') {
+    input = document.createElement('input')
+    input.type = 'checkbox'
+    input.checked = schema.default === true
+  } else if (schema.type === 'number' || schema.type === 'integer') {
+    input = document.createElement('input')
+    input.type = 'number'
+    if (schema.type === 'integer') input.step = '1'
+    if (schema.default !== undefined) input.value = String(schema.default)
+  } else if (schema.type === 'string') {
+    input = document.createElement('textarea')
+    input.rows = name === 'query' || (schema.maxLength ?? 1000) > 200 ? 3 : 1
+    if (schema.default !== undefined) input.value = schema.default
+  } else {
+    input = document.createElement('textarea')
+    input.rows = 2
+    input.placeholder = 'JSON'
+    if (schema.default !== undefined) input.value = JSON.stringify(schema.default)
+  }
+  input.name = name
+  input.dataset.kind = Array.isArray(schema.enum) ? 'enum' : (schema.type ?? 'json')
+  label.append(input)
+  return label
+}
+
+function renderForm () {
+  const cap = capability()
+  const form = $('inputs-form')
+  form.replaceChildren()
+  $('agent-description').textContent = cap === undefined ? '' : `${cap.description} (answers ${cap.delivery_mode === 'server_sent_events' ? 'as a stream' : 'in JSON'} by default)`
+  const schema = cap?.inputs ?? {}
+  const properties = schema.properties ?? {}
+  const required = new Set(schema.required ?? [])
+  for (const [name, prop] of Object.entries(properties)) form.append(field(name, prop, required.has(name)))
+  if (Object.keys(properties).length === 0) form.append(Object.assign(document.createElement('p'), { className: 'hint', textContent: 'This capability declares no fields: use Raw JSON.' }))
+  $('inputs-json').value = JSON.stringify(formValues(), null, 2)
+  const mode = cap?.delivery_mode === 'json' ? 'json' : 'sse'
+  document.querySelector(`input[name=mode][value=${mode}]`).checked = true
+}
+
+function formValues () {
+  const values = {}
+  for (const input of $('inputs-form').querySelectorAll('[name]')) {
+    const kind = input.dataset.kind
+    if (kind === 'boolean') values[input.name] = input.checked
+    else if (input.value === '') continue
+    else if (kind === 'number' || kind === 'integer') values[input.name] = Number(input.value)
+    else if (kind === 'string') values[input.name] = input.value
+    else values[input.name] = JSON.parse(input.value)
+  }
+  return values
+}
+
+function inputs () {
+  return state.rawJson ? JSON.parse($('inputs-json').value || '{}') : formValues()
+}
+
+function showTab (raw) {
+  if (raw && !state.rawJson) {
+    try { $('inputs-json').value = JSON.stringify(formValues(), null, 2) } catch {}
+  }
+  state.rawJson = raw
+  $('inputs-form').hidden = raw
+  $('inputs-json').hidden = !raw
+  $('tab-form').setAttribute('aria-selected', String(!raw))
+  $('tab-json').setAttribute('aria-selected', String(raw))
+}
+
+// --- the output: one panel per stream, each packet rendered as it arrives ---
+
+function panel (streamId) {
+  let el = document.querySelector(`[data-stream="${CSS.escape(streamId)}"]`)
+  if (el !== null) return el
+  el = document.createElement('article')
+  el.className = 'stream'
+  el.dataset.stream = streamId
+  const main = $('streams').children.length === 0
+  const title = Object.assign(document.createElement('h2'), { textContent: main ? 'Main stream' : 'Stream' })
+  const status = Object.assign(document.createElement('span'), { className: 'stream-status', textContent: 'open' })
+  title.append(' ', status)
+  el.append(title, Object.assign(document.createElement('div'), { className: 'events' }))
+  $('streams').append(el)
+  return el
+}
+
+function block (el, className, ...children) {
+  const div = document.createElement('div')
+  div.className = className
+  div.append(...children)
+  el.querySelector('.events').append(div)
+  return div
+}
+
+const isWebUrl = (url) => { try { return ['http:', 'https:'].includes(new URL(url, location.href).protocol) } catch { return false } }
+const isLocalImage = (url) => { try { const u = new URL(url, location.href); return u.protocol === 'data:' || u.origin === location.origin } catch { return false } }
+const pre = (value) => Object.assign(document.createElement('pre'), { textContent: JSON.stringify(value, null, 2) })
+
+function renderEvent (el, event) {
+  switch (event.type) {
+    case 'THOUGHT_TRACE': block(el, `thought ${String(event.data.status).toLowerCase()}`, `💭 ${event.data.thought}`); break
+    case 'MARKDOWN_BLOCK': block(el, 'markdown').innerHTML = DOMPurify.sanitize(marked.parse(event.data.content)); break
+    case 'STREAM_START': el.querySelector('h2').firstChild.textContent = event.title ?? 'Stream'; break
+    case 'DATA': {
+      const details = document.createElement('details')
+      details.open = true
+      details.append(Object.assign(document.createElement('summary'), { textContent: event.title ?? 'Data' }), pre(event.data))
+      block(el, 'data', details)
+      break
+    }
+    case 'RESULT': block(el, 'result', Object.assign(document.createElement('strong'), { textContent: 'Result' }), pre(event.data)); break
+    case 'CITATION_BLOCK': {
+      const list = document.createElement('ol')
+      for (const c of event.data.citations) {
+        const item = document.createElement('li')
+        const link = isWebUrl(c.uri) ? Object.assign(document.createElement('a'), { href: c.uri, rel: 'noopener noreferrer', target: '_blank' }) : document.createElement('span')
+        link.textContent = c.title
+        item.append(link)
+        if (c.snippet !== undefined) item.append(` — ${c.snippet}`)
+        list.append(item)
+      }
+      block(el, 'citations', list)
+      break
+    }
+    case 'PROGRESS_INDICATOR': {
+      let row = [...el.querySelectorAll('.progress')].find((p) => p.dataset.label === event.data.label)
+      if (row === undefined) {
+        row = block(el, 'progress', Object.assign(document.createElement('span'), { textContent: event.data.label }), document.createElement('progress'))
+        row.dataset.label = event.data.label
+      }
+      const bar = row.querySelector('progress')
+      if (event.data.progress_percent !== undefined) bar.value = event.data.progress_percent
+      else if (event.data.status === 'complete') bar.value = 1
+      row.dataset.status = event.data.status
+      break
+    }
+    case 'MEDIA_CAROUSEL': {
+      const items = event.data.items.map((m) => {
+        if (m.mime_type.startsWith('image/') && isLocalImage(m.url)) return Object.assign(document.createElement('img'), { src: m.url, alt: m.alt_text ?? '' })
+        // an image elsewhere is a link: the page loads nothing from other servers by itself
+        return isWebUrl(m.url) ? Object.assign(document.createElement('a'), { href: m.url, textContent: m.alt_text ?? m.url, rel: 'noopener noreferrer', target: '_blank' }) : document.createTextNode(m.alt_text ?? m.url)
+      })
+      block(el, 'media', ...items)
+      break
+    }
+    default: block(el, 'event', pre(event))
+  }
+}
+
+function render (packet) {
+  const el = panel(packet.stream_id)
+  if (packet.op === 'DELTA') {
+    let text = el.querySelector('.events > .delta:last-child')
+    if (text === null) text = block(el, 'delta')
+    text.append(packet.p)
+  } else if (packet.op === 'EVENT') renderEvent(el, packet.p)
+  else if (packet.op === 'ERROR') block(el, `error ${packet.p.severity.toLowerCase()}`, `${packet.p.severity} ${packet.p.code}: ${packet.p.message}`)
+  else if (packet.op === 'CLOSE') {
+    el.querySelector('.stream-status').textContent = `closed: ${packet.p}`
+    el.dataset.closed = packet.p
+  }
+  $('packets').append(JSON.stringify(packet) + '\n')
+  $('packet-count').textContent = String(Number($('packet-count').textContent) + 1)
+}
+
+// --- a run: streamed with resume, or answered in JSON; saved so that a reload can resume it ---
+
+function save (now = false) {
+  clearTimeout(state.saveTimer)
+  const write = () => { if (state.run !== undefined) sessionStorage.setItem(RUN_KEY, JSON.stringify(state.run)) }
+  if (now) write()
+  else state.saveTimer = setTimeout(write, 100)
+}
+
+function resetOutput () {
+  $('streams').replaceChildren()
+  $('packets').textContent = ''
+  $('packet-count').textContent = '0'
+  $('answer').textContent = ''
+  $('answer-box').open = false
+}
+
+function running (on) {
+  $('run').disabled = on
+  $('cancel').disabled = !on
+}
+
+async function follow (envelope, resumeFrom) {
+  state.controller = new AbortController()
+  running(true)
+  const main = state.run.packets[0]?.stream_id
+  try {
+    const packets = client().stream(envelope, { signal: state.controller.signal, ...(resumeFrom !== undefined ? { resumeFrom } : {}), onResume: (cursor, attempt) => { setStatus(`Connection lost; resuming after ${cursor} (attempt ${attempt})…`) } })
+    for await (const packet of packets) {
+      if (state.run.packets.length < MAX_SAVED_PACKETS) state.run.packets.push(packet)
+      state.run.cursor = `${packet.stream_id}:${packet.seq}`
+      render(packet)
+      save()
+      setStatus(`Running ${envelope.request_id}: ${state.run.packets.length} packets`)
+      if (packet.op === 'CLOSE' && packet.stream_id === (main ?? state.run.packets[0]?.stream_id)) state.run.done = true
+    }
+    state.run.done = true
+    setStatus(`Done: ${state.run.packets.length} packets`, 'ok')
+  } catch (err) {
+    setStatus(describe(err), 'failed')
+  } finally {
+    save(true)
+    running(false)
+  }
+}
+
+async function run () {
+  let envelope
+  try {
+    envelope = buildEnvelope({ agentId: $('agent').value, input: inputs() })
+  } catch (err) {
+    setStatus(`Inputs: ${describe(err)}`, 'failed')
+    return
+  }
+  resetOutput()
+  state.run = { envelope, packets: [], cursor: undefined, done: false }
+  const mode = document.querySelector('input[name=mode]:checked').value
+  if (mode === 'sse') {
+    save(true)
+    await follow(envelope)
+    return
+  }
+  state.controller = new AbortController()
+  running(true)
+  setStatus(`Running ${envelope.request_id}…`)
+  try {
+    const answer = await client().assist(envelope, { signal: state.controller.signal })
+    $('answer').textContent = JSON.stringify(answer, null, 2)
+    $('answer-box').open = true
+    setStatus('Done', 'ok')
+  } catch (err) {
+    setStatus(describe(err), 'failed')
+  } finally {
+    running(false)
+  }
+}
+
+async function cancel () {
+  const requestId = state.run?.envelope.request_id
+  if (requestId === undefined) return
+  try {
+    await client().cancel(requestId)
+    setStatus(`Cancelled ${requestId}`)
+  } catch (err) {
+    // a JSON run, or a run that already ended: stop waiting for it here
+    state.controller?.abort()
+    setStatus(describe(err), 'failed')
+  }
+}
+
+async function resumeSaved () {
+  const saved = JSON.parse(sessionStorage.getItem(RUN_KEY) ?? 'null')
+  if (saved === null || saved.done || saved.envelope === undefined) return
+  state.run = saved
+  resetOutput()
+  for (const packet of saved.packets) render(packet)
+  setStatus(`Resuming ${saved.envelope.request_id} after ${saved.cursor ?? 'the start'}…`)
+  await follow(saved.envelope, saved.cursor)
+}
+
+async function start () {
+  $('api-key').value = sessionStorage.getItem(KEY_KEY) ?? ''
+  $('api-key').addEventListener('change', () => { sessionStorage.setItem(KEY_KEY, $('api-key').value.trim()); loadAgents().catch(fail) })
+  $('agent').addEventListener('change', renderForm)
+  $('tab-form').addEventListener('click', () => { showTab(false) })
+  $('tab-json').addEventListener('click', () => { showTab(true) })
+  $('run').addEventListener('click', () => { run().catch(fail) })
+  $('cancel').addEventListener('click', () => { cancel().catch(fail) })
+  addEventListener('pagehide', () => { save(true) })
+  await loadAgents()
+  await resumeSaved()
+}
+
+async function loadAgents () {
+  try {
+    state.agents = await client().agents()
+  } catch (err) {
+    setStatus(`Agents: ${describe(err)}${err?.status === 401 ? ' (enter an API key with agents:read and assist:invoke)' : ''}`, 'failed')
+    return
+  }
+  const select = $('agent')
+  const chosen = select.value
+  select.replaceChildren(...state.agents.map((a) => new Option(`${a.metadata.name} — ${a.capabilities[0]?.description ?? ''}`, a.metadata.id)))
+  if (state.agents.some((a) => a.metadata.id === chosen)) select.value = chosen
+  renderForm()
+  setStatus(`${state.agents.length} agents`)
+  document.body.dataset.ready = 'true'
+}
+
+start().catch(fail)

@@ -1,0 +1,66 @@
+import { createHash } from 'node:crypto'
+import { existsSync, readFileSync } from 'node:fs'
+import { dirname, join } from 'node:path'
+import { fileURLToPath } from 'node:url'
+import fastifyStatic from '@fastify/static'
+import type { FastifyInstance, FastifyReply } from 'fastify'
+import { AH_ERR_PLAYGROUND_UNBUILT } from '../errors.js'
+
+// the page's files are not compiled: beside src/ in a checkout, one level further up from dist/src/
+const ROOT = [new URL('../../', import.meta.url), new URL('../../../', import.meta.url)]
+  .map((url) => fileURLToPath(url)).find((dir) => existsSync(join(dir, 'playground', 'index.html')))
+
+/** The packages the page imports by name, each to the one ES module file a browser can load. */
+const VENDOR = { 'eventsource-parser': 'eventsource-parser.js', marked: 'marked.js', dompurify: 'dompurify.js' } as const
+
+const hidden = { schema: { hide: true } }
+
+/**
+ * The playground at `/playground/` (PLAYGROUND=false turns it off): a small page that drives the
+ * agents through the TypeScript client (`client/`, served built at `/playground/client/`), with
+ * marked and DOMPurify served from this server too, so it loads nothing from the internet. Its
+ * Content-Security-Policy admits scripts from this origin and the one inline import map only.
+ */
+export default async function playgroundRoutes (app: FastifyInstance): Promise<void> {
+  if (!app.config.PLAYGROUND) return
+  if (ROOT === undefined) throw new Error('the playground\'s files (playground/index.html) are missing beside src/; set PLAYGROUND=false or restore them')
+  const client = clientDir()
+  const importMap = JSON.stringify({ imports: Object.fromEntries(Object.entries(VENDOR).map(([name, file]) => [name, `/playground/vendor/${file}`])) })
+  const hash = createHash('sha256').update(importMap).digest('base64')
+  const page = readFileSync(join(ROOT, 'playground', 'index.html'), 'utf8').replace('<!--IMPORTMAP-->', `<script type="importmap">${importMap}</script>`)
+  const csp = [
+    "default-src 'self'", `script-src 'self' 'sha256-${hash}'`, "style-src 'self'", "img-src 'self' data:",
+    "connect-src 'self'", "object-src 'none'", "base-uri 'none'", "frame-ancestors 'none'", "form-action 'none'"
+  ].join('; ')
+  const secure = (reply: FastifyReply): FastifyReply => reply.header('content-security-policy', csp).header('x-content-type-options', 'nosniff').header('referrer-policy', 'no-referrer')
+
+  app.get('/playground', hidden, async (_request, reply) => await reply.redirect('/playground/'))
+  app.get('/playground/', hidden, async (_request, reply) => await secure(reply).type('text/html; charset=utf-8').send(page))
+  const vendor = Object.fromEntries(Object.entries(VENDOR).map(([name, file]) => [file, readFileSync(fileURLToPath(import.meta.resolve(name)))]))
+  app.get<{ Params: { file: string } }>('/playground/vendor/:file', hidden, async (request, reply) => {
+    const body = vendor[request.params.file]
+    if (body === undefined) return await reply.callNotFound()
+    return await secure(reply).type('text/javascript; charset=utf-8').header('cache-control', 'public, max-age=3600').send(body)
+  })
+  const protocol = join(ROOT, 'docs', 'protocol.md')
+  app.get('/playground/protocol.md', hidden, async (_request, reply) => {
+    if (!existsSync(protocol)) return await reply.callNotFound()
+    return await secure(reply).type('text/plain; charset=utf-8').send(readFileSync(protocol))
+  })
+  await app.register(fastifyStatic, { root: join(ROOT, 'playground'), prefix: '/playground/', index: false, wildcard: true, decorateReply: false, setHeaders: (res) => { res.setHeader('x-content-type-options', 'nosniff') } })
+  if (client !== undefined) {
+    await app.register(fastifyStatic, { root: client, prefix: '/playground/client/', index: false, decorateReply: false, setHeaders: (res) => { res.setHeader('x-content-type-options', 'nosniff') } })
+  } else {
+    app.log.warn('the playground needs the client built (client/dist): run npm run build')
+    app.get('/playground/client/*', hidden, async () => { throw new AH_ERR_PLAYGROUND_UNBUILT() })
+  }
+}
+
+/** client/dist, or undefined when the client was not built (tests run from sources; `npm run build` builds it). */
+function clientDir (): string | undefined {
+  try {
+    return dirname(fileURLToPath(import.meta.resolve('@agent-host/client')))
+  } catch {
+    return undefined
+  }
+}
