@@ -2,21 +2,51 @@ import fp from 'fastify-plugin'
 import swagger from '@fastify/swagger'
 import swaggerUi from '@fastify/swagger-ui'
 import type { FastifyInstance } from 'fastify'
-import { generateOpenApiPath } from '../protocol/openapi.js'
+import { ROUTE_SCOPES, routeKey } from '../auth/scopes.js'
+import { generateOpenApiComponents, type JsonObject } from '../protocol/components.js'
+import { generateOpenApiPath, genericErrorResponses, openApiRequestBody, openApiResponses } from '../protocol/openapi.js'
 import pkg from '../../package.json' with { type: 'json' }
 
+/** `/v1/tasks/:id` as OpenAPI writes it: `/v1/tasks/{id}`. */
+function openApiPath (url: string): string {
+  return url.replace(/:([A-Za-z0-9_]+)/g, '{$1}')
+}
+
 /**
- * The OpenAPI 3.1 document (built from the route schemas) at `/openapi.json`, and Swagger UI at
- * `/docs`. `POST /v1/assist` is documented by exactly `generateOpenApiPath()` (CAP.md §8).
+ * A route's response schemas, with the generic answers the auth and limits plugins add (a bare
+ * ErrorBody) given this route's scope and their examples.
+ */
+function withGenericErrors (response: Record<string, unknown>, scope: string | undefined): Record<string, unknown> {
+  if (scope === undefined) return response
+  const generic = genericErrorResponses(scope)
+  const out = { ...response }
+  for (const [status, schema] of Object.entries(generic)) {
+    if (status in out && (out[status] as { examples?: unknown }).examples === undefined) out[status] = schema
+  }
+  return out
+}
+
+/**
+ * The OpenAPI 3.1 document at `/openapi.json` (and `/docs/json`), and Swagger UI at `/docs`.
+ *
+ * Routes validate and serialize with their TypeBox schemas as they are; only the document names
+ * them: `components.schemas` is `generateOpenApiComponents()`, and each route's body and
+ * responses are written by `openApiRequestBody()` / `openApiResponses()` as `$ref`s to those
+ * components, with the examples the route's schemas carry. @fastify/swagger still writes the rest
+ * (operationId, summary, parameters, security). `POST /v1/assist` is exactly `generateOpenApiPath()`
+ * (CAP.md §8).
  */
 async function docs (app: FastifyInstance): Promise<void> {
+  // `METHOD /path` → the request body and responses of that operation, filled in by transformObject
+  const operations = new Map<string, JsonObject>()
   await app.register(swagger, {
     openapi: {
       openapi: '3.1.0',
       info: {
         title: 'agent-host',
         version: pkg.version,
-        description: 'Hosts AI agents behind the Coreason Agent Protocol (CAP). See the README for the wire contract.'
+        description: 'Hosts AI agents behind the Coreason Agent Protocol (CAP). See the README for the wire contract.\n\n' +
+          '*Try it out* on `POST /v1/assist` runs the bundled echo agent as it is. Swagger UI shows an SSE response only once it ends: watch streams live in the playground ([/playground](/playground)) or with `curl -N`.'
       },
       tags: [
         { name: 'assist', description: 'Invoke agents' },
@@ -34,9 +64,28 @@ async function docs (app: FastifyInstance): Promise<void> {
         }
       }
     },
+    transform: ({ schema, url, route }) => {
+      if (schema === undefined || schema.hide === true) return { schema, url }
+      const { body, response, ...rest } = schema
+      const documented: JsonObject = {}
+      if (body !== undefined) documented.requestBody = openApiRequestBody(body, rest.consumes)
+      for (const method of [route.method].flat()) {
+        const scope = ROUTE_SCOPES[routeKey(method, url)]
+        documented.responses = openApiResponses(withGenericErrors((response ?? {}) as Record<string, unknown>, scope), rest.produces)
+        operations.set(`${method.toLowerCase()} ${openApiPath(url)}`, { ...documented })
+      }
+      return { schema: rest, url }
+    },
     transformObject: (documentObject) => {
-      const doc = (documentObject as { openapiObject: { paths?: Record<string, unknown> } }).openapiObject
-      doc.paths = { ...doc.paths, '/v1/assist': generateOpenApiPath() }
+      const doc = (documentObject as { openapiObject: { paths: Record<string, Record<string, JsonObject>>, components: { schemas?: JsonObject } } }).openapiObject
+      for (const [path, item] of Object.entries(doc.paths)) {
+        for (const [method, operation] of Object.entries(item)) {
+          const documented = operations.get(`${method} ${path}`)
+          if (documented !== undefined) Object.assign(operation, documented)
+        }
+      }
+      doc.paths['/v1/assist'] = generateOpenApiPath() as Record<string, JsonObject>
+      doc.components.schemas = { ...doc.components.schemas, ...generateOpenApiComponents() }
       return doc as never
     }
   })

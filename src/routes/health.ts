@@ -1,4 +1,5 @@
 import type { FastifyPluginAsyncTypebox } from '@fastify/type-provider-typebox'
+import { documented } from '../protocol/openapi.js'
 import { HealthCheckResponse } from '../protocol/response.js'
 import pkg from '../../package.json' with { type: 'json' }
 
@@ -9,7 +10,19 @@ import pkg from '../../package.json' with { type: 'json' }
 const healthRoutes: FastifyPluginAsyncTypebox = async (app) => {
   const bootedAt = performance.now()
   app.get('/health', {
-    schema: { tags: ['operations'], summary: 'Liveness and status', response: { 200: HealthCheckResponse, 503: HealthCheckResponse } }
+    schema: {
+      operationId: 'getHealth',
+      tags: ['operations'],
+      summary: 'Liveness and status',
+      description: 'Public. `degraded` when the server is under pressure; 503 with `maintenance` while it shuts down, so load balancers stop routing here.',
+      response: {
+        200: documented(HealthCheckResponse, { description: 'Serving: `ok`, or `degraded` under pressure' }),
+        503: documented(HealthCheckResponse, {
+          description: 'Shutting down',
+          examples: [{ status: 'maintenance', agent_id: 'c0ffee00-1234-4abc-8def-000000000001', version: pkg.version, uptime_seconds: 3600.5 }]
+        })
+      }
+    }
   }, async (request, reply) => {
     const closing = app.runs.closing
     return reply.code(closing ? 503 : 200).send({

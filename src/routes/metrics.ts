@@ -5,6 +5,7 @@ import { Type } from 'typebox'
 const metricsRoutes: FastifyPluginAsyncTypebox = async (app) => {
   app.get('/metrics', {
     schema: {
+      operationId: 'getMetrics',
       tags: ['operations'],
       summary: 'Prometheus metrics',
       description: 'Requests by route and status, assist latency by agent and mode, open SSE streams, packets, heartbeats, disconnects, tasks by status, claims, reclaims, stale completions, lease expiries, audit rows, and the Node.js process metrics; every name starts `agent_host_`.',

@@ -4,16 +4,15 @@ import type { FastifyReply, FastifyRequest } from 'fastify'
 import { Type } from 'typebox'
 import type { Cursor } from '../../assist/engine.js'
 import type { Frame } from '../../assist/frame-queue.js'
-import { AH_ERR_NOT_ACCEPTABLE } from '../../errors.js'
+import { AH_ERR_NOT_ACCEPTABLE, AH_ERR_RUN_NOT_FOUND } from '../../errors.js'
 import { chooseDeliveryMode } from '../../http/negotiate.js'
 import { SseWriter } from '../../http/sse-writer.js'
+import { CancelAccepted } from '../../protocol/cancel.js'
 import { Uuid } from '../../protocol/common.js'
 import { AssistHeaders, ServiceRequest } from '../../protocol/envelope.js'
-import { ASSIST_ERROR_RESPONSES } from '../../protocol/openapi.js'
+import { ASSIST_ERROR_RESPONSES, errorResponse, validationError } from '../../protocol/openapi.js'
 import { SSE_EVENT_NAME } from '../../protocol/packets.js'
-import { ErrorBody, ServiceResponse } from '../../protocol/response.js'
-
-const errorResponses = Object.fromEntries(Object.keys(ASSIST_ERROR_RESPONSES).map((status) => [status, ErrorBody]))
+import { ServiceResponse } from '../../protocol/response.js'
 
 /** `Last-Event-ID` (already checked by the headers schema) as a cursor. */
 function cursorOf (header: string | undefined): Cursor | undefined {
@@ -87,24 +86,26 @@ const assistRoutes: FastifyPluginAsyncTypebox = async (app) => {
     return await reply.code(answer.status).send(answer.body)
   }
 
+  // the document shows generateOpenApiPath() for this route (CAP.md §8), from the same error responses
   const schema = {
     body: ServiceRequest,
     headers: AssistHeaders,
-    response: { 200: ServiceResponse, ...errorResponses }
+    response: { 200: ServiceResponse, ...ASSIST_ERROR_RESPONSES }
   }
-  app.post('/v1/assist', { schema: { ...schema, tags: ['assist'] } }, assist)
+  app.post('/v1/assist', { schema: { ...schema, operationId: 'assist', tags: ['assist'] } }, assist)
   app.post('/assist', { schema: { ...schema, hide: true } }, assist)
 
   app.post('/v1/assist/:request_id/cancel', {
     schema: {
+      operationId: 'cancelAssist',
       tags: ['assist'],
       summary: 'Cancel a running request',
       description: 'Fires the agent\'s AbortSignal and ends every open stream with CLOSE `"cancelled"`, on whichever server runs it. Only the caller who started the run, or an admin, may; for anyone else it is a 404.',
       params: Type.Object({ request_id: Uuid }),
       response: {
-        202: Type.Object({ request_id: Uuid, cancelled: Type.Literal(true) }, { additionalProperties: false }),
-        400: ErrorBody,
-        404: ErrorBody
+        202: CancelAccepted,
+        400: errorResponse('`request_id` is not a UUID', validationError('/params/request_id', 'must match format "uuid"')),
+        404: errorResponse('No run with this id is still going, or it is not the caller\'s', new AH_ERR_RUN_NOT_FOUND('0c6f4e2a-9b1d-4f3e-8a57-2d9e6b1c4a01'))
       }
     }
   }, async (request, reply) => {

@@ -3,7 +3,7 @@ import type { FastifyPluginAsyncTypebox } from '@fastify/type-provider-typebox'
 import { Type } from 'typebox'
 import { SseWriter } from '../../http/sse-writer.js'
 import { EventPage, PageQuery } from '../../protocol/records.js'
-import { ErrorBody } from '../../protocol/response.js'
+import { errorResponse, validationError } from '../../protocol/openapi.js'
 import type { EventQuery } from '../../storage/events.js'
 
 /** How often a follower looks for events written by other processes. */
@@ -16,8 +16,10 @@ const POLL_MS = 500
 const eventRoutes: FastifyPluginAsyncTypebox = async (app) => {
   app.get('/v1/events', {
     schema: {
+      operationId: 'listEvents',
       tags: ['events'],
       summary: 'Stored events, oldest first; follow=true tails them as SSE (event: agent.event, id: seq)',
+      description: 'Filtered by `session_id`, `request_id` and `type`; page on with `after` (the previous page\'s `next`). With `follow=true` the answer is a `text/event-stream` that sends the matching events after `after` (or `Last-Event-ID`) and then tails new ones; Swagger UI shows such a stream only when it ends, so follow it with `curl -N`.',
       querystring: Type.Object({
         session_id: Type.Optional(Type.String()),
         request_id: Type.Optional(Type.String()),
@@ -25,7 +27,7 @@ const eventRoutes: FastifyPluginAsyncTypebox = async (app) => {
         follow: Type.Boolean({ default: false }),
         ...PageQuery
       }),
-      response: { 200: EventPage, 400: ErrorBody }
+      response: { 200: EventPage, 400: errorResponse('A query parameter is malformed', validationError('/querystring/follow', 'must be boolean')) }
     }
   }, async (request, reply) => {
     const { follow, limit = 100, ...filters } = request.query

@@ -4,10 +4,12 @@ import type { FastifyRequest } from 'fastify'
 import { grants } from '../../auth/scopes.js'
 import { AH_ERR_SESSION_NOT_FOUND } from '../../errors.js'
 import { Uuid } from '../../protocol/common.js'
+import { EXAMPLE_SESSION_ID, documented, errorResponse, validationError } from '../../protocol/openapi.js'
 import { HistoryPage } from '../../protocol/records.js'
-import { ErrorBody } from '../../protocol/response.js'
 
-const Params = Type.Object({ session_id: Uuid })
+const Params = Type.Object({ session_id: documented(Uuid, { description: 'The session (`context.session_id` of the requests)', examples: [EXAMPLE_SESSION_ID] }) })
+const invalidId = errorResponse('`session_id` is not a UUID', validationError('/params/session_id', 'must match format "uuid"'))
+const notFound = errorResponse('No stored session has this id, or it is another key\'s', new AH_ERR_SESSION_NOT_FOUND(EXAMPLE_SESSION_ID))
 
 /** `GET /v1/sessions/:session_id/history` and `DELETE /v1/sessions/:session_id`. */
 const sessionRoutes: FastifyPluginAsyncTypebox = async (app) => {
@@ -18,6 +20,7 @@ const sessionRoutes: FastifyPluginAsyncTypebox = async (app) => {
   }
   app.get('/v1/sessions/:session_id/history', {
     schema: {
+      operationId: 'getSessionHistory',
       tags: ['sessions'],
       summary: 'A session\'s interactions, oldest first (page back with offset)',
       params: Params,
@@ -26,7 +29,7 @@ const sessionRoutes: FastifyPluginAsyncTypebox = async (app) => {
         /** Skip this many of the newest interactions. */
         offset: Type.Integer({ minimum: 0, default: 0 })
       }),
-      response: { 200: HistoryPage, 400: ErrorBody, 404: ErrorBody }
+      response: { 200: HistoryPage, 400: invalidId, 404: notFound }
     }
   }, async (request) => {
     const { session_id: sessionId } = request.params
@@ -40,11 +43,12 @@ const sessionRoutes: FastifyPluginAsyncTypebox = async (app) => {
 
   app.delete('/v1/sessions/:session_id', {
     schema: {
+      operationId: 'deleteSession',
       tags: ['sessions'],
       summary: 'Erase a session: its history, values, search index, run journals and events',
       description: 'Runs of the session still going are cancelled first. The erasure is audited.',
       params: Params,
-      response: { 204: Type.Null(), 400: ErrorBody, 404: ErrorBody }
+      response: { 204: documented(Type.Null(), { description: 'Erased' }), 400: invalidId, 404: notFound }
     }
   }, async (request, reply) => {
     const { session_id: sessionId } = request.params

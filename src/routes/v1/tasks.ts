@@ -1,9 +1,9 @@
 import type { FastifyPluginAsyncTypebox } from '@fastify/type-provider-typebox'
 import { Type } from 'typebox'
-import { AH_ERR_TASK_NOT_FOUND, AH_ERR_VALIDATION, withDetails } from '../../errors.js'
+import { AH_ERR_TASK_INVALID, AH_ERR_TASK_NOT_FOUND, AH_ERR_TASK_STATE, AH_ERR_VALIDATION, withDetails } from '../../errors.js'
 import type { StoredEvent } from '../../protocol/events.js'
+import { documented, errorResponse, validationError } from '../../protocol/openapi.js'
 import { EventPage } from '../../protocol/records.js'
-import { ErrorBody } from '../../protocol/response.js'
 import { CreateTasksBody, Task, TaskList, TaskStatus } from '../../protocol/tasks.js'
 import type { NewTask } from '../../runtime/task.js'
 
@@ -12,6 +12,9 @@ function invalid (path: string, message: string): Error {
 }
 
 const Params = Type.Object({ id: Type.String({ minLength: 1, maxLength: 128 }) })
+const EXAMPLE_TASK = 'c1d2e3f4-a5b6-4c7d-8e9f-0a1b2c3d4e5f'
+const taskNotFound = errorResponse('No task has this id', new AH_ERR_TASK_NOT_FOUND(EXAMPLE_TASK))
+const badQuery = errorResponse('A query parameter is malformed', validationError('/querystring/limit', 'must be <= 1000'))
 
 /** A page of events, with the cursor of the next one when it is full. */
 function page (events: StoredEvent[], limit: number): { events: StoredEvent[], next?: number } {
@@ -31,10 +34,16 @@ const Page = {
 const taskRoutes: FastifyPluginAsyncTypebox = async (app) => {
   app.post('/v1/tasks', {
     schema: {
+      operationId: 'createTasks',
       tags: ['tasks'],
       summary: 'Create a task, or a graph of tasks ({ tasks: [...] }) with dependencies; warnings name types no agent here serves',
-      body: CreateTasksBody,
-      response: { 201: TaskList, 400: ErrorBody }
+      description: 'Send one task, or `{ "tasks": [...] }` whose members name each other in `dependency_ids` (give them `id`s), not both. The example asks the bundled `wordcount` task agent.',
+      body: documented(CreateTasksBody, { examples: [{ type: 'wordcount', inputs: { text: 'the quick brown fox jumps over the lazy dog' }, metadata: { conversation_id: 'swagger-ui' } }] }),
+      response: {
+        201: documented(TaskList, { description: 'Created, PENDING until a worker of their type claims them' }),
+        400: errorResponse('The body is malformed (`AH_ERR_VALIDATION`) or the graph is not valid: an id used twice, an unknown dependency, a cycle (`AH_ERR_TASK_INVALID`)',
+          validationError('/type', 'is required'), new AH_ERR_TASK_INVALID('dependency cycle: a -> b -> a'))
+      }
     }
   }, async (request, reply) => {
     const { tasks: many, ...one } = request.body
@@ -55,6 +64,7 @@ const taskRoutes: FastifyPluginAsyncTypebox = async (app) => {
 
   app.get('/v1/tasks', {
     schema: {
+      operationId: 'listTasks',
       tags: ['tasks'],
       summary: 'Tasks, oldest first (a PENDING one says how long it has waited: waiting_ms)',
       querystring: Type.Object({
@@ -63,7 +73,7 @@ const taskRoutes: FastifyPluginAsyncTypebox = async (app) => {
         conversation_id: Type.Optional(Type.String()),
         ...Page
       }),
-      response: { 200: TaskList, 400: ErrorBody }
+      response: { 200: TaskList, 400: badQuery }
     }
   }, async (request) => {
     const now = Date.now()
@@ -75,7 +85,7 @@ const taskRoutes: FastifyPluginAsyncTypebox = async (app) => {
   })
 
   app.get('/v1/tasks/:id', {
-    schema: { tags: ['tasks'], summary: 'One task', params: Params, response: { 200: Task, 404: ErrorBody } }
+    schema: { operationId: 'getTask', tags: ['tasks'], summary: 'One task', params: Params, response: { 200: Task, 404: taskNotFound } }
   }, async (request) => {
     const task = await app.tasks.get(request.params.id)
     if (task === undefined) throw new AH_ERR_TASK_NOT_FOUND(request.params.id)
@@ -84,10 +94,15 @@ const taskRoutes: FastifyPluginAsyncTypebox = async (app) => {
 
   app.post('/v1/tasks/:id/cancel', {
     schema: {
+      operationId: 'cancelTask',
       tags: ['tasks'],
       summary: 'Cancel a pending or running task (a running handler gets its AbortSignal)',
       params: Params,
-      response: { 200: Task, 404: ErrorBody, 409: ErrorBody }
+      response: {
+        200: Task,
+        404: taskNotFound,
+        409: errorResponse('The task has ended already (COMPLETED, FAILED or CANCELLED)', new AH_ERR_TASK_STATE(EXAMPLE_TASK, 'COMPLETED', 'cancel'))
+      }
     }
   }, async (request) => {
     const task = await app.tasks.cancel(request.params.id)
@@ -98,11 +113,12 @@ const taskRoutes: FastifyPluginAsyncTypebox = async (app) => {
 
   app.get('/v1/tasks/:id/events', {
     schema: {
+      operationId: 'listTaskEvents',
       tags: ['tasks'],
       summary: 'The events of one task (internal: AGENT_UPDATE, AGENT_RESULT, task.stalled), oldest first; page on with `after` (the previous page\'s `next`)',
       params: Params,
       querystring: Type.Object({ after: Type.Optional(Type.Integer({ minimum: 0 })), ...Page }),
-      response: { 200: EventPage, 404: ErrorBody }
+      response: { 200: EventPage, 404: taskNotFound }
     }
   }, async (request) => {
     if (await app.tasks.get(request.params.id) === undefined) throw new AH_ERR_TASK_NOT_FOUND(request.params.id)
@@ -112,11 +128,13 @@ const taskRoutes: FastifyPluginAsyncTypebox = async (app) => {
 
   app.get('/v1/conversations/:id/events', {
     schema: {
+      operationId: 'listConversationEvents',
       tags: ['tasks'],
       summary: 'A conversation\'s feed: user-visible (narrator) events, or every event with internal=true; page on with `after` (the previous page\'s `next`)',
+      description: '`internal=true` needs the scope `events:internal` as well.',
       params: Params,
       querystring: Type.Object({ internal: Type.Boolean({ default: false }), after: Type.Optional(Type.Integer({ minimum: 0 })), limit: Page.limit }),
-      response: { 200: EventPage, 400: ErrorBody }
+      response: { 200: EventPage, 400: badQuery }
     }
   }, async (request) => {
     const { internal, after, limit } = request.query
