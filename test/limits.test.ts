@@ -127,9 +127,13 @@ t.test('SSE stream caps: MAX_STREAMS_PER_CALLER (429) and MAX_STREAMS (503); a s
   const a1 = await open(url, waiting(), undefined, a)
   const a2 = await open(url, waiting(), undefined, a)
   t.same([a1.res.statusCode, a2.res.statusCode], [200, 200])
-  const a3 = await open(url, waiting(), undefined, a)
+  const third = waiting()
+  const a3 = await open(url, third, undefined, a)
   await a3.ended
   t.equal(a3.res.statusCode, 429, 'a third stream for the same key')
+  // regression: the cap was checked after the run had started, so a refused caller's agent ran anyway
+  const cancel = await fetch(`${url}/v1/assist/${third.request_id}/cancel`, { method: 'POST', headers: a })
+  t.equal(cancel.status, 404, 'the refused request started no run')
   t.match(checkErrorBody(JSON.parse(a3.text())), { code: 'AH_ERR_TOO_MANY_STREAMS', message: /this caller holds 2 open already/, details: { limit: 'caller_streams', max: 2 } })
   t.equal(a3.res.headers['retry-after'], '1')
   const json = await open(url, envelope(SCRIPTED, { script: [{ op: 'markdown', content: 'json' }] }), 'application/json', a)

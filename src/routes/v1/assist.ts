@@ -36,8 +36,7 @@ function clientSignal (reply: FastifyReply): AbortController {
 const assistRoutes: FastifyPluginAsyncTypebox = async (app) => {
   const config = app.config
 
-  async function stream (request: FastifyRequest, reply: FastifyReply, requestId: string, after: Cursor | undefined, client: AbortController): Promise<void> {
-    const release = app.limits.openStream(request, reply)
+  async function stream (request: FastifyRequest, reply: FastifyReply, requestId: string, after: Cursor | undefined, client: AbortController, release: () => void): Promise<void> {
     reply.hijack()
     const writer = new SseWriter(reply.raw, {
       headers: reply.getHeaders() as OutgoingHttpHeaders,
@@ -65,22 +64,32 @@ const assistRoutes: FastifyPluginAsyncTypebox = async (app) => {
 
   async function assist (request: FastifyRequest<{ Body: ServiceRequest, Headers: AssistHeaders }>, reply: FastifyReply) {
     const after = cursorOf(request.headers['last-event-id'])
-    const submission = await app.assist.submit(request.body, {
-      identity: request.identity,
-      chooseMode: (own) => {
-        const mode = chooseDeliveryMode(request.headers.accept, own)
-        if (mode === undefined) throw new AH_ERR_NOT_ACCEPTABLE(request.headers.accept ?? '')
-        return mode
-      },
-      resuming: after !== undefined,
-      admit: async (agent) => { await app.limits.agentRun(request, reply, agent) },
-      log: request.log
-    })
+    // a stream's slot is taken as soon as the mode is known: a caller over the cap starts no run
+    let slot: (() => void) | undefined
+    let submission
+    try {
+      submission = await app.assist.submit(request.body, {
+        identity: request.identity,
+        chooseMode: (own) => {
+          const mode = chooseDeliveryMode(request.headers.accept, own)
+          if (mode === undefined) throw new AH_ERR_NOT_ACCEPTABLE(request.headers.accept ?? '')
+          if (mode === 'server_sent_events') slot = app.limits.openStream(request, reply)
+          return mode
+        },
+        resuming: after !== undefined,
+        admit: async (agent) => { await app.limits.agentRun(request, reply, agent) },
+        log: request.log
+      })
+    } catch (err) {
+      slot?.()
+      throw err
+    }
     const client = clientSignal(reply)
     if (submission.mode === 'server_sent_events') {
-      await stream(request, reply, submission.requestId, after, client)
+      await stream(request, reply, submission.requestId, after, client, slot ?? app.limits.openStream(request, reply))
       return reply
     }
+    slot?.()
     const answer = await app.assist.answer(submission.requestId, { signal: client.signal })
     if (answer.status === 503) reply.header('retry-after', '5')
     return await reply.code(answer.status).send(answer.body)
