@@ -4,7 +4,7 @@ import globals from 'globals'
 export default [
   ...neostandard({
     ts: true,
-    ignores: ['dist/**', 'coverage/**', '.tap/**', 'data/**', 'bench/results/**']
+    ignores: ['dist/**', 'client/dist/**', 'coverage/**', '.tap/**', 'data/**', 'bench/results/**']
   }),
   {
     // TypeBox's idiom: a schema constant and its Static<> type share one name.

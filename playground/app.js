@@ -121,8 +121,8 @@ function panel (streamId) {
   el = document.createElement('article')
   el.className = 'stream'
   el.dataset.stream = streamId
-  const main = $('streams').children.length === 0
-  const title = Object.assign(document.createElement('h2'), { textContent: main ? 'Main stream' : 'Stream' })
+  // every other stream opens with a STREAM_START, which names its panel
+  const title = Object.assign(document.createElement('h2'), { textContent: 'Main stream' })
   const status = Object.assign(document.createElement('span'), { className: 'stream-status', textContent: 'open' })
   title.append(' ', status)
   el.append(title, Object.assign(document.createElement('div'), { className: 'events' }))
@@ -144,7 +144,7 @@ const pre = (value) => Object.assign(document.createElement('pre'), { textConten
 
 function renderEvent (el, event) {
   switch (event.type) {
-    case 'THOUGHT_TRACE': block(el, `thought ${String(event.data.status).toLowerCase()}`, `💭 ${event.data.thought}`); break
+    case 'THOUGHT_TRACE': block(el, `thought ${String(event.data.status).toLowerCase()}`, event.data.thought); break
     case 'MARKDOWN_BLOCK': block(el, 'markdown').innerHTML = DOMPurify.sanitize(marked.parse(event.data.content)); break
     case 'STREAM_START': el.querySelector('h2').firstChild.textContent = event.title ?? 'Stream'; break
     case 'DATA': {
@@ -234,7 +234,6 @@ function running (on) {
 async function follow (envelope, resumeFrom) {
   state.controller = new AbortController()
   running(true)
-  const main = state.run.packets[0]?.stream_id
   try {
     const packets = client().stream(envelope, { signal: state.controller.signal, ...(resumeFrom !== undefined ? { resumeFrom } : {}), onResume: (cursor, attempt) => { setStatus(`Connection lost; resuming after ${cursor} (attempt ${attempt})…`) } })
     for await (const packet of packets) {
@@ -243,7 +242,6 @@ async function follow (envelope, resumeFrom) {
       render(packet)
       save()
       setStatus(`Running ${envelope.request_id}: ${state.run.packets.length} packets`)
-      if (packet.op === 'CLOSE' && packet.stream_id === (main ?? state.run.packets[0]?.stream_id)) state.run.done = true
     }
     state.run.done = true
     setStatus(`Done: ${state.run.packets.length} packets`, 'ok')
@@ -333,7 +331,8 @@ async function loadAgents () {
   const chosen = select.value
   select.replaceChildren(...state.agents.map((a) => new Option(`${a.metadata.name} — ${a.capabilities[0]?.description ?? ''}`, a.metadata.id)))
   if (state.agents.some((a) => a.metadata.id === chosen)) select.value = chosen
-  renderForm()
+  // the same agent again (a new key): keep what was typed
+  if (select.value !== chosen || $('inputs-form').childElementCount === 0) renderForm()
   setStatus(`${state.agents.length} agents`)
   document.body.dataset.ready = 'true'
 }

@@ -1,0 +1,176 @@
+import t, { type Test } from 'tap'
+import { execFileSync } from 'node:child_process'
+import { existsSync } from 'node:fs'
+import { createServer } from 'node:http'
+import { once } from 'node:events'
+import { fileURLToPath } from 'node:url'
+import { chromium, type Browser, type Page } from 'playwright-core'
+import type { StreamPacket } from '../../src/protocol/packets.js'
+import { AGENTS, build, FIXTURE_AGENTS_DIR, listen, SCRIPTED } from '../helper.js'
+
+const ROOT = fileURLToPath(new URL('../..', import.meta.url))
+const CHROMIUM = process.env.CHROMIUM_PATH ?? '/usr/bin/chromium'
+// CI installs Debian's chromium (.ci/run); elsewhere say what is missing instead of failing
+const skip = existsSync(CHROMIUM) || process.env.CI !== undefined ? false : `no browser at ${CHROMIUM} (apt-get install -y chromium)`
+
+let browser: Browser | undefined
+t.before(async () => {
+  if (skip !== false) return
+  // the page runs the built client (client/dist), as `npm start` serves it
+  execFileSync(process.execPath, [fileURLToPath(import.meta.resolve('typescript/bin/tsc')), '-p', 'client/tsconfig.json'], { cwd: ROOT, stdio: 'inherit' })
+  browser = await chromium.launch({ executablePath: CHROMIUM, headless: true, args: ['--no-sandbox', '--disable-gpu', '--disable-background-networking'] })
+})
+t.teardown(async () => { await browser?.close() })
+
+/** A fresh page that records every request it makes and every console error. */
+async function open (t: Test, url: string): Promise<{ page: Page, requests: string[], errors: string[] }> {
+  const context = await (browser as Browser).newContext()
+  t.teardown(async () => { await context.close() })
+  const page = await context.newPage()
+  const requests: string[] = []
+  const errors: string[] = []
+  page.on('request', (r) => { requests.push(r.url()) })
+  page.on('console', (m) => { if (m.type() === 'error') errors.push(m.text()) })
+  page.on('pageerror', (e) => { errors.push(e.message) })
+  await page.goto(url)
+  return { page, requests, errors }
+}
+
+async function choose (page: Page, agentId: string, inputs: Record<string, unknown>): Promise<void> {
+  await page.waitForSelector('body[data-ready=true]')
+  await page.selectOption('#agent', agentId)
+  await page.click('#tab-json')
+  await page.fill('#inputs-json', JSON.stringify(inputs))
+}
+
+const streamText = async (page: Page, title: string): Promise<string> =>
+  await page.locator('article.stream', { hasText: title }).locator('.delta').allTextContents().then((parts) => parts.join(''))
+const packetsOf = async (page: Page): Promise<StreamPacket[]> =>
+  (await page.locator('#packets').textContent() ?? '').split('\n').filter((l) => l !== '').map((l) => JSON.parse(l) as StreamPacket)
+
+/** Every stream's packets are seq 1, 2, 3 ... with nothing missing and nothing twice. */
+function assertNoGapNoDuplicate (t: Test, packets: StreamPacket[]): void {
+  const seqs = new Map<string, number[]>()
+  for (const p of packets) seqs.set(p.stream_id, [...(seqs.get(p.stream_id) ?? []), p.seq])
+  for (const [id, list] of seqs) t.same(list, list.map((_, i) => i + 1), `stream ${id.slice(0, 8)}: seq 1..${list.length}`)
+}
+
+const words = (n: number): string => Array.from({ length: n }, (_, i) => `w${i + 1}`).join(' ')
+
+t.test('the page loads from this server alone, lists the agents and streams a run live', { skip }, async (t) => {
+  const { url } = await listen(t, { WORKERS_PER_TYPE: '0' })
+  const { page, requests, errors } = await open(t, `${url}/playground`)
+  await page.waitForSelector('body[data-ready=true]')
+  t.ok(await page.locator(`#agent option[value="${AGENTS.echoStream}"]`).count(), 'echo-stream is offered')
+  await page.selectOption('#agent', AGENTS.echoStream)
+  await page.fill('#inputs-form [name=query]', 'alpha beta gamma delta epsilon')
+  await page.fill('#inputs-form [name=delay_ms]', '150')
+  await page.click('#run')
+  await page.locator('article.stream:last-child .delta', { hasText: 'alpha' }).waitFor()
+  t.notOk(await page.locator('article.stream[data-closed]').count() === 2, 'the first words show before the run ends')
+  await page.waitForSelector('article.stream:nth-child(2)[data-closed=done]')
+  t.equal(await streamText(page, 'Echo Response'), 'alpha beta gamma delta epsilon ')
+  t.match(await page.locator('article.stream').first().textContent(), /Processing request/)
+  assertNoGapNoDuplicate(t, await packetsOf(page))
+  if (process.env.PLAYGROUND_SCREENSHOT !== undefined) await page.screenshot({ path: process.env.PLAYGROUND_SCREENSHOT, fullPage: true })
+  t.same(requests.filter((r) => !r.startsWith(url)), [], 'nothing loaded from anywhere else')
+  t.same(errors, [], 'no console errors (a CSP violation would be one)')
+})
+
+t.test('a run is cancelled from the page: its streams close "cancelled" and the words stop', { skip }, async (t) => {
+  const { url } = await listen(t, { WORKERS_PER_TYPE: '0' })
+  const { page } = await open(t, `${url}/playground/`)
+  await choose(page, AGENTS.echoStream, { query: words(40), delay_ms: 200 })
+  await page.click('#run')
+  await page.locator('article.stream:nth-child(2) .delta', { hasText: 'w2' }).waitFor()
+  await page.click('#cancel')
+  await page.waitForSelector('article.stream:first-child[data-closed=cancelled]')
+  t.ok((await streamText(page, 'Echo Response')).split(' ').length < 40, 'it stopped early')
+  t.equal(await page.locator('#cancel').isDisabled(), true)
+})
+
+t.test('a reload in the middle of a run resumes it: every word once, in order', { skip }, async (t) => {
+  const { url } = await listen(t, { WORKERS_PER_TYPE: '0' })
+  const { page, errors } = await open(t, `${url}/playground/`)
+  await choose(page, AGENTS.echoStream, { query: words(15), delay_ms: 150 })
+  await page.click('#run')
+  await page.locator('article.stream:nth-child(2) .delta', { hasText: 'w3' }).waitFor()
+  await page.reload()
+  await page.waitForSelector('article.stream:nth-child(2)[data-closed=done]', { timeout: 30_000 })
+  t.equal(await streamText(page, 'Echo Response'), words(15) + ' ')
+  t.match(await page.locator('#status').textContent(), /Done/)
+  assertNoGapNoDuplicate(t, await packetsOf(page))
+  t.same(errors, [])
+})
+
+t.test('markdown from an agent is rendered and sanitised', { skip }, async (t) => {
+  const { url } = await listen(t, { WORKERS_PER_TYPE: '0', AGENTS_DIR: FIXTURE_AGENTS_DIR })
+  const { page } = await open(t, `${url}/playground/`)
+  await choose(page, SCRIPTED, { script: [{ op: 'markdown', content: '**bold** and <img src="x" onerror="window.pwned = 1"> <script>window.pwned = 2</script> [link](javascript:window.pwned=3)' }] })
+  await page.click('#run')
+  await page.waitForSelector('article.stream[data-closed=done]')
+  const block = page.locator('.markdown')
+  t.equal(await block.locator('strong').textContent(), 'bold')
+  t.equal(await block.locator('script').count(), 0)
+  t.equal(await block.locator('[onerror]').count(), 0)
+  t.notMatch(await block.innerHTML(), /javascript:/)
+  t.equal(await page.evaluate(() => (globalThis as { pwned?: number }).pwned), undefined)
+})
+
+t.test('with AUTH_MODE=apikey the page asks for a key, and works with one', { skip }, async (t) => {
+  const { app, url } = await listen(t, { WORKERS_PER_TYPE: '0', AUTH_MODE: 'apikey' })
+  const { key } = app.keys.create({ name: 'playground', scopes: ['agents:read', 'assist:invoke'] })
+  const { page } = await open(t, `${url}/playground/`)
+  await page.locator('#status', { hasText: 'AH_ERR_AUTH_REQUIRED' }).waitFor()
+  await page.fill('#api-key', key)
+  await page.dispatchEvent('#api-key', 'change')
+  await choose(page, AGENTS.echo, { query: 'with a key' })
+  await page.check('input[name=mode][value=json]')
+  await page.click('#run')
+  await page.locator('#answer', { hasText: 'with a key' }).waitFor()
+  t.match(JSON.parse(await page.locator('#answer').textContent() ?? '{}'), { output: { echo: 'with a key' } })
+})
+
+t.test('a page on another origin: a listed one may call the API (a real preflight), another may not', { skip }, async (t) => {
+  const page = createServer((_req, res) => { res.writeHead(200, { 'content-type': 'text/html' }).end('<!doctype html><title>front end</title>') })
+  page.listen(0, '127.0.0.1')
+  await once(page, 'listening')
+  t.teardown(() => { page.close() })
+  const origin = `http://127.0.0.1:${(page.address() as { port: number }).port}`
+  const { url } = await listen(t, { WORKERS_PER_TYPE: '0', CORS_ORIGINS: origin })
+  // localhost and 127.0.0.1 are different origins: the same page server under another name is not listed
+  for (const [from, allowed] of [[origin, true], [origin.replace('127.0.0.1', 'localhost'), false]] as const) {
+    const { page: p } = await open(t, from)
+    const result = await p.evaluate(async ({ api, agent }) => {
+      const session = crypto.randomUUID()
+      try {
+        const res = await fetch(`${api}/v1/assist`, {
+          method: 'POST',
+          headers: { 'content-type': 'application/json', accept: 'application/json', traceparent: '00-0af7651916cd43dd8448eb211c80319c-b7ad6b7169203331-01' },
+          body: JSON.stringify({
+            request_id: crypto.randomUUID(),
+            context: { session_id: session, agent_id: agent, user: { user_id: 'u1', tier: 'free', locale: 'en-US' }, trace: { trace_id: crypto.randomUUID(), span_id: crypto.randomUUID() }, permissions: [], created_at: new Date().toISOString() },
+            payload: { session_id: session, payload: { query: 'from another origin' } }
+          })
+        })
+        return { status: res.status, remaining: res.headers.get('x-ratelimit-remaining'), body: await res.json() as unknown }
+      } catch (err) {
+        return { failed: String(err) }
+      }
+    }, { api: url, agent: AGENTS.echo })
+    if (allowed) t.match(result, { status: 200, body: { output: { echo: 'from another origin' } } }, `${from} may: ${JSON.stringify(result)}`)
+    else t.match(result, { failed: /Failed to fetch/ }, `${from} may not`)
+  }
+})
+
+t.test('PLAYGROUND=false: no page', async (t) => {
+  const app = await build(t, { WORKERS_PER_TYPE: '0', PLAYGROUND: 'false' })
+  t.equal((await app.inject('/playground/')).statusCode, 404)
+  const on = await build(t, { WORKERS_PER_TYPE: '0' })
+  const page = await on.inject('/playground/')
+  t.equal(page.statusCode, 200)
+  t.match(page.headers['content-security-policy'], /script-src 'self' 'sha256-/)
+  t.equal((await on.inject('/playground')).headers.location, '/playground/')
+  t.equal((await on.inject('/playground/vendor/nope.js')).statusCode, 404)
+  t.match((await on.inject('/playground/vendor/marked.js')).headers['content-type'], 'text/javascript')
+})
