@@ -20,11 +20,12 @@ const hidden = { schema: { hide: true } }
  * agents through the TypeScript client (`client/`, served built at `/playground/client/`), with
  * marked and DOMPurify served from this server too, so it loads nothing from the internet. Its
  * Content-Security-Policy admits scripts from this origin and the one inline import map only.
+ * `options.clientDir`: where the built client is (`null`: not built); found by default.
  */
-export default async function playgroundRoutes (app: FastifyInstance): Promise<void> {
+export default async function playgroundRoutes (app: FastifyInstance, options: { clientDir?: string | null } = {}): Promise<void> {
   if (!app.config.PLAYGROUND) return
   if (ROOT === undefined) throw new Error('the playground\'s files (playground/index.html) are missing beside src/; set PLAYGROUND=false or restore them')
-  const client = clientDir()
+  const client = options.clientDir === undefined ? clientDir() : options.clientDir ?? undefined
   const importMap = JSON.stringify({ imports: Object.fromEntries(Object.entries(VENDOR).map(([name, file]) => [name, `/playground/vendor/${file}`])) })
   const hash = createHash('sha256').update(importMap).digest('base64')
   const page = readFileSync(join(ROOT, 'playground', 'index.html'), 'utf8').replace('<!--IMPORTMAP-->', `<script type="importmap">${importMap}</script>`)
@@ -42,11 +43,8 @@ export default async function playgroundRoutes (app: FastifyInstance): Promise<v
     if (body === undefined) return await reply.callNotFound()
     return await secure(reply).type('text/javascript; charset=utf-8').header('cache-control', 'public, max-age=3600').send(body)
   })
-  const protocol = join(ROOT, 'docs', 'protocol.md')
-  app.get('/playground/protocol.md', hidden, async (_request, reply) => {
-    if (!existsSync(protocol)) return await reply.callNotFound()
-    return await secure(reply).type('text/plain; charset=utf-8').send(readFileSync(protocol))
-  })
+  const protocol = readFileSync(join(ROOT, 'docs', 'protocol.md'))
+  app.get('/playground/protocol.md', hidden, async (_request, reply) => await secure(reply).type('text/plain; charset=utf-8').send(protocol))
   await app.register(fastifyStatic, { root: join(ROOT, 'playground'), prefix: '/playground/', index: false, wildcard: true, decorateReply: false, setHeaders: (res) => { res.setHeader('x-content-type-options', 'nosniff') } })
   if (client !== undefined) {
     await app.register(fastifyStatic, { root: client, prefix: '/playground/client/', index: false, decorateReply: false, setHeaders: (res) => { res.setHeader('x-content-type-options', 'nosniff') } })

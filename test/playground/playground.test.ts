@@ -4,7 +4,11 @@ import { existsSync } from 'node:fs'
 import { createServer } from 'node:http'
 import { once } from 'node:events'
 import { fileURLToPath } from 'node:url'
+import Fastify from 'fastify'
 import { chromium, type Browser, type Page } from 'playwright-core'
+import { loadConfig } from '../../src/config.js'
+import errorHandler from '../../src/plugins/error-handler.js'
+import playgroundRoutes from '../../src/routes/playground.js'
 import type { StreamPacket } from '../../src/protocol/packets.js'
 import { AGENTS, build, FIXTURE_AGENTS_DIR, listen, SCRIPTED } from '../helper.js'
 
@@ -173,4 +177,19 @@ t.test('PLAYGROUND=false: no page', async (t) => {
   t.equal((await on.inject('/playground')).headers.location, '/playground/')
   t.equal((await on.inject('/playground/vendor/nope.js')).statusCode, 404)
   t.match((await on.inject('/playground/vendor/marked.js')).headers['content-type'], 'text/javascript')
+  const protocol = await on.inject('/playground/protocol.md')
+  t.equal(protocol.statusCode, 200)
+  t.match(protocol.body, /^# The wire protocol/)
+})
+
+t.test('an unbuilt client is a 503 that says how to build it, not a broken page', async (t) => {
+  const app = Fastify()
+  app.decorate('config', loadConfig({ DATA_DIR: '/nonexistent' }))
+  await app.register(errorHandler)
+  await app.register(playgroundRoutes, { clientDir: null })
+  t.teardown(async () => { await app.close() })
+  t.equal((await app.inject('/playground/')).statusCode, 200)
+  const client = await app.inject('/playground/client/index.js')
+  t.equal(client.statusCode, 503)
+  t.match(client.json(), { code: 'AH_ERR_PLAYGROUND_UNBUILT', message: /npm run build/ })
 })
