@@ -1,6 +1,8 @@
 import t, { type Test } from 'tap'
 import { execFileSync } from 'node:child_process'
-import { existsSync } from 'node:fs'
+import { randomUUID } from 'node:crypto'
+import { existsSync, readFileSync } from 'node:fs'
+import { join } from 'node:path'
 import { createServer } from 'node:http'
 import { once } from 'node:events'
 import { fileURLToPath } from 'node:url'
@@ -164,6 +166,19 @@ t.test('a page on another origin: a listed one may call the API (a real prefligh
     }, { api: url, agent: AGENTS.echo })
     if (allowed) t.match(result, { status: 200, body: { output: { echo: 'from another origin' } } }, `${from} may: ${JSON.stringify(result)}`)
     else t.match(result, { failed: /Failed to fetch/ }, `${from} may not`)
+    if (!allowed) continue
+    // the README's streaming snippet, as pasted into that page
+    const snippet = /### From a page on another origin[\s\S]*?```js\n([\s\S]*?)```/.exec(readFileSync(join(ROOT, 'README.md'), 'utf8'))?.[1]
+    t.ok(snippet, 'the README has the snippet')
+    const session = randomUUID()
+    const envelope = JSON.stringify({
+      request_id: randomUUID(),
+      context: { session_id: session, agent_id: AGENTS.echoStream, user: { user_id: 'u1', tier: 'free', locale: 'en-US' }, trace: { trace_id: randomUUID(), span_id: randomUUID() }, permissions: [], created_at: new Date().toISOString() },
+      payload: { session_id: session, payload: { query: 'words from the readme', delay_ms: 0 } }
+    })
+    const shown = await p.evaluate(`(async () => { const envelope = ${envelope}; const shown = []; const show = (p) => shown.push(p);\n${(snippet ?? '').replaceAll('http://127.0.0.1:3000', url)}\nreturn shown })()`) as StreamPacket[]
+    t.equal(shown.filter((x) => x.op === 'DELTA').map((x) => x.p).join(''), 'words from the readme ')
+    t.equal(shown.at(-1)?.op, 'CLOSE')
   }
 })
 
