@@ -1,6 +1,11 @@
 import type { TSchema } from 'typebox'
 import { Backend, BackendList, BackendUsage } from './backends.js'
 import { CancelAccepted } from './cancel.js'
+import {
+  A2ARequest, A2AResponse, AgentInput, AgentOutput, AgentStatus, Artifact, ChangedFile, ContractEvent, DiffStats, EvaluationReport, EvaluatorAgentInput,
+  EvaluatorAgentOutput, EventPublication, EventSubscription, EventVisibility, ExecutionPlan, Insight, Metric, PlannerAgentInput, PlannerAgentOutput, PlanTask,
+  RefactorAgentInput, RefactorAgentOutput, ResearchAgentInput, ResearchAgentOutput, ToolCall, ToolResponse
+} from './contract.js'
 import { AgentRequest, ClientCapabilities, RequestMetadata, ServiceRequest, SessionContext, TraceContext, UserContext } from './envelope.js'
 import { StoredEvent } from './events.js'
 import {
@@ -84,7 +89,34 @@ export const COMPONENT_SCHEMAS = {
   TaskList,
   Task,
   TaskStatus,
-  TaskWarning
+  TaskWarning,
+  AgentInput,
+  AgentOutput,
+  AgentStatus,
+  Artifact,
+  ContractEvent,
+  EventVisibility,
+  Insight,
+  ResearchAgentInput,
+  ResearchAgentOutput,
+  PlanTask,
+  ExecutionPlan,
+  PlannerAgentInput,
+  PlannerAgentOutput,
+  ChangedFile,
+  DiffStats,
+  RefactorAgentInput,
+  RefactorAgentOutput,
+  Metric,
+  EvaluationReport,
+  EvaluatorAgentInput,
+  EvaluatorAgentOutput,
+  ToolCall,
+  ToolResponse,
+  A2ARequest,
+  A2AResponse,
+  EventSubscription,
+  EventPublication
 } as const satisfies Record<string, TSchema>
 
 /** The name of a schema in `#/components/schemas`. */
