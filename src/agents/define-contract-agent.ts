@@ -1,0 +1,152 @@
+import { randomUUID } from 'node:crypto'
+import { AgentOutput as AgentOutputSchema, type AgentInput, type AgentOutput } from '../protocol/contract.js'
+import { AH_ERR_AGENT_INVALID } from '../errors.js'
+import { CONTRACT_VERSION, incompatibility } from './contract-version.js'
+import type { Agent, JsonObject, ManifestSpec, ResponseHandler } from './contract.js'
+import { defineAgent } from './define-agent.js'
+import { compileSchema } from './json-schema.js'
+
+/** One capability of a contract agent: what it is asked (`intent`) and the arguments it takes. */
+export interface ContractCapability {
+  name: string
+  description: string
+  /** `AgentInput.intent` for this capability (default: its name). */
+  intent?: string
+  /** JSON Schema of `AgentInput.payload`; the host validates every call against it before `execute`. */
+  inputs?: JsonObject
+  /** The longest a call may run before its signal fires (a caller's `constraints.timeout` may only shorten it). */
+  timeout_ms?: number
+}
+
+/** What `execute` is handed besides its input. */
+export interface ContractContext {
+  /** Fires when the call must stop: timeout, cancel, disconnect (per policy) or shutdown. */
+  readonly signal: AbortSignal
+  /** The W3C trace id of the call; put it in every log line and event of your own. */
+  readonly traceId: string
+  /** A structured log line, stamped with the trace id, the agent and the task id. */
+  log(level: 'debug' | 'info' | 'warn' | 'error', message: string, metadata?: JsonObject): Promise<void>
+}
+
+/** What an author passes to {@link defineContractAgent} (seed 003's `BaseAgent`). */
+export interface ContractAgentSpec {
+  metadata: ManifestSpec['metadata']
+  /** The agent contract version this agent was written against (semver; see `CONTRACT_VERSION`). */
+  contractVersion: string
+  capabilities: ContractCapability[]
+  /** Do the work. Return `status: "retry"` for a passing failure, `"fail"` for a final one. */
+  execute(input: AgentInput, context: ContractContext): Promise<AgentOutput>
+  /** The agent's own check of its output; `false` makes it a contract violation, never passed on. */
+  validate?(output: AgentOutput): boolean | Promise<boolean>
+  /** Extra facts for discovery, served under `custom_metadata.contract.capabilities`. */
+  getCapabilities?(): JsonObject
+}
+
+const validOutput = compileSchema<AgentOutput>(AgentOutputSchema)
+
+function timeoutOf (capability: ContractCapability, constraints: JsonObject | undefined): number | undefined {
+  const asked = typeof constraints?.timeout === 'number' && constraints.timeout > 0 ? constraints.timeout * 1000 : undefined
+  const limits = [capability.timeout_ms, asked].filter((ms): ms is number => ms !== undefined)
+  return limits.length === 0 ? undefined : Math.min(...limits)
+}
+
+async function runContract (spec: ContractAgentSpec, capability: ContractCapability, input: AgentInput, response: ResponseHandler, traceId: string): Promise<void> {
+  // recorded as CloudEvents: internal, in the event log with the call's trace id
+  const record = async (type: string, data: JsonObject): Promise<void> => {
+    await response.emit({
+      specversion: '1.0',
+      id: randomUUID(),
+      source: `agent-host/contract-agents/${spec.metadata.name}`,
+      type,
+      time: new Date().toISOString(),
+      subject: input.task_id,
+      datacontenttype: 'application/json',
+      data: { agent: spec.metadata.name, task_id: input.task_id, intent: input.intent, trace_id: traceId, ...data }
+    })
+  }
+  const state = async (state: string, data: JsonObject = {}): Promise<void> => { await record(`contract.${state}`, data) }
+  const timeoutMs = timeoutOf(capability, input.constraints)
+  const signal = timeoutMs === undefined ? response.signal : AbortSignal.any([response.signal, AbortSignal.timeout(timeoutMs)])
+  const context: ContractContext = {
+    signal,
+    traceId,
+    log: async (level, message, metadata = {}) => { await response.log(level, message, { ...metadata, trace_id: traceId, task_id: input.task_id, agent: spec.metadata.name }) }
+  }
+  await state('started')
+  let output: AgentOutput
+  try {
+    output = await spec.execute(input, context)
+  } catch (err) {
+    if (signal.aborted && !response.signal.aborted) {
+      await state('timed_out', { timeout_ms: timeoutMs as number })
+      await response.error(`The contract call ran past its timeout of ${timeoutMs as number} ms`, { code: 'contract_timeout', timeout_ms: timeoutMs as number })
+      return
+    }
+    await state('failed', { error: (err as Error).message })
+    throw err
+  }
+  if (!validOutput(output)) {
+    await state('violated', { reason: 'output_schema' })
+    // result() checks the output against the capability's outputs (the AgentOutput schema) and ends the run as a contract violation
+    await response.result(output as unknown as JsonObject)
+    return
+  }
+  if (output.task_id !== input.task_id || (spec.validate !== undefined && !(await spec.validate(output)))) {
+    const reason = output.task_id !== input.task_id ? `its output is for task ${output.task_id}, not ${input.task_id}` : 'its own validate() refused its output'
+    await state('violated', { reason })
+    await response.error(`The agent broke its contract: ${reason}`, { code: 'agent_contract_violation', reason })
+    return
+  }
+  for (const artifact of output.artifacts ?? []) await response.data({ artifact } as JsonObject, `${artifact.kind}: ${artifact.ref}`, 'JSON')
+  for (const event of output.events ?? []) await record(event.type, { key: event.key, visibility: event.visibility ?? 'internal', data: event.data as JsonObject })
+  await state(output.status === 'ok' ? 'completed' : output.status === 'retry' ? 'retry_requested' : 'failed', output.error === undefined ? {} : { error: output.error })
+  await response.result(output as unknown as JsonObject)
+}
+
+/**
+ * Author a contract agent (seed 003): `execute(AgentInput) → AgentOutput`, an optional `validate`,
+ * and a `contractVersion` the host must be compatible with (checked here, so an incompatible agent
+ * is refused at boot with both versions named). The host serves it behind `POST /v1/assist`: the
+ * envelope becomes an AgentInput (`intent` from the capability, `task_id` the request id, `payload`
+ * the agent's arguments after they were validated against the capability's `inputs`, `context` the
+ * session, `constraints` from `payload.metadata.constraints`), and the AgentOutput, once it passed
+ * the contract's schema and the agent's own `validate`, is the run's `result`, its artifacts DATA
+ * events, its events internal events. Every state change of the call is an internal event
+ * (`contract.started`, `.completed`, `.retry_requested`, `.failed`, `.timed_out`, `.violated`).
+ */
+export function defineContractAgent (spec: ContractAgentSpec): Agent {
+  const refused = incompatibility(spec.contractVersion)
+  if (refused !== undefined) throw new AH_ERR_AGENT_INVALID(spec.metadata.name, refused)
+  return defineAgent({
+    manifest: {
+      metadata: spec.metadata,
+      capabilities: spec.capabilities.map((c) => ({
+        name: c.name,
+        description: c.description,
+        delivery_mode: 'request_response',
+        inputs: c.inputs ?? { type: 'object' },
+        outputs: JSON.parse(JSON.stringify(AgentOutputSchema)) as JsonObject
+      })),
+      custom_metadata: {
+        contract: {
+          version: spec.contractVersion,
+          host_version: CONTRACT_VERSION,
+          intents: spec.capabilities.map((c) => c.intent ?? c.name),
+          ...(spec.getCapabilities !== undefined ? { capabilities: spec.getCapabilities() } : {})
+        }
+      }
+    },
+    async assist (request, _session, response) {
+      const metadata = request.metadata as { capability?: string, constraints?: JsonObject }
+      const capability = spec.capabilities.find((c) => c.name === metadata.capability) ?? spec.capabilities[0] as ContractCapability
+      const input: AgentInput = {
+        intent: capability.intent ?? capability.name,
+        task_id: request.request_id,
+        payload: request.payload,
+        context: { session_id: request.session_id, user: request.context.user, trace: request.context.trace } as JsonObject,
+        ...(metadata.constraints !== undefined ? { constraints: metadata.constraints } : {})
+      }
+      await runContract(spec, capability, input, response, request.context.trace.trace_id)
+    }
+  })
+}
