@@ -5,6 +5,11 @@ import { CONTRACT_VERSION, incompatibility } from './contract-version.js'
 import type { Agent, JsonObject, ManifestSpec, ResponseHandler } from './contract.js'
 import { defineAgent } from './define-agent.js'
 import { compileSchema } from './json-schema.js'
+import type { ValidateFunction } from 'ajv'
+import { AH_ERR_TASK_AGENT_FAILED as AgentError } from '../errors.js'
+import type { BaseAgent, TaskContext } from '../runtime/base-agent.js'
+import type { AgentResult } from '../runtime/agent-runtime.js'
+import type { TaskNode } from '../runtime/task.js'
 
 /** One capability of a contract agent: what it is asked (`intent`) and the arguments it takes. */
 export interface ContractCapability {
@@ -50,6 +55,64 @@ function timeoutOf (capability: ContractCapability, constraints: JsonObject | un
   return limits.length === 0 ? undefined : Math.min(...limits)
 }
 
+/** Why `output` breaks the contract for `input` (schema, task id, the agent's own validate), or undefined. */
+async function violation (spec: ContractAgentSpec, input: AgentInput, output: AgentOutput): Promise<string | undefined> {
+  if (!validOutput(output)) return `its output does not match the AgentOutput schema: ${(validOutput.errors ?? []).map((e) => `${e.instancePath || '/'} ${e.message ?? ''}`).join('; ')}`
+  if (output.task_id !== input.task_id) return `its output is for task ${output.task_id}, not ${input.task_id}`
+  if (spec.validate !== undefined && !(await spec.validate(output))) return 'its own validate() refused its output'
+  return undefined
+}
+
+/** The call's signal: the caller's, and the timeout if there is one. */
+function callSignal (signal: AbortSignal, timeoutMs: number | undefined): AbortSignal {
+  return timeoutMs === undefined ? signal : AbortSignal.any([signal, AbortSignal.timeout(timeoutMs)])
+}
+
+/**
+ * One task of the graph as a contract call: the task's inputs are the payload (validated against the
+ * capability), `retry` is a retryable failure (backoff and attempts are the task's), `fail` a final
+ * one, a violation a final one too, and `next_tasks` become child tasks.
+ */
+async function runTask (spec: ContractAgentSpec, capability: ContractCapability, validInput: ValidateFunction, task: TaskNode, context: TaskContext): Promise<AgentResult> {
+  const input: AgentInput = {
+    intent: capability.intent ?? capability.name,
+    task_id: task.id,
+    payload: task.inputs,
+    context: { ...task.context, ...(task.metadata.conversation_id !== undefined ? { conversation_id: task.metadata.conversation_id } : {}) },
+    ...(isObject(task.metadata.constraints) ? { constraints: task.metadata.constraints } : {})
+  }
+  if (!validInput(task.inputs)) {
+    const errors = (validInput.errors ?? []).map((e) => `/inputs${e.instancePath} ${e.message ?? ''}`)
+    throw new AgentError(`invalid input: ${errors.join('; ')}`, { retryable: false, details: { reason: 'invalid_input', errors } })
+  }
+  const traceId = typeof task.context.trace_id === 'string' ? task.context.trace_id : task.id
+  const timeoutMs = timeoutOf(capability, input.constraints)
+  const signal = callSignal(context.signal, timeoutMs)
+  await context.runtime.emitUpdate(task.id, 'contract.started')
+  let output: AgentOutput
+  try {
+    // a task's log lines are its updates (GET /v1/tasks/:id/events), with the trace id
+    const log: ContractContext['log'] = async (level, message, metadata = {}) => {
+      await context.runtime.emitUpdate(task.id, `${level}: ${message} ${JSON.stringify({ ...metadata, trace_id: traceId })}`)
+    }
+    output = await spec.execute(input, { signal, traceId, log })
+  } catch (err) {
+    if (signal.aborted && !context.signal.aborted) throw new AgentError(`contract_timeout: the call ran past ${timeoutMs as number} ms`, { retryable: true, details: { reason: 'contract_timeout' } })
+    throw err
+  }
+  const broken = await violation(spec, input, output)
+  if (broken !== undefined) throw new AgentError(`agent_contract_violation: ${broken}`, { retryable: false, details: { reason: 'agent_contract_violation' } })
+  if (output.status === 'retry') throw new AgentError(output.error ?? 'the agent asked to try again', { retryable: true, details: { reason: 'retry_requested' } })
+  if (output.status === 'fail') throw new AgentError(output.error ?? 'the agent failed the task', { retryable: false, details: { reason: 'failed' } })
+  const next = (output.next_tasks ?? []).map((t) => {
+    if (typeof t.type !== 'string' || t.type === '') throw new AgentError('agent_contract_violation: a next task without a type', { retryable: false })
+    return { type: t.type, ...(isObject(t.inputs) ? { inputs: t.inputs } : {}), ...(typeof t.priority === 'number' ? { priority: t.priority } : {}), ...(isObject(t.metadata) ? { metadata: t.metadata } : {}) }
+  })
+  return { task_id: task.id, outcome: 'completed', artifacts: (output.artifacts ?? []) as JsonObject[], ...(next.length > 0 ? { next_actions: next } : {}) }
+}
+
+const isObject = (value: unknown): value is JsonObject => typeof value === 'object' && value !== null && !Array.isArray(value)
+
 async function runContract (spec: ContractAgentSpec, capability: ContractCapability, input: AgentInput, response: ResponseHandler, traceId: string): Promise<void> {
   // recorded as CloudEvents: internal, in the event log with the call's trace id
   const record = async (type: string, data: JsonObject): Promise<void> => {
@@ -66,7 +129,7 @@ async function runContract (spec: ContractAgentSpec, capability: ContractCapabil
   }
   const state = async (state: string, data: JsonObject = {}): Promise<void> => { await record(`contract.${state}`, data) }
   const timeoutMs = timeoutOf(capability, input.constraints)
-  const signal = timeoutMs === undefined ? response.signal : AbortSignal.any([response.signal, AbortSignal.timeout(timeoutMs)])
+  const signal = callSignal(response.signal, timeoutMs)
   const context: ContractContext = {
     signal,
     traceId,
@@ -91,8 +154,8 @@ async function runContract (spec: ContractAgentSpec, capability: ContractCapabil
     await response.result(output as unknown as JsonObject)
     return
   }
-  if (output.task_id !== input.task_id || (spec.validate !== undefined && !(await spec.validate(output)))) {
-    const reason = output.task_id !== input.task_id ? `its output is for task ${output.task_id}, not ${input.task_id}` : 'its own validate() refused its output'
+  const reason = await violation(spec, input, output)
+  if (reason !== undefined) {
     await state('violated', { reason })
     await response.error(`The agent broke its contract: ${reason}`, { code: 'agent_contract_violation', reason })
     return
@@ -113,11 +176,19 @@ async function runContract (spec: ContractAgentSpec, capability: ContractCapabil
  * the contract's schema and the agent's own `validate`, is the run's `result`, its artifacts DATA
  * events, its events internal events. Every state change of the call is an internal event
  * (`contract.started`, `.completed`, `.retry_requested`, `.failed`, `.timed_out`, `.violated`).
+ *
+ * It is a task agent too (`agentType` = its name): a task of that type is a call of its first
+ * capability with the task's inputs as payload (validated first), `retry` (and a timeout) a retryable
+ * failure with the task's backoff and attempts, `fail`, a violation or bad input a final failure, and
+ * `next_tasks` (each with a `type`) child tasks.
  */
-export function defineContractAgent (spec: ContractAgentSpec): Agent {
+export function defineContractAgent (spec: ContractAgentSpec): Agent & Pick<BaseAgent, 'agentType' | 'handleTask'> {
   const refused = incompatibility(spec.contractVersion)
   if (refused !== undefined) throw new AH_ERR_AGENT_INVALID(spec.metadata.name, refused)
-  return defineAgent({
+  const first = spec.capabilities[0]
+  if (first === undefined) throw new AH_ERR_AGENT_INVALID(spec.metadata.name, 'a contract agent needs at least one capability')
+  const validTaskInput = compileSchema(first.inputs ?? { type: 'object' })
+  const agent = defineAgent({
     manifest: {
       metadata: spec.metadata,
       capabilities: spec.capabilities.map((c) => ({
@@ -149,4 +220,9 @@ export function defineContractAgent (spec: ContractAgentSpec): Agent {
       await runContract(spec, capability, input, response, request.context.trace.trace_id)
     }
   })
+  return {
+    ...agent,
+    agentType: spec.metadata.name,
+    handleTask: async (task, context) => await runTask(spec, first, validTaskInput, task, context)
+  }
 }
