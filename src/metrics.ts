@@ -1,4 +1,4 @@
-import { Counter, Gauge, Histogram, Registry, collectDefaultMetrics } from 'prom-client'
+import { Counter, Gauge, Histogram, Registry, Summary, collectDefaultMetrics } from 'prom-client'
 import { AH_ERR_TASK_STALE_CLAIM } from './errors.js'
 import type { TaskStore } from './runtime/task-store.js'
 import { TASK_STATUSES } from './runtime/task.js'
@@ -31,6 +31,17 @@ export class HostMetrics {
   })
 
   readonly runs = new Counter({ name: `${PREFIX}assist_runs_total`, help: 'Runs of /v1/assist by agent, mode and how they ended', labelNames: ['agent', 'mode', 'end'], registers: [this.registry] })
+  /** Per agent, over the last ten minutes: what `GET /v1/agents/:id/metrics` reports as p50/p95/p99. */
+  readonly agentLatency = new Summary({
+    name: `${PREFIX}agent_latency_seconds`,
+    help: 'Run latency by agent over a sliding ten minutes (quantiles 0.5, 0.95, 0.99)',
+    labelNames: ['agent'],
+    percentiles: [0.5, 0.95, 0.99],
+    maxAgeSeconds: 600,
+    ageBuckets: 5,
+    registers: [this.registry]
+  })
+
   readonly openStreams = new Gauge({ name: `${PREFIX}sse_open_streams`, help: 'SSE responses open now', registers: [this.registry] })
   readonly packets = new Counter({ name: `${PREFIX}sse_packets_sent_total`, help: 'SSE events written to clients', registers: [this.registry] })
   readonly heartbeats = new Counter({ name: `${PREFIX}sse_heartbeats_total`, help: 'SSE heartbeat comments written', registers: [this.registry] })

@@ -98,6 +98,7 @@ t.test('every operation has an operationId, and they are unique and stable', asy
     'GET /metrics': 'getMetrics',
     'GET /v1/agents': 'listAgents',
     'GET /v1/agents/{id}': 'getAgent',
+    'GET /v1/agents/{id}/metrics': 'getAgentMetrics',
     'GET /v1/backends': 'listBackends',
     'POST /v1/assist': 'assist',
     'POST /v1/assist/{request_id}/cancel': 'cancelAssist',

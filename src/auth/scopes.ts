@@ -19,6 +19,7 @@ export const ROUTE_SCOPES: Readonly<Record<string, Scope>> = {
   'POST /v1/assist/:request_id/cancel': 'assist:invoke',
   'GET /v1/agents': 'agents:read',
   'GET /v1/agents/:id': 'agents:read',
+  'GET /v1/agents/:id/metrics': 'agents:read',
   'GET /v1/backends': 'agents:read',
   'GET /v1/sessions/:session_id/history': 'sessions:read',
   'DELETE /v1/sessions/:session_id': 'sessions:delete',

@@ -42,6 +42,7 @@ async function runs (app: FastifyInstance): Promise<void> {
     },
     onRunEnded: ({ agent, mode, reason, seconds }) => {
       app.metrics.assistDuration.observe({ agent, mode }, seconds)
+      app.metrics.agentLatency.observe({ agent }, seconds)
       app.metrics.runs.inc({ agent, mode, end: reason })
     }
   })

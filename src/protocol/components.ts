@@ -1,4 +1,5 @@
 import type { TSchema } from 'typebox'
+import { AgentMetrics } from './agent-metrics.js'
 import { Backend, BackendList, BackendUsage } from './backends.js'
 import { CancelAccepted } from './cancel.js'
 import {
@@ -65,6 +66,7 @@ export const COMPONENT_SCHEMAS = {
   HealthCheckResponse,
   AgentList,
   AgentDefinition,
+  AgentMetrics,
   AgentMetadata,
   AgentCapability,
   CapabilityEvent: EventSchema,
