@@ -9,6 +9,7 @@ import jsonBody from './plugins/json-body.js'
 import docs from './plugins/swagger.js'
 import crossOrigin from './plugins/cors.js'
 import playgroundRoutes from './routes/playground.js'
+import planRoutes from './routes/v1/plans.js'
 import storage from './plugins/storage.js'
 import auth from './plugins/auth.js'
 import metrics from './plugins/metrics.js'
@@ -92,6 +93,7 @@ export async function buildApp (config: Config, options: BuildOptions = {}): Pro
   await app.register(eventRoutes)
   await app.register(auditRoutes)
   await app.register(taskRoutes)
+  await app.register(planRoutes)
   await app.register(playgroundRoutes)
   return app
 }

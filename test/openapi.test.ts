@@ -99,6 +99,8 @@ t.test('every operation has an operationId, and they are unique and stable', asy
     'GET /v1/agents': 'listAgents',
     'GET /v1/agents/{id}': 'getAgent',
     'GET /v1/agents/{id}/metrics': 'getAgentMetrics',
+    'POST /v1/plans': 'createPlan',
+    'GET /v1/plans/{id}': 'getPlan',
     'GET /v1/backends': 'listBackends',
     'POST /v1/assist': 'assist',
     'POST /v1/assist/{request_id}/cancel': 'cancelAssist',

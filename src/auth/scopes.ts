@@ -27,6 +27,8 @@ export const ROUTE_SCOPES: Readonly<Record<string, Scope>> = {
   'GET /v1/audit': 'audit:read',
   'GET /v1/audit/verify': 'audit:read',
   'POST /v1/tasks': 'tasks:write',
+  'POST /v1/plans': 'tasks:write',
+  'GET /v1/plans/:id': 'tasks:read',
   'GET /v1/tasks': 'tasks:read',
   'GET /v1/tasks/:id': 'tasks:read',
   'POST /v1/tasks/:id/cancel': 'tasks:write',

@@ -1,5 +1,6 @@
 import type { TSchema } from 'typebox'
 import { AgentMetrics } from './agent-metrics.js'
+import { PlanCreated, PlanProgress } from './plans.js'
 import { Backend, BackendList, BackendUsage } from './backends.js'
 import { CancelAccepted } from './cancel.js'
 import {
@@ -118,7 +119,9 @@ export const COMPONENT_SCHEMAS = {
   A2ARequest,
   A2AResponse,
   EventSubscription,
-  EventPublication
+  EventPublication,
+  PlanCreated,
+  PlanProgress
 } as const satisfies Record<string, TSchema>
 
 /** The name of a schema in `#/components/schemas`. */
