@@ -13,7 +13,8 @@ export const AGENTS = {
   echoStream: '8a1f7d2e-3c4b-4e5f-9a6b-0c1d2e3f4a02',
   showcase: '8a1f7d2e-3c4b-4e5f-9a6b-0c1d2e3f4a03',
   llmChat: '8a1f7d2e-3c4b-4e5f-9a6b-0c1d2e3f4a06',
-  cliAgent: '8a1f7d2e-3c4b-4e5f-9a6b-0c1d2e3f4a07'
+  cliAgent: '8a1f7d2e-3c4b-4e5f-9a6b-0c1d2e3f4a07',
+  research: '8a1f7d2e-3c4b-4e5f-9a6b-0c1d2e3f4a10'
 } as const
 
 /** The scripted test agent (test/fixtures/agents/scripted): it runs `payload.script`. */
