@@ -59,6 +59,8 @@ export const AH_ERR_TASK_INVALID = define('AH_ERR_TASK_INVALID', 400, 'Invalid t
   'A task to create is malformed, repeats an id, depends on an unknown task, or the graph has a cycle.')
 export const AH_ERR_TASK_NOT_FOUND = define('AH_ERR_TASK_NOT_FOUND', 404, 'No task with id "%s"',
   'The task id names no task.')
+export const AH_ERR_PLAN_NOT_FOUND = define('AH_ERR_PLAN_NOT_FOUND', 404, 'No plan with id "%s"',
+  'No task of the graph belongs to a plan with this id (`POST /v1/plans` makes them).')
 export const AH_ERR_TASK_STALE_CLAIM = define('AH_ERR_TASK_STALE_CLAIM', 409, 'Task "%s" is no longer held by %s at attempt %s',
   'A worker presented a claim (owner, attempt) that is no longer current: its lease expired and the task moved on. Nothing was changed.')
 export const AH_ERR_TASK_STATE = define('AH_ERR_TASK_STATE', 409, 'Task "%s" is %s: cannot %s',

@@ -48,7 +48,7 @@ t.test('POST /v1/plans: the plan\'s tasks in the graph with their dependencies, 
     plan_id: 'p1', total: 4, tasks_by_status: { COMPLETED: 2, PENDING: 2 }, critical_path: ['a', 'c', 'd'], critical_path_done: ['a', 'c'], critical_path_remaining: ['d'], estimated_duration_hours: 8, remaining_hours: 1
   })
   t.same(progress.artifacts.map((a: { task_id: string }) => a.task_id).sort(), ['p1.a', 'p1.c'])
-  t.equal((await app.inject({ url: '/v1/plans/nope' })).statusCode, 404)
+  t.match((await app.inject({ url: '/v1/plans/nope' })).json(), { statusCode: 404, code: 'AH_ERR_PLAN_NOT_FOUND', message: 'No plan with id "nope"' })
 })
 
 t.test('a plan with a cycle, an unknown agent or an unknown dependency is a 400 naming them, and creates nothing', async (t) => {

@@ -6,20 +6,10 @@ import { AgentHostClient, AgentHostError, buildEnvelope } from '../../client/src
 import { AGENTS, FIXTURE_AGENTS_DIR, listen, SCRIPTED } from '../helper.js'
 import { until } from '../socket.js'
 import { observed } from '../fixtures/agents/scripted/index.js'
+import { rejection } from './fixtures/rejection.js'
 
 const KEY = 'client-test-key-0123456789abcdef'
 const API_KEYS = JSON.stringify([{ name: 'web', key: KEY, scopes: ['assist:invoke', 'agents:read'] }])
-
-/** The rejection of `promise`, which must be an AgentHostError. */
-async function rejection (promise: Promise<unknown>): Promise<AgentHostError> {
-  try {
-    await promise
-  } catch (err) {
-    if (err instanceof AgentHostError) return err
-    throw err
-  }
-  throw new Error('expected a rejection')
-}
 
 /** A `fetch` that answers `response` whatever it is asked. */
 function answering (response: () => Response): typeof fetch {

@@ -1,10 +1,11 @@
 import t from 'tap'
-import { AgentHostClient, AgentHostError, type AssistStream, type StreamPacket } from '../../client/src/index.js'
+import { AgentHostClient, type AssistStream, type StreamPacket } from '../../client/src/index.js'
 import { FIXTURE_AGENTS_DIR, listen, SCRIPTED, streamingScript } from '../helper.js'
 import { assertStreamRules } from '../sse.js'
 import { observed } from '../fixtures/agents/scripted/index.js'
 import { errorAnswer, eventStream, MAIN, RUN, scripted, sse, SUB } from './fixtures/stream-fakes.js'
 import { tcpProxy } from './fixtures/tcp-proxy.js'
+import { rejection } from './fixtures/rejection.js'
 
 const FAST = { baseDelayMs: 5, maxDelayMs: 20 }
 const script = (words: number, ms: number) => [{ op: 'thought', content: 'go' }, ...streamingScript(words, ms), { op: 'markdown', content: 'end' }]
@@ -14,16 +15,6 @@ async function drain (stream: AssistStream): Promise<StreamPacket[]> {
   const packets: StreamPacket[] = []
   for await (const packet of stream) packets.push(packet)
   return packets
-}
-
-async function failure (promise: Promise<unknown>): Promise<AgentHostError> {
-  try {
-    await promise
-  } catch (err) {
-    if (err instanceof AgentHostError) return err
-    throw err
-  }
-  throw new Error('expected a rejection')
 }
 
 /** Each stream's seqs are exactly 1..n: no gap, no duplicate. */
@@ -92,7 +83,7 @@ t.test('a stream that cannot be resumed ends with stream_interrupted after maxAt
     }
   })
   const packets: StreamPacket[] = []
-  const error = await failure((async () => { for await (const packet of stream) packets.push(packet) })())
+  const error = await rejection((async () => { for await (const packet of stream) packets.push(packet) })())
   await cut
   t.match(error, { status: 0, code: 'stream_interrupted', requestId: stream.request.request_id, message: /3 resumes in a row failed/ })
   t.match(error.cause, { code: 'network_error' }, 'the last failure is the cause')
@@ -120,12 +111,12 @@ t.test('resume follows the protocol: Last-Event-ID is the cursor, 408/429/5xx ar
 
   const refused = scripted([() => eventStream(sse(first)), () => errorAnswer(403, 'AH_ERR_FORBIDDEN')])
   const forbidden = new AgentHostClient({ baseUrl: '', fetch: refused.fetch, resume: FAST }).stream({ agentId: MAIN, query: 'x' })
-  t.match(await failure(drain(forbidden)), { status: 403, code: 'AH_ERR_FORBIDDEN', requestId: forbidden.request.request_id })
+  t.match(await rejection(drain(forbidden)), { status: 403, code: 'AH_ERR_FORBIDDEN', requestId: forbidden.request.request_id })
 
   const empty = scripted(Array.from({ length: 3 }, () => () => eventStream('')))
   const cursors: string[] = []
   const nothing = new AgentHostClient({ baseUrl: '', fetch: empty.fetch, resume: { maxAttempts: 2, ...FAST } }).stream({ agentId: MAIN, query: 'x' }, { onResume: (cursor) => { cursors.push(cursor) } })
-  t.match(await failure(drain(nothing)), { code: 'stream_interrupted', cause: { message: /ended before the main stream's CLOSE/ } })
+  t.match(await rejection(drain(nothing)), { code: 'stream_interrupted', cause: { message: /ended before the main stream's CLOSE/ } })
   t.same(cursors, ['', ''], 'before any packet the cursor is empty: the resume replays from the start')
   t.same(empty.lastEventIds, [undefined, undefined, undefined])
 })
@@ -137,5 +128,5 @@ t.test('aborting while the stream waits to resume ends it with code aborted', as
     signal: controller.signal,
     onResume: () => { queueMicrotask(() => { controller.abort('gave up') }) }
   })
-  t.match(await failure(drain(stream)), { code: 'aborted', cause: 'gave up' })
+  t.match(await rejection(drain(stream)), { code: 'aborted', cause: 'gave up' })
 })

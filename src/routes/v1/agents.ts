@@ -1,12 +1,21 @@
 import type { FastifyPluginAsyncTypebox } from '@fastify/type-provider-typebox'
 import { Type } from 'typebox'
+import type { HostedAgent } from '../../agents/hosted-agent.js'
 import { AH_ERR_AGENT_NOT_FOUND } from '../../errors.js'
 import { AgentDefinition, AgentList } from '../../protocol/manifest.js'
 import { AgentMetrics } from '../../protocol/agent-metrics.js'
 import { ECHO_AGENT_ID, errorResponse } from '../../protocol/openapi.js'
 
-/** `GET /v1/agents` and `GET /v1/agents/:id`: the served manifests (CAP.md §7). */
+const AgentIdParams = Type.Object({ id: Type.String({ minLength: 1, maxLength: 256, description: 'The agent\'s `metadata.id` (any case) or `metadata.name`', examples: [ECHO_AGENT_ID] }) })
+const agentNotFound = errorResponse('No agent has this id or name', new AH_ERR_AGENT_NOT_FOUND('nobody'))
+
+/** `GET /v1/agents`, `GET /v1/agents/:id` (the served manifests, CAP.md §7) and `GET /v1/agents/:id/metrics`. */
 const agentRoutes: FastifyPluginAsyncTypebox = async (app) => {
+  const hostedAgent = (id: string): HostedAgent => {
+    const hosted = app.agents.get(id)
+    if (hosted === undefined) throw new AH_ERR_AGENT_NOT_FOUND(id)
+    return hosted
+  }
   app.get('/v1/agents', {
     schema: {
       operationId: 'listAgents',
@@ -22,12 +31,11 @@ const agentRoutes: FastifyPluginAsyncTypebox = async (app) => {
       operationId: 'getAgent',
       tags: ['agents'],
       summary: 'One agent\'s manifest, by id (uuid) or name',
-      params: Type.Object({ id: Type.String({ minLength: 1, maxLength: 256, description: 'The agent\'s `metadata.id` (any case) or `metadata.name`', examples: [ECHO_AGENT_ID] }) }),
-      response: { 200: AgentDefinition, 404: errorResponse('No agent has this id or name', new AH_ERR_AGENT_NOT_FOUND('nobody')) }
+      params: AgentIdParams,
+      response: { 200: AgentDefinition, 404: agentNotFound }
     }
   }, async (request) => {
-    const hosted = app.agents.get(request.params.id)
-    if (hosted === undefined) throw new AH_ERR_AGENT_NOT_FOUND(request.params.id)
+    const hosted = hostedAgent(request.params.id)
     return hosted.manifest
   })
 
@@ -37,12 +45,11 @@ const agentRoutes: FastifyPluginAsyncTypebox = async (app) => {
       tags: ['agents'],
       summary: 'One agent\'s calls, failures and latency in this server process',
       description: 'Runs since the process started (`calls`, `failures`: runs that ended `aborted`, by an error of the agent\'s; `by_end`), and p50/p95/p99 latency of the runs that ended in the last ten minutes. The same figures are in `/metrics` (`agent_host_assist_runs_total`, `agent_host_agent_latency_seconds`), per process.',
-      params: Type.Object({ id: Type.String({ minLength: 1, maxLength: 256, description: 'The agent\'s `metadata.id` (any case) or `metadata.name`', examples: [ECHO_AGENT_ID] }) }),
-      response: { 200: AgentMetrics, 404: errorResponse('No agent has this id or name', new AH_ERR_AGENT_NOT_FOUND('nobody')) }
+      params: AgentIdParams,
+      response: { 200: AgentMetrics, 404: agentNotFound }
     }
   }, async (request) => {
-    const hosted = app.agents.get(request.params.id)
-    if (hosted === undefined) throw new AH_ERR_AGENT_NOT_FOUND(request.params.id)
+    const hosted = hostedAgent(request.params.id)
     const name = hosted.manifest.metadata.name
     const byEnd: Record<string, number> = {}
     for (const { labels, value } of (await app.metrics.runs.get()).values) {

@@ -1,6 +1,6 @@
 import type { FastifyPluginAsyncTypebox } from '@fastify/type-provider-typebox'
 import { Type } from 'typebox'
-import { AH_ERR_TASK_INVALID, AH_ERR_TASK_NOT_FOUND } from '../../errors.js'
+import { AH_ERR_PLAN_NOT_FOUND, AH_ERR_TASK_INVALID } from '../../errors.js'
 import { ExecutionPlan } from '../../protocol/contract.js'
 import { errorResponse } from '../../protocol/openapi.js'
 import { PlanCreated, PlanProgress } from '../../protocol/plans.js'
@@ -47,11 +47,11 @@ const planRoutes: FastifyPluginAsyncTypebox = async (app) => {
       tags: ['tasks'],
       summary: 'How far a plan has come: tasks by status, the critical path done and remaining, artifacts',
       params: Type.Object({ id: Type.String({ minLength: 1, maxLength: 128 }) }),
-      response: { 200: PlanProgress, 404: errorResponse('No plan with this id', new AH_ERR_TASK_NOT_FOUND('plan-1')) }
+      response: { 200: PlanProgress, 404: errorResponse('No plan with this id', new AH_ERR_PLAN_NOT_FOUND('plan-1')) }
     }
   }, async (request) => {
     const tasks = (await app.tasks.list({ limit: 1_000_000 })).filter((t) => t.metadata.plan_id === request.params.id)
-    if (tasks.length === 0) throw new AH_ERR_TASK_NOT_FOUND(request.params.id)
+    if (tasks.length === 0) throw new AH_ERR_PLAN_NOT_FOUND(request.params.id)
     const path = pathOf(tasks)
     const status = new Map(tasks.map((t) => [String(t.metadata.plan_task_id), t]))
     const done = path.path.filter((id) => status.get(id)?.status === 'COMPLETED')
