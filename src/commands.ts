@@ -8,6 +8,7 @@ import { FileTaskStore } from './runtime/file-task-store.js'
 import { SqliteTaskStore } from './runtime/sqlite-task-store.js'
 import { WorkerPool } from './runtime/worker-pool.js'
 import { KeyStore } from './auth/keys.js'
+import { createBackends } from './backends/registry.js'
 import { SCOPES } from './auth/scopes.js'
 
 const USAGE = `usage: agent-host <command>
@@ -46,6 +47,7 @@ async function worker (type: string | undefined, concurrency: number, env: Recor
     info: (obj: object, msg?: string) => { io.out(JSON.stringify({ level: 'info', msg, ...obj })) },
     error: (obj: object, msg?: string) => { io.err(JSON.stringify({ level: 'error', msg, ...obj, err: String((obj as { err?: unknown }).err) })) }
   }
+  const backends = createBackends(config, { ...log, warn: log.info })
   const pool = new WorkerPool({
     store,
     events: new EventStore(db),
@@ -54,12 +56,14 @@ async function worker (type: string | undefined, concurrency: number, env: Recor
     heartbeatMs: config.TASK_HEARTBEAT_MS,
     leaseMs: config.TASK_LEASE_MS,
     pollMs: config.TASK_POLL_MS,
-    log
+    log,
+    host: backends
   })
   pool.start([agent.agent])
   io.out(`worker ready: type ${type}, ${concurrency} loop(s), pid ${process.pid}, store ${config.TASK_STORE}`)
   if (io.signal !== undefined && !io.signal.aborted) await new Promise((resolve) => io.signal?.addEventListener('abort', resolve, { once: true }))
   await pool.stop()
+  await backends.close()
   await store.close()
   db.close()
   io.out('worker stopped')

@@ -1,8 +1,8 @@
 import { randomUUID } from 'node:crypto'
 import { AgentOutput as AgentOutputSchema, type AgentInput, type AgentOutput } from '../protocol/contract.js'
-import { AH_ERR_AGENT_INVALID } from '../errors.js'
+import { AH_ERR_AGENT_INVALID, AH_ERR_BACKEND_UNAVAILABLE } from '../errors.js'
 import { CONTRACT_VERSION, incompatibility } from './contract-version.js'
-import type { Agent, JsonObject, ManifestSpec, ResponseHandler } from './contract.js'
+import type { Agent, AgentHost, JsonObject, ManifestSpec, ResponseHandler } from './contract.js'
 import { defineAgent } from './define-agent.js'
 import { compileSchema } from './json-schema.js'
 import type { ValidateFunction } from 'ajv'
@@ -31,6 +31,8 @@ export interface ContractContext {
   readonly traceId: string
   /** A structured log line, stamped with the trace id, the agent and the task id. */
   log(level: 'debug' | 'info' | 'warn' | 'error', message: string, metadata?: JsonObject): Promise<void>
+  /** The backends (`host.backend('llm')`); the ones in the spec's `backends` are checked available before `execute`. */
+  readonly host: AgentHost
 }
 
 /** What an author passes to {@link defineContractAgent} (seed 003's `BaseAgent`). */
@@ -45,6 +47,11 @@ export interface ContractAgentSpec {
   validate?(output: AgentOutput): boolean | Promise<boolean>
   /** Extra facts for discovery, served under `custom_metadata.contract.capabilities`. */
   getCapabilities?(): JsonObject
+  /**
+   * Backends the agent needs (names from `GET /v1/backends`, e.g. `llm`). While one is unavailable
+   * a call behind `/v1/assist` is a 503 `AH_ERR_BACKEND_UNAVAILABLE` and a task a retryable failure.
+   */
+  backends?: readonly string[]
 }
 
 const validOutput = compileSchema<AgentOutput>(AgentOutputSchema)
@@ -85,6 +92,15 @@ async function runTask (spec: ContractAgentSpec, capability: ContractCapability,
     const errors = (validInput.errors ?? []).map((e) => `/inputs${e.instancePath} ${e.message ?? ''}`)
     throw new AgentError(`invalid input: ${errors.join('; ')}`, { retryable: false, details: { reason: 'invalid_input', errors } })
   }
+  if (spec.backends !== undefined) {
+    if (context.host === undefined) throw new AgentError(`backend_unavailable: this worker has no backends (${spec.backends.join(', ')})`, { retryable: true, details: { reason: 'backend_unavailable' } })
+    const host = context.host as AgentHost & { require?: (names: readonly string[]) => Promise<void> }
+    try {
+      await host.require?.(spec.backends)
+    } catch (err) {
+      throw new AgentError(`backend_unavailable: ${(err as Error).message}`, { retryable: true, details: { reason: 'backend_unavailable' } })
+    }
+  }
   const traceId = typeof task.context.trace_id === 'string' ? task.context.trace_id : task.id
   const timeoutMs = timeoutOf(capability, input.constraints)
   const signal = callSignal(context.signal, timeoutMs)
@@ -95,7 +111,7 @@ async function runTask (spec: ContractAgentSpec, capability: ContractCapability,
     const log: ContractContext['log'] = async (level, message, metadata = {}) => {
       await context.runtime.emitUpdate(task.id, `${level}: ${message} ${JSON.stringify({ ...metadata, trace_id: traceId })}`)
     }
-    output = await spec.execute(input, { signal, traceId, log })
+    output = await spec.execute(input, { signal, traceId, log, host: context.host ?? NO_BACKENDS })
   } catch (err) {
     if (signal.aborted && !context.signal.aborted) throw new AgentError(`contract_timeout: the call ran past ${timeoutMs as number} ms`, { retryable: true, details: { reason: 'contract_timeout' } })
     throw err
@@ -111,9 +127,14 @@ async function runTask (spec: ContractAgentSpec, capability: ContractCapability,
   return { task_id: task.id, outcome: 'completed', artifacts: (output.artifacts ?? []) as JsonObject[], ...(next.length > 0 ? { next_actions: next } : {}) }
 }
 
+/** The host of a worker given no backends: every backend is unavailable. */
+const NO_BACKENDS: AgentHost = {
+  backend (name) { throw new AH_ERR_BACKEND_UNAVAILABLE(`this worker has no backends, so not "${name}"`) }
+}
+
 const isObject = (value: unknown): value is JsonObject => typeof value === 'object' && value !== null && !Array.isArray(value)
 
-async function runContract (spec: ContractAgentSpec, capability: ContractCapability, input: AgentInput, response: ResponseHandler, traceId: string): Promise<void> {
+async function runContract (spec: ContractAgentSpec, capability: ContractCapability, input: AgentInput, response: ResponseHandler, traceId: string, host: AgentHost): Promise<void> {
   // recorded as CloudEvents: internal, in the event log with the call's trace id
   const record = async (type: string, data: JsonObject): Promise<void> => {
     await response.emit({
@@ -133,6 +154,7 @@ async function runContract (spec: ContractAgentSpec, capability: ContractCapabil
   const context: ContractContext = {
     signal,
     traceId,
+    host,
     log: async (level, message, metadata = {}) => { await response.log(level, message, { ...metadata, trace_id: traceId, task_id: input.task_id, agent: spec.metadata.name }) }
   }
   await state('started')
@@ -207,7 +229,8 @@ export function defineContractAgent (spec: ContractAgentSpec): Agent & Pick<Base
         }
       }
     },
-    async assist (request, _session, response) {
+    ...(spec.backends !== undefined ? { backends: spec.backends } : {}),
+    async assist (request, _session, response, host) {
       const metadata = request.metadata as { capability?: string, constraints?: JsonObject }
       const capability = spec.capabilities.find((c) => c.name === metadata.capability) ?? spec.capabilities[0] as ContractCapability
       const input: AgentInput = {
@@ -217,7 +240,7 @@ export function defineContractAgent (spec: ContractAgentSpec): Agent & Pick<Base
         context: { session_id: request.session_id, user: request.context.user, trace: request.context.trace } as JsonObject,
         ...(metadata.constraints !== undefined ? { constraints: metadata.constraints } : {})
       }
-      await runContract(spec, capability, input, response, request.context.trace.trace_id)
+      await runContract(spec, capability, input, response, request.context.trace.trace_id, host)
     }
   })
   return {

@@ -38,7 +38,8 @@ async function tasks (app: FastifyInstance): Promise<void> {
     heartbeatMs: config.TASK_HEARTBEAT_MS,
     leaseMs: config.TASK_LEASE_MS,
     pollMs: config.TASK_POLL_MS,
-    log: app.log
+    log: app.log,
+    host: app.backends
   })
   app.decorate('tasks', store)
   app.decorate('workers', pool)
@@ -73,4 +74,4 @@ async function tasks (app: FastifyInstance): Promise<void> {
   })
 }
 
-export default fp(tasks, { name: 'tasks', fastify: '5.x', dependencies: ['config', 'storage', 'metrics', 'agents'] })
+export default fp(tasks, { name: 'tasks', fastify: '5.x', dependencies: ['config', 'storage', 'metrics', 'agents', 'backends'] })

@@ -5,6 +5,7 @@ import { findRenderToUser, type EventAuthor, type EventInput } from '../storage/
 import { AH_ERR_POLICY_VIOLATION } from '../errors.js'
 import type { ClaimToken, JsonObject, TaskFailure, TaskNode } from './task.js'
 import type { TaskStore } from './task-store.js'
+import type { AgentHost } from '../backends/protocol.js'
 
 /** The event log as the runtime needs it. */
 export interface TaskEventSink {
@@ -22,6 +23,8 @@ export interface AgentRuntimeOptions {
   /** How long a claim lasts without a heartbeat. */
   leaseMs?: number
   now?: () => Date
+  /** The backends task agents may use (`context.host`); none when the worker has no configuration for them. */
+  host?: AgentHost
 }
 
 /** What `completeTask` records (seed S34's AgentResult). */
@@ -45,6 +48,8 @@ export class AgentRuntime {
   readonly agentType: string
   readonly heartbeatMs: number
   readonly leaseMs: number
+  /** The backends this worker's agents may use. */
+  readonly host: AgentHost | undefined
   readonly #o: AgentRuntimeOptions
   readonly #claims = new Map<string, ClaimToken>()
   readonly #now: () => Date
@@ -56,6 +61,7 @@ export class AgentRuntime {
     this.heartbeatMs = options.heartbeatMs ?? 5000
     this.leaseMs = options.leaseMs ?? Math.max(this.heartbeatMs * 3, 1000)
     this.#now = options.now ?? (() => new Date())
+    this.host = options.host
   }
 
   /** The claim held on a task (its fencing token), if any. */

@@ -1,6 +1,7 @@
 import { AH_ERR_POLICY_VIOLATION, AH_ERR_TASK_AGENT_FAILED, type AgentError } from '../errors.js'
 import type { AgentResult, AgentRuntime } from './agent-runtime.js'
 import type { TaskNode } from './task.js'
+import type { AgentHost } from '../backends/protocol.js'
 
 /** What `handleTask` gets besides the task. */
 export interface TaskContext {
@@ -9,6 +10,8 @@ export interface TaskContext {
   signal: AbortSignal
   /** Report progress (AGENT_UPDATE, and a heartbeat). */
   progress(message: string, fraction?: number): Promise<void>
+  /** The backends (`host.backend('llm')`), when the worker was given them. */
+  host?: AgentHost
 }
 
 /**
@@ -62,7 +65,8 @@ export abstract class BaseAgent {
       const result = await this.handleTask(task, {
         runtime,
         signal: controller.signal,
-        progress: async (message, fraction) => { await this.onProgress(task, runtime, message, fraction) }
+        progress: async (message, fraction) => { await this.onProgress(task, runtime, message, fraction) },
+        ...(runtime.host !== undefined ? { host: runtime.host } : {})
       })
       // a result the policy refuses is the agent's failure, found before onComplete is told otherwise
       runtime.assertAllowed(result)

@@ -5,6 +5,7 @@ import type { AuditInput } from '../storage/audit.js'
 import { AgentRuntime, type TaskEventSink } from './agent-runtime.js'
 import type { BaseAgent } from './base-agent.js'
 import type { TaskStore } from './task-store.js'
+import type { AgentHost } from '../backends/protocol.js'
 
 export interface WorkerPoolOptions {
   store: TaskStore
@@ -17,6 +18,8 @@ export interface WorkerPoolOptions {
   /** Idle wait between polls when there is no work. */
   pollMs: number
   log: { info(obj: object, msg?: string): void, error(obj: object, msg?: string): void }
+  /** The backends the agents may use (`TaskContext.host`). */
+  host?: AgentHost
 }
 
 /**
@@ -47,7 +50,8 @@ export class WorkerPool {
           events: this.#o.events,
           ...(this.#o.audit !== undefined ? { audit: this.#o.audit } : {}),
           heartbeatMs: this.#o.heartbeatMs,
-          leaseMs: this.#o.leaseMs
+          leaseMs: this.#o.leaseMs,
+          ...(this.#o.host !== undefined ? { host: this.#o.host } : {})
         })
         this.#loops.push(this.#loop(agent, runtime))
       }
