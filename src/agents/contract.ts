@@ -104,6 +104,8 @@ export interface Agent {
    * answers 503 `AH_ERR_BACKEND_UNAVAILABLE` before the agent runs.
    */
   readonly backends?: readonly string[]
+  /** Backends one capability needs besides `backends`, by capability name: checked the same way, for a call of that capability. */
+  readonly capabilityBackends?: Readonly<Record<string, readonly string[]>>
   assist(request: ResolvedAgentRequest, session: SessionHandle, response: ResponseHandler, host: AgentHost): Promise<void>
   startup?(): Promise<void> | void
   shutdown?(): Promise<void> | void
@@ -124,6 +126,7 @@ export interface ManifestSpec extends Partial<Omit<AgentDefinition, 'metadata' |
 export interface AgentSpec {
   manifest: ManifestSpec
   backends?: Agent['backends']
+  capabilityBackends?: Agent['capabilityBackends']
   assist: Agent['assist']
   startup?: Agent['startup']
   shutdown?: Agent['shutdown']

@@ -21,6 +21,8 @@ export interface ContractCapability {
   inputs?: JsonObject
   /** The longest a call may run before its signal fires (a caller's `constraints.timeout` may only shorten it). */
   timeout_ms?: number
+  /** Backends a call of this capability needs besides the agent's `backends` (checked the same way). */
+  backends?: readonly string[]
 }
 
 /** What `execute` is handed besides its input. */
@@ -80,7 +82,8 @@ function callSignal (signal: AbortSignal, timeoutMs: number | undefined): AbortS
  * capability), `retry` is a retryable failure (backoff and attempts are the task's), `fail` a final
  * one, a violation a final one too, and `next_tasks` become child tasks.
  */
-async function runTask (spec: ContractAgentSpec, capability: ContractCapability, validInput: ValidateFunction, task: TaskNode, context: TaskContext): Promise<AgentResult> {
+async function runTask (spec: ContractAgentSpec, capabilities: ReadonlyArray<{ capability: ContractCapability, validInput: ValidateFunction }>, task: TaskNode, context: TaskContext): Promise<AgentResult> {
+  const { capability, validInput } = taskCapability(capabilities, task)
   const input: AgentInput = {
     intent: capability.intent ?? capability.name,
     task_id: task.id,
@@ -92,11 +95,12 @@ async function runTask (spec: ContractAgentSpec, capability: ContractCapability,
     const errors = (validInput.errors ?? []).map((e) => `/inputs${e.instancePath} ${e.message ?? ''}`)
     throw new AgentError(`invalid input: ${errors.join('; ')}`, { retryable: false, details: { reason: 'invalid_input', errors } })
   }
-  if (spec.backends !== undefined) {
-    if (context.host === undefined) throw new AgentError(`backend_unavailable: this worker has no backends (${spec.backends.join(', ')})`, { retryable: true, details: { reason: 'backend_unavailable' } })
+  const backends = [...(spec.backends ?? []), ...(capability.backends ?? [])]
+  if (backends.length > 0) {
+    if (context.host === undefined) throw new AgentError(`backend_unavailable: this worker has no backends (${backends.join(', ')})`, { retryable: true, details: { reason: 'backend_unavailable' } })
     const host = context.host as AgentHost & { require?: (names: readonly string[]) => Promise<void> }
     try {
-      await host.require?.(spec.backends)
+      await host.require?.(backends)
     } catch (err) {
       throw new AgentError(`backend_unavailable: ${(err as Error).message}`, { retryable: true, details: { reason: 'backend_unavailable' } })
     }
@@ -125,6 +129,19 @@ async function runTask (spec: ContractAgentSpec, capability: ContractCapability,
     return { type: t.type, ...(isObject(t.inputs) ? { inputs: t.inputs } : {}), ...(typeof t.priority === 'number' ? { priority: t.priority } : {}), ...(isObject(t.metadata) ? { metadata: t.metadata } : {}) }
   })
   return { task_id: task.id, outcome: 'completed', artifacts: (output.artifacts ?? []) as JsonObject[], ...(next.length > 0 ? { next_actions: next } : {}) }
+}
+
+/**
+ * The capability a task calls: the one whose intent (or name) is the task's `metadata.intent`, or the
+ * `type` of the plan task in its inputs (a task made by `POST /v1/plans`), else the first.
+ */
+function taskCapability<C extends { capability: ContractCapability }> (capabilities: readonly C[], task: TaskNode): C {
+  const plan = isObject(task.inputs.task) ? task.inputs.task.type : undefined
+  for (const wanted of [task.metadata.intent, plan]) {
+    const found = capabilities.find((c) => typeof wanted === 'string' && (c.capability.intent ?? c.capability.name) === wanted)
+    if (found !== undefined) return found
+  }
+  return capabilities[0] as C
 }
 
 /** The host of a worker given no backends: every backend is unavailable. */
@@ -199,17 +216,18 @@ async function runContract (spec: ContractAgentSpec, capability: ContractCapabil
  * events, its events internal events. Every state change of the call is an internal event
  * (`contract.started`, `.completed`, `.retry_requested`, `.failed`, `.timed_out`, `.violated`).
  *
- * It is a task agent too (`agentType` = its name): a task of that type is a call of its first
- * capability with the task's inputs as payload (validated first), `retry` (and a timeout) a retryable
+ * It is a task agent too (`agentType` = its name): a task of that type is a call of the capability
+ * whose intent is the task's `metadata.intent` or its plan task's `type` (else the first), with the
+ * task's inputs as payload (validated first), `retry` (and a timeout) a retryable
  * failure with the task's backoff and attempts, `fail`, a violation or bad input a final failure, and
  * `next_tasks` (each with a `type`) child tasks.
  */
 export function defineContractAgent (spec: ContractAgentSpec): Agent & Pick<BaseAgent, 'agentType' | 'handleTask'> {
   const refused = incompatibility(spec.contractVersion)
   if (refused !== undefined) throw new AH_ERR_AGENT_INVALID(spec.metadata.name, refused)
-  const first = spec.capabilities[0]
-  if (first === undefined) throw new AH_ERR_AGENT_INVALID(spec.metadata.name, 'a contract agent needs at least one capability')
-  const validTaskInput = compileSchema(first.inputs ?? { type: 'object' })
+  if (spec.capabilities.length === 0) throw new AH_ERR_AGENT_INVALID(spec.metadata.name, 'a contract agent needs at least one capability')
+  const forTasks = spec.capabilities.map((capability) => ({ capability, validInput: compileSchema(capability.inputs ?? { type: 'object' }) }))
+  const capabilityBackends = Object.fromEntries(spec.capabilities.filter((c) => c.backends !== undefined).map((c) => [c.name, c.backends as readonly string[]]))
   const agent = defineAgent({
     manifest: {
       metadata: spec.metadata,
@@ -230,6 +248,7 @@ export function defineContractAgent (spec: ContractAgentSpec): Agent & Pick<Base
       }
     },
     ...(spec.backends !== undefined ? { backends: spec.backends } : {}),
+    ...(Object.keys(capabilityBackends).length > 0 ? { capabilityBackends } : {}),
     async assist (request, _session, response, host) {
       const metadata = request.metadata as { capability?: string, constraints?: JsonObject }
       const capability = spec.capabilities.find((c) => c.name === metadata.capability) ?? spec.capabilities[0] as ContractCapability
@@ -246,6 +265,6 @@ export function defineContractAgent (spec: ContractAgentSpec): Agent & Pick<Base
   return {
     ...agent,
     agentType: spec.metadata.name,
-    handleTask: async (task, context) => await runTask(spec, first, validTaskInput, task, context)
+    handleTask: async (task, context) => await runTask(spec, forTasks, task, context)
   }
 }

@@ -202,7 +202,8 @@ export class AssistEngine {
     const known = this.#o.store.get(requestId)
     if (known !== undefined) return this.#join(known, hash, mode, who, admin, resolved)
     if (options.resuming === true && mode === 'server_sent_events') return { requestId, mode, outcome: 'gone' }
-    if (hosted.agent.backends !== undefined) await this.#o.backends.require(hosted.agent.backends)
+    const backends = [...(hosted.agent.backends ?? []), ...(hosted.agent.capabilityBackends?.[capability.capability.name] ?? [])]
+    if (backends.length > 0) await this.#o.backends.require(backends)
     await options.admit?.(agent)
 
     const run = new AssistRun({
