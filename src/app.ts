@@ -10,6 +10,7 @@ import docs from './plugins/swagger.js'
 import crossOrigin from './plugins/cors.js'
 import playgroundRoutes from './routes/playground.js'
 import planRoutes from './routes/v1/plans.js'
+import busRoutes from './routes/v1/bus.js'
 import storage from './plugins/storage.js'
 import auth from './plugins/auth.js'
 import metrics from './plugins/metrics.js'
@@ -18,6 +19,7 @@ import pressure from './plugins/pressure.js'
 import limits from './plugins/limits.js'
 import agents from './plugins/agents.js'
 import backends from './plugins/backends.js'
+import bus from './plugins/bus.js'
 import runs from './plugins/runs.js'
 import tasks from './plugins/tasks.js'
 import healthRoutes from './routes/health.js'
@@ -81,6 +83,7 @@ export async function buildApp (config: Config, options: BuildOptions = {}): Pro
   await app.register(pressure)
   await app.register(agents)
   await app.register(backends)
+  await app.register(bus)
   await app.register(runs)
   await app.register(tasks)
 
@@ -94,6 +97,7 @@ export async function buildApp (config: Config, options: BuildOptions = {}): Pro
   await app.register(auditRoutes)
   await app.register(taskRoutes)
   await app.register(planRoutes)
+  await app.register(busRoutes)
   await app.register(playgroundRoutes)
   return app
 }

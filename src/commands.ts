@@ -9,6 +9,11 @@ import { SqliteTaskStore } from './runtime/sqlite-task-store.js'
 import { WorkerPool } from './runtime/worker-pool.js'
 import { KeyStore } from './auth/keys.js'
 import { createBackends } from './backends/registry.js'
+import { EventBus } from './bus/event-bus.js'
+import { subscribeAgents } from './bus/agent-subscriptions.js'
+import { BusStore } from './storage/bus.js'
+import { retryBusy } from './storage/busy.js'
+import { randomUUID } from 'node:crypto'
 import { SCOPES } from './auth/scopes.js'
 
 const USAGE = `usage: agent-host <command>
@@ -48,6 +53,16 @@ async function worker (type: string | undefined, concurrency: number, env: Recor
     error: (obj: object, msg?: string) => { io.err(JSON.stringify({ level: 'error', msg, ...obj, err: String((obj as { err?: unknown }).err) })) }
   }
   const backends = createBackends(config, { ...log, warn: log.info })
+  const bus = new EventBus({
+    store: new BusStore(db),
+    write: async (write) => await retryBusy(write, config.DB_WRITE_BUDGET_MS),
+    instanceId: randomUUID(),
+    pollMs: config.BUS_POLL_MS,
+    leaseMs: config.BUS_LEASE_MS,
+    maxAttempts: config.BUS_MAX_ATTEMPTS,
+    backoffMs: config.BUS_RETRY_BACKOFF_MS,
+    log: { warn: log.info, error: log.error }
+  })
   const pool = new WorkerPool({
     store,
     events: new EventStore(db),
@@ -57,11 +72,14 @@ async function worker (type: string | undefined, concurrency: number, env: Recor
     leaseMs: config.TASK_LEASE_MS,
     pollMs: config.TASK_POLL_MS,
     log,
-    host: backends
+    host: backends,
+    bus
   })
   pool.start([agent.agent])
+  await subscribeAgents(bus, store, [agent])
   io.out(`worker ready: type ${type}, ${concurrency} loop(s), pid ${process.pid}, store ${config.TASK_STORE}`)
   if (io.signal !== undefined && !io.signal.aborted) await new Promise((resolve) => io.signal?.addEventListener('abort', resolve, { once: true }))
+  await bus.close()
   await pool.stop()
   await backends.close()
   await store.close()

@@ -61,6 +61,14 @@ export const ConfigSchema = Type.Object({
   TASK_HEARTBEAT_MS: Type.Integer({ default: 10000, minimum: 50 }),
   /** How long an idle worker waits before looking for work again. */
   TASK_POLL_MS: Type.Integer({ default: 500, minimum: 10 }),
+  /** Event bus: how often a process looks for deliveries that other processes published (its own wake it at once). */
+  BUS_POLL_MS: Type.Integer({ default: 250, minimum: 10 }),
+  /** Event bus: how long a delivery is leased to one process; a handler still running then is aborted and the event delivered again. */
+  BUS_LEASE_MS: Type.Integer({ default: 60000, minimum: 100 }),
+  /** Event bus: attempts of a delivery whose handler throws before it is dead-lettered. */
+  BUS_MAX_ATTEMPTS: Type.Integer({ default: 5, minimum: 1, maximum: 100 }),
+  /** Event bus: the wait before a failed delivery's second attempt, doubling after each (at most a minute). */
+  BUS_RETRY_BACKOFF_MS: Type.Integer({ default: 1000, minimum: 0 }),
   /** Event-loop delay past which requests get 503 `AH_ERR_OVERLOADED` and `/health` says `degraded` (0: unchecked). */
   MAX_EVENT_LOOP_DELAY_MS: Type.Integer({ default: 1000, minimum: 0 }),
   /** Heap in use past which the same happens (0: unchecked). */

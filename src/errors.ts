@@ -61,6 +61,8 @@ export const AH_ERR_TASK_NOT_FOUND = define('AH_ERR_TASK_NOT_FOUND', 404, 'No ta
   'The task id names no task.')
 export const AH_ERR_PLAN_NOT_FOUND = define('AH_ERR_PLAN_NOT_FOUND', 404, 'No plan with id "%s"',
   'No task of the graph belongs to a plan with this id (`POST /v1/plans` makes them).')
+export const AH_ERR_BUS_EVENT_INVALID = define('AH_ERR_BUS_EVENT_INVALID', 400, '%s',
+  'A publication to the event bus failed validation: its shape (`EventPublication`), or the `data` of one of the typed common events (`research.complete`, `plan.ready`, ...). `details.errors` lists each failing path.')
 export const AH_ERR_TASK_STALE_CLAIM = define('AH_ERR_TASK_STALE_CLAIM', 409, 'Task "%s" is no longer held by %s at attempt %s',
   'A worker presented a claim (owner, attempt) that is no longer current: its lease expired and the task moved on. Nothing was changed.')
 export const AH_ERR_TASK_STATE = define('AH_ERR_TASK_STATE', 409, 'Task "%s" is %s: cannot %s',

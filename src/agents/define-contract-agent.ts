@@ -1,5 +1,6 @@
 import { randomUUID } from 'node:crypto'
-import { AgentOutput as AgentOutputSchema, type AgentInput, type AgentOutput } from '../protocol/contract.js'
+import { AgentOutput as AgentOutputSchema, COMMON_EVENTS, type AgentInput, type AgentOutput, type EventPublication } from '../protocol/contract.js'
+import type { BusEvent } from '../storage/bus.js'
 import { AH_ERR_AGENT_INVALID, AH_ERR_BACKEND_UNAVAILABLE } from '../errors.js'
 import { CONTRACT_VERSION, incompatibility } from './contract-version.js'
 import type { Agent, AgentHost, JsonObject, ManifestSpec, ResponseHandler } from './contract.js'
@@ -35,6 +36,37 @@ export interface ContractContext {
   log(level: 'debug' | 'info' | 'warn' | 'error', message: string, metadata?: JsonObject): Promise<void>
   /** The backends (`host.backend('llm')`); the ones in the spec's `backends` are checked available before `execute`. */
   readonly host: AgentHost
+  /**
+   * Publish to the event bus now, with a priority, TTL or targets of your own (the events of the
+   * output are published too, once it is accepted, with the defaults). Without a bus it does nothing.
+   */
+  publish(publication: EventPublication): Promise<void>
+}
+
+/**
+ * A subscription of a contract agent to the event bus (seed 003 `EventSubscription`). The host
+ * registers it wherever the agent runs as a task agent (the server, `agent-host worker`); its
+ * deliveries are at least once, so a handler must tolerate an event twice.
+ */
+export interface ContractSubscription {
+  /** Unique in the agent (the seed's `handler`); the subscription's id is `<agent name>:<name>`. */
+  name: string
+  /** Glob patterns over the dotted event type: `*` one segment, `**` any (`code.*`, `research.complete`). */
+  patterns: string[]
+  /** Dotted paths of the event's `data` and the values they must have (an array: any of them). */
+  filter?: JsonObject
+  /**
+   * Start a task of this agent for each event: its inputs are what this returns (`true`: the event's
+   * `data`), undefined skips the event. The task id is derived from the event, so a redelivery starts nothing twice.
+   */
+  startTask?: true | ((event: BusEvent) => JsonObject | undefined)
+  /** The intent (capability) the started task calls; default the first capability. */
+  intent?: string
+  /** Handle the event in the agent; throwing retries it (with backoff), then dead-letters it. */
+  handle?: (event: BusEvent, context: { signal: AbortSignal }) => Promise<void> | void
+  /** Attempts before a delivery is dead-lettered (default BUS_MAX_ATTEMPTS). */
+  maxAttempts?: number
+  backoffMs?: number
 }
 
 /** What an author passes to {@link defineContractAgent} (seed 003's `BaseAgent`). */
@@ -49,6 +81,8 @@ export interface ContractAgentSpec {
   validate?(output: AgentOutput): boolean | Promise<boolean>
   /** Extra facts for discovery, served under `custom_metadata.contract.capabilities`. */
   getCapabilities?(): JsonObject
+  /** Subscriptions to the event bus: handlers, and tasks started by events. */
+  subscriptions?: ContractSubscription[]
   /**
    * Backends the agent needs (names from `GET /v1/backends`, e.g. `llm`). While one is unavailable
    * a call behind `/v1/assist` is a 503 `AH_ERR_BACKEND_UNAVAILABLE` and a task a retryable failure.
@@ -57,6 +91,7 @@ export interface ContractAgentSpec {
 }
 
 const validOutput = compileSchema<AgentOutput>(AgentOutputSchema)
+const validCommonData = new Map(Object.entries(COMMON_EVENTS).map(([type, schema]) => [type, compileSchema(schema)]))
 
 function timeoutOf (capability: ContractCapability, constraints: JsonObject | undefined): number | undefined {
   const asked = typeof constraints?.timeout === 'number' && constraints.timeout > 0 ? constraints.timeout * 1000 : undefined
@@ -68,6 +103,10 @@ function timeoutOf (capability: ContractCapability, constraints: JsonObject | un
 async function violation (spec: ContractAgentSpec, input: AgentInput, output: AgentOutput): Promise<string | undefined> {
   if (!validOutput(output)) return `its output does not match the AgentOutput schema: ${(validOutput.errors ?? []).map((e) => `${e.instancePath || '/'} ${e.message ?? ''}`).join('; ')}`
   if (output.task_id !== input.task_id) return `its output is for task ${output.task_id}, not ${input.task_id}`
+  for (const [i, event] of (output.events ?? []).entries()) {
+    const common = validCommonData.get(event.type)
+    if (common !== undefined && !common(event.data)) return `its event ${i} (${event.type}) does not carry the common event's data: ${(common.errors ?? []).map((e) => `/events/${i}/data${e.instancePath} ${e.message ?? ''}`).join('; ')}`
+  }
   if (spec.validate !== undefined && !(await spec.validate(output))) return 'its own validate() refused its output'
   return undefined
 }
@@ -109,19 +148,22 @@ async function runTask (spec: ContractAgentSpec, capabilities: ReadonlyArray<{ c
   const timeoutMs = timeoutOf(capability, input.constraints)
   const signal = callSignal(context.signal, timeoutMs)
   await context.runtime.emitUpdate(task.id, 'contract.started')
+  const origin = { source: `agent:${spec.metadata.name}`, owner_key: typeof task.metadata.owner_key === 'string' ? task.metadata.owner_key : null, trace_id: traceId }
+  const publish = async (publication: EventPublication): Promise<void> => { await context.bus?.publish(publication, origin) }
   let output: AgentOutput
   try {
     // a task's log lines are its updates (GET /v1/tasks/:id/events), with the trace id
     const log: ContractContext['log'] = async (level, message, metadata = {}) => {
       await context.runtime.emitUpdate(task.id, `${level}: ${message} ${JSON.stringify({ ...metadata, trace_id: traceId })}`)
     }
-    output = await spec.execute(input, { signal, traceId, log, host: context.host ?? NO_BACKENDS })
+    output = await spec.execute(input, { signal, traceId, log, publish, host: context.host ?? NO_BACKENDS })
   } catch (err) {
     if (signal.aborted && !context.signal.aborted) throw new AgentError(`contract_timeout: the call ran past ${timeoutMs as number} ms`, { retryable: true, details: { reason: 'contract_timeout' } })
     throw err
   }
   const broken = await violation(spec, input, output)
   if (broken !== undefined) throw new AgentError(`agent_contract_violation: ${broken}`, { retryable: false, details: { reason: 'agent_contract_violation' } })
+  for (const event of output.events ?? []) await publish({ event })
   if (output.status === 'retry') throw new AgentError(output.error ?? 'the agent asked to try again', { retryable: true, details: { reason: 'retry_requested' } })
   if (output.status === 'fail') throw new AgentError(output.error ?? 'the agent failed the task', { retryable: false, details: { reason: 'failed' } })
   const next = (output.next_tasks ?? []).map((t) => {
@@ -172,6 +214,7 @@ async function runContract (spec: ContractAgentSpec, capability: ContractCapabil
     signal,
     traceId,
     host,
+    publish: async (publication) => { await host.bus?.publish(publication) },
     log: async (level, message, metadata = {}) => { await response.log(level, message, { ...metadata, trace_id: traceId, task_id: input.task_id, agent: spec.metadata.name }) }
   }
   await state('started')
@@ -200,10 +243,16 @@ async function runContract (spec: ContractAgentSpec, capability: ContractCapabil
     return
   }
   for (const artifact of output.artifacts ?? []) await response.data({ artifact } as JsonObject, `${artifact.kind}: ${artifact.ref}`, 'JSON')
-  for (const event of output.events ?? []) await record(event.type, { key: event.key, visibility: event.visibility ?? 'internal', data: event.data as JsonObject })
+  for (const event of output.events ?? []) {
+    await record(event.type, { key: event.key, visibility: event.visibility ?? 'internal', data: event.data as JsonObject })
+    await context.publish({ event })
+  }
   await state(output.status === 'ok' ? 'completed' : output.status === 'retry' ? 'retry_requested' : 'failed', output.error === undefined ? {} : { error: output.error })
   await response.result(output as unknown as JsonObject)
 }
+
+/** A contract agent as the host sees it: a CAP agent, a task agent, and its bus subscriptions (with their ids). */
+export type ContractAgent = Agent & Pick<BaseAgent, 'agentType' | 'handleTask'> & { subscriptions: Array<ContractSubscription & { id: string }> }
 
 /**
  * Author a contract agent (seed 003): `execute(AgentInput) → AgentOutput`, an optional `validate`,
@@ -222,7 +271,7 @@ async function runContract (spec: ContractAgentSpec, capability: ContractCapabil
  * failure with the task's backoff and attempts, `fail`, a violation or bad input a final failure, and
  * `next_tasks` (each with a `type`) child tasks.
  */
-export function defineContractAgent (spec: ContractAgentSpec): Agent & Pick<BaseAgent, 'agentType' | 'handleTask'> {
+export function defineContractAgent (spec: ContractAgentSpec): ContractAgent {
   const refused = incompatibility(spec.contractVersion)
   if (refused !== undefined) throw new AH_ERR_AGENT_INVALID(spec.metadata.name, refused)
   if (spec.capabilities.length === 0) throw new AH_ERR_AGENT_INVALID(spec.metadata.name, 'a contract agent needs at least one capability')
@@ -264,6 +313,7 @@ export function defineContractAgent (spec: ContractAgentSpec): Agent & Pick<Base
   })
   return {
     ...agent,
+    subscriptions: (spec.subscriptions ?? []).map((s) => ({ ...s, id: `${spec.metadata.name}:${s.name}` })),
     agentType: spec.metadata.name,
     handleTask: async (task, context) => await runTask(spec, forTasks, task, context)
   }

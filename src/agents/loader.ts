@@ -5,6 +5,7 @@ import { AH_ERR_AGENT_DUPLICATE, AH_ERR_AGENT_INVALID } from '../errors.js'
 import { hostAgent } from './hosted-agent.js'
 import { AgentRegistry } from './registry.js'
 import { asBaseAgent, isTaskAgent, type BaseAgent } from '../runtime/base-agent.js'
+import type { ContractSubscription } from './define-contract-agent.js'
 
 /** Entry files looked for in each agent folder, in this order. */
 export const AGENT_ENTRY_FILES = ['index.js', 'index.mjs', 'index.ts'] as const
@@ -33,10 +34,26 @@ function unwrapDefault (value: unknown): unknown {
   return value
 }
 
+/** The bus subscriptions a task agent declares (a contract agent's `subscriptions`), checked. */
+function subscriptionsOf (value: object): Array<ContractSubscription & { id: string }> {
+  const list = (value as { subscriptions?: unknown }).subscriptions
+  if (list === undefined) return []
+  if (!Array.isArray(list)) throw new Error('subscriptions must be an array')
+  for (const s of list as Array<Partial<ContractSubscription & { id: string }>>) {
+    if (typeof s?.id !== 'string' || !Array.isArray(s.patterns) || s.patterns.length === 0 || !s.patterns.every((p) => typeof p === 'string' && p !== '')) {
+      throw new Error('each subscription needs an id and a non-empty list of patterns (use defineContractAgent)')
+    }
+    if (s.startTask === undefined && s.handle === undefined) throw new Error(`subscription ${s.id} neither starts a task nor handles the event`)
+  }
+  return list as Array<ContractSubscription & { id: string }>
+}
+
 /** A task agent found in a folder. */
 export interface LoadedTaskAgent {
   agent: BaseAgent
   source: string
+  /** Its subscriptions to the event bus (contract agents'), each with its id. */
+  subscriptions: Array<ContractSubscription & { id: string }>
 }
 
 /** What a folder scan found. */
@@ -83,7 +100,7 @@ export async function loadAgents (dir: string): Promise<LoadResult> {
     const cap = typeof value === 'object' && value !== null && ('manifest' in value || 'assist' in value)
     if (task) {
       try {
-        taskAgents.push({ agent: asBaseAgent(value), source: file })
+        taskAgents.push({ agent: asBaseAgent(value), source: file, subscriptions: subscriptionsOf(value) })
       } catch (err) {
         throw new AH_ERR_AGENT_INVALID(file, (err as Error).message, { cause: err })
       }

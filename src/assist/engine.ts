@@ -4,6 +4,8 @@ import {
   AH_ERR_AGENT_NOT_FOUND, AH_ERR_REQUEST_CONFLICT, AH_ERR_RUN_NOT_FOUND, AH_ERR_SESSION_NOT_FOUND, AH_ERR_SHUTTING_DOWN, AH_ERR_VALIDATION, withDetails
 } from '../errors.js'
 import type { AgentHost, JsonObject } from '../agents/contract.js'
+import type { BusPublisher } from '../backends/protocol.js'
+import type { EventPublication } from '../protocol/contract.js'
 import type { HostedAgent, HostedCapability } from '../agents/hosted-agent.js'
 import { toIssues } from '../agents/json-schema.js'
 import type { AgentRegistry } from '../agents/registry.js'
@@ -65,6 +67,8 @@ export interface EngineOptions {
   agents: AgentRegistry
   /** What agents get as their fourth argument, and the check that an agent's backends are there. */
   backends: AgentHost & { require(names: readonly string[]): Promise<void> }
+  /** The event bus agents publish to (`host.bus`), their events owned by the run's caller. */
+  bus?: { publish(publication: EventPublication, origin: { source: string, owner_key: string, trace_id: string }): ReturnType<BusPublisher['publish']> }
   instanceId: string
   log: RunLogger
   settings: EngineSettings
@@ -243,7 +247,7 @@ export class AssistEngine {
     }
     // the agent sees only the permissions its caller holds
     resolved.context = { ...resolved.context, permissions: resolved.context.permissions.filter((p) => grants(who.scopes, p)) }
-    this.#launch(run, token, resolved, hosted, mode, envelope, metadata.timeout_ms)
+    this.#launch(run, token, resolved, hosted, mode, envelope, metadata.timeout_ms, who.id)
     return { requestId, mode, outcome: 'started' }
   }
 
@@ -255,7 +259,17 @@ export class AssistEngine {
     return { requestId: known.request_id, mode, outcome: 'joined' }
   }
 
-  #launch (run: AssistRun, token: string, resolved: ResolvedAgentRequest, hosted: HostedAgent, mode: DeliveryMode, envelope: ServiceRequest, timeoutMs: number | undefined): void {
+  /** What the agent gets as `host`: the backends, and the bus with its events owned by the run's caller. */
+  #host (agent: string, owner: string, traceId: string): AgentHost {
+    const { backends, bus } = this.#o
+    if (bus === undefined) return backends
+    return {
+      backend: (name) => backends.backend(name),
+      bus: { publish: async (publication) => await bus.publish(publication, { source: `agent:${agent}`, owner_key: owner, trace_id: traceId }) }
+    }
+  }
+
+  #launch (run: AssistRun, token: string, resolved: ResolvedAgentRequest, hosted: HostedAgent, mode: DeliveryMode, envelope: ServiceRequest, timeoutMs: number | undefined, owner: string): void {
     const requestId = run.requestId
     this.#tokens.set(requestId, token)
     const limit = this.#s.runTimeoutMs
@@ -264,7 +278,7 @@ export class AssistEngine {
     const session = this.#o.sessions.open(resolved.session_id, envelope.context.user)
     const answer = run.ended.then(async () => await this.#finish(run, token, resolved, hosted, envelope, mode))
     this.#answers.set(requestId, answer)
-    const settled = run.execute(hosted.agent, resolved, session, this.#o.backends)
+    const settled = run.execute(hosted.agent, resolved, session, this.#host(hosted.manifest.metadata.name, owner, envelope.context.trace.trace_id))
     this.registry.track(run, Promise.all([settled, answer]).then(() => {
       this.#answers.delete(requestId)
       this.#tokens.delete(requestId)

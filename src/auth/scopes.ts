@@ -1,7 +1,7 @@
 /** Every scope a key may hold. `admin` holds them all. */
 export const SCOPES = [
   'assist:invoke', 'agents:read', 'tasks:read', 'tasks:write', 'tasks:claim', 'events:internal',
-  'sessions:read', 'sessions:delete', 'audit:read', 'admin'
+  'sessions:read', 'sessions:delete', 'audit:read', 'bus:publish', 'bus:read', 'admin'
 ] as const
 export type Scope = typeof SCOPES[number]
 
@@ -34,6 +34,10 @@ export const ROUTE_SCOPES: Readonly<Record<string, Scope>> = {
   'POST /v1/tasks/:id/cancel': 'tasks:write',
   'GET /v1/tasks/:id/events': 'events:internal',
   'GET /v1/conversations/:id/events': 'tasks:read',
+  'POST /v1/bus/events': 'bus:publish',
+  'GET /v1/bus/events': 'bus:read',
+  'GET /v1/bus/subscriptions': 'bus:read',
+  'GET /v1/bus/dead-letters': 'bus:read',
   'GET /metrics': 'admin'
 }
 

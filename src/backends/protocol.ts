@@ -3,6 +3,7 @@
  * *protocol* owns the session lifecycle, parses what the backend streams and delegates tool calls;
  * a *transport* (see `llm/`) does the wire-level HTTP of one provider.
  */
+import type { EventPublication } from '../protocol/contract.js'
 
 /** Any JSON object. */
 export type JsonObject = Record<string, unknown>
@@ -215,4 +216,15 @@ export interface AgentHost {
    * @throws AH_ERR_BACKEND_UNAVAILABLE when it is not configured
    */
   backend(name: string): AgentProtocol
+  /** The event bus, where the host has one: events published here belong to the caller of the run or task. */
+  readonly bus?: BusPublisher
+}
+
+/** Publishing to the event bus (seed 003 `EventPublication`); see `GET /v1/bus/events`. */
+export interface BusPublisher {
+  /**
+   * Publish one event; an event with the same `key` still alive makes this a duplicate, stored once.
+   * @throws AH_ERR_BUS_EVENT_INVALID when the publication or a common event's `data` is invalid
+   */
+  publish(publication: EventPublication): Promise<{ duplicate: boolean, event: { id: string, seq: number } }>
 }

@@ -30,6 +30,7 @@ async function runs (app: FastifyInstance): Promise<void> {
     events: app.events,
     agents: app.agents,
     backends: app.backends,
+    bus: app.bus,
     instanceId: app.instanceId,
     log: app.log,
     settings: {
@@ -74,4 +75,4 @@ async function runs (app: FastifyInstance): Promise<void> {
   })
 }
 
-export default fp(runs, { name: 'runs', fastify: '5.x', dependencies: ['config', 'storage', 'agents', 'backends', 'metrics'] })
+export default fp(runs, { name: 'runs', fastify: '5.x', dependencies: ['config', 'storage', 'agents', 'backends', 'bus', 'metrics'] })

@@ -55,6 +55,7 @@ async function docs (app: FastifyInstance): Promise<void> {
         { name: 'events', description: 'The event log' },
         { name: 'audit', description: 'The tamper-evident audit log' },
         { name: 'tasks', description: 'The task graph and conversation feeds' },
+        { name: 'bus', description: 'The event bus: publish, the a2a feed, subscriptions, dead letters' },
         { name: 'backends', description: 'LLM providers and local agents that agents think with' },
         { name: 'operations', description: 'Health, metrics and documentation' }
       ],

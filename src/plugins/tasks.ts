@@ -6,6 +6,7 @@ import { Narrator } from '../runtime/narrator.js'
 import { isBusy } from '../storage/busy.js'
 import { Reaper } from '../runtime/reaper.js'
 import { WorkerPool } from '../runtime/worker-pool.js'
+import { subscribeAgents } from '../bus/agent-subscriptions.js'
 import type { TaskStore } from '../runtime/task-store.js'
 
 declare module 'fastify' {
@@ -39,7 +40,8 @@ async function tasks (app: FastifyInstance): Promise<void> {
     leaseMs: config.TASK_LEASE_MS,
     pollMs: config.TASK_POLL_MS,
     log: app.log,
-    host: app.backends
+    host: app.backends,
+    bus: app.bus
   })
   app.decorate('tasks', store)
   app.decorate('workers', pool)
@@ -63,6 +65,7 @@ async function tasks (app: FastifyInstance): Promise<void> {
   const narrating = setInterval(() => { looking ??= setImmediate(look) }, config.TASK_POLL_MS).unref()
   reaper.start(Math.max(100, Math.floor(config.TASK_LEASE_MS / 2)), (err) => { app.log.error({ err }, 'reaper failed') })
   pool.start(app.taskAgents.map((t) => t.agent))
+  await subscribeAgents(app.bus, store, app.taskAgents)
   app.addHook('preClose', async () => {
     await pool.stop()
     await reaper.stop()
@@ -74,4 +77,4 @@ async function tasks (app: FastifyInstance): Promise<void> {
   })
 }
 
-export default fp(tasks, { name: 'tasks', fastify: '5.x', dependencies: ['config', 'storage', 'metrics', 'agents', 'backends'] })
+export default fp(tasks, { name: 'tasks', fastify: '5.x', dependencies: ['config', 'storage', 'metrics', 'agents', 'backends', 'bus'] })

@@ -1,6 +1,7 @@
 import type { TSchema } from 'typebox'
 import { AgentMetrics } from './agent-metrics.js'
 import { PlanCreated, PlanProgress } from './plans.js'
+import { BusDeadLetter, BusDeadLetterPage, BusEventPage, BusEventRecord, BusPublished, BusSubscriptionRecord } from './bus.js'
 import { Backend, BackendList, BackendUsage } from './backends.js'
 import { CancelAccepted } from './cancel.js'
 import {
@@ -121,7 +122,13 @@ export const COMPONENT_SCHEMAS = {
   EventSubscription,
   EventPublication,
   PlanCreated,
-  PlanProgress
+  PlanProgress,
+  BusEvent: BusEventRecord,
+  BusPublished,
+  BusEventPage,
+  BusSubscription: BusSubscriptionRecord,
+  BusDeadLetter,
+  BusDeadLetterPage
 } as const satisfies Record<string, TSchema>
 
 /** The name of a schema in `#/components/schemas`. */

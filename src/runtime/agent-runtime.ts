@@ -6,6 +6,7 @@ import { AH_ERR_POLICY_VIOLATION } from '../errors.js'
 import type { ClaimToken, JsonObject, TaskFailure, TaskNode } from './task.js'
 import type { TaskStore } from './task-store.js'
 import type { AgentHost } from '../backends/protocol.js'
+import type { EventPublication } from '../protocol/contract.js'
 
 /** The event log as the runtime needs it. */
 export interface TaskEventSink {
@@ -25,6 +26,13 @@ export interface AgentRuntimeOptions {
   now?: () => Date
   /** The backends task agents may use (`context.host`); none when the worker has no configuration for them. */
   host?: AgentHost
+  /** The event bus task agents publish to (`context.bus`). */
+  bus?: TaskBus
+}
+
+/** The event bus as a task sees it: a publication says whose it is (the task's creator) and its trace. */
+export interface TaskBus {
+  publish(publication: EventPublication, origin: { source: string, owner_key: string | null, trace_id: string | null }): Promise<unknown>
 }
 
 /** What `completeTask` records (seed S34's AgentResult). */
@@ -50,6 +58,8 @@ export class AgentRuntime {
   readonly leaseMs: number
   /** The backends this worker's agents may use. */
   readonly host: AgentHost | undefined
+  /** The event bus this worker's agents publish to. */
+  readonly bus: TaskBus | undefined
   readonly #o: AgentRuntimeOptions
   readonly #claims = new Map<string, ClaimToken>()
   readonly #now: () => Date
@@ -62,6 +72,7 @@ export class AgentRuntime {
     this.leaseMs = options.leaseMs ?? Math.max(this.heartbeatMs * 3, 1000)
     this.#now = options.now ?? (() => new Date())
     this.host = options.host
+    this.bus = options.bus
   }
 
   /** The claim held on a task (its fencing token), if any. */

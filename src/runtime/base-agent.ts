@@ -1,5 +1,5 @@
 import { AH_ERR_POLICY_VIOLATION, AH_ERR_TASK_AGENT_FAILED, type AgentError } from '../errors.js'
-import type { AgentResult, AgentRuntime } from './agent-runtime.js'
+import type { AgentResult, AgentRuntime, TaskBus } from './agent-runtime.js'
 import type { TaskNode } from './task.js'
 import type { AgentHost } from '../backends/protocol.js'
 
@@ -12,6 +12,8 @@ export interface TaskContext {
   progress(message: string, fraction?: number): Promise<void>
   /** The backends (`host.backend('llm')`), when the worker was given them. */
   host?: AgentHost
+  /** The event bus, when the worker was given it. */
+  bus?: TaskBus
 }
 
 /**
@@ -66,7 +68,8 @@ export abstract class BaseAgent {
         runtime,
         signal: controller.signal,
         progress: async (message, fraction) => { await this.onProgress(task, runtime, message, fraction) },
-        ...(runtime.host !== undefined ? { host: runtime.host } : {})
+        ...(runtime.host !== undefined ? { host: runtime.host } : {}),
+        ...(runtime.bus !== undefined ? { bus: runtime.bus } : {})
       })
       // a result the policy refuses is the agent's failure, found before onComplete is told otherwise
       runtime.assertAllowed(result)

@@ -2,7 +2,7 @@ import { hostname } from 'node:os'
 import { setTimeout as sleep } from 'node:timers/promises'
 import { AH_ERR_TASK_STALE_CLAIM } from '../errors.js'
 import type { AuditInput } from '../storage/audit.js'
-import { AgentRuntime, type TaskEventSink } from './agent-runtime.js'
+import { AgentRuntime, type TaskBus, type TaskEventSink } from './agent-runtime.js'
 import type { BaseAgent } from './base-agent.js'
 import type { TaskStore } from './task-store.js'
 import type { AgentHost } from '../backends/protocol.js'
@@ -20,6 +20,8 @@ export interface WorkerPoolOptions {
   log: { info(obj: object, msg?: string): void, error(obj: object, msg?: string): void }
   /** The backends the agents may use (`TaskContext.host`). */
   host?: AgentHost
+  /** The event bus the agents publish to (`TaskContext.bus`). */
+  bus?: TaskBus
 }
 
 /**
@@ -51,7 +53,8 @@ export class WorkerPool {
           ...(this.#o.audit !== undefined ? { audit: this.#o.audit } : {}),
           heartbeatMs: this.#o.heartbeatMs,
           leaseMs: this.#o.leaseMs,
-          ...(this.#o.host !== undefined ? { host: this.#o.host } : {})
+          ...(this.#o.host !== undefined ? { host: this.#o.host } : {}),
+          ...(this.#o.bus !== undefined ? { bus: this.#o.bus } : {})
         })
         this.#loops.push(this.#loop(agent, runtime))
       }

@@ -284,5 +284,62 @@ ALTER TABLE events ADD COLUMN task_id TEXT;
 UPDATE events SET task_id = json_extract(body, '$.task_id') WHERE kind = 'task' AND json_valid(body) AND json_type(body, '$.task_id') = 'text';
 CREATE INDEX events_by_task ON events(task_id, seq) WHERE task_id IS NOT NULL;
 `
+    },
+  {
+    version: 11,
+    description: 'the event bus (seed 003): events with their dedup key, priority and expiry; durable subscriptions; one delivery row per subscription and event until it is handled; dead letters',
+    sql: `
+CREATE TABLE bus_events (
+  seq INTEGER PRIMARY KEY AUTOINCREMENT,
+  id TEXT NOT NULL UNIQUE,
+  type TEXT NOT NULL,
+  key TEXT NOT NULL,
+  visibility TEXT NOT NULL,
+  priority INTEGER NOT NULL,
+  target_agents TEXT,
+  data TEXT NOT NULL,
+  source TEXT NOT NULL,
+  owner_key TEXT,
+  trace_id TEXT,
+  published_at INTEGER NOT NULL,
+  expires_at INTEGER NOT NULL
+);
+CREATE INDEX bus_events_by_key ON bus_events(key, expires_at);
+CREATE INDEX bus_events_by_expiry ON bus_events(expires_at);
+CREATE TABLE bus_subscriptions (
+  id TEXT PRIMARY KEY,
+  agent TEXT,
+  patterns TEXT NOT NULL,
+  filter TEXT,
+  max_attempts INTEGER NOT NULL,
+  backoff_ms INTEGER NOT NULL,
+  created_at INTEGER NOT NULL,
+  updated_at INTEGER NOT NULL
+) WITHOUT ROWID;
+-- a delivery is deleted once handled; while it waits, it is ordered by its event's priority
+CREATE TABLE bus_deliveries (
+  subscription_id TEXT NOT NULL REFERENCES bus_subscriptions(id) ON DELETE CASCADE,
+  event_seq INTEGER NOT NULL REFERENCES bus_events(seq) ON DELETE CASCADE,
+  priority INTEGER NOT NULL,
+  attempts INTEGER NOT NULL DEFAULT 0,
+  due_at INTEGER NOT NULL,
+  lease_owner TEXT,
+  lease_expires_at INTEGER,
+  last_error TEXT,
+  PRIMARY KEY (subscription_id, event_seq)
+) WITHOUT ROWID;
+CREATE INDEX bus_deliveries_next ON bus_deliveries(subscription_id, priority DESC, event_seq);
+-- a dead letter keeps its event: the event itself is pruned once it expires
+CREATE TABLE bus_dead_letters (
+  id INTEGER PRIMARY KEY AUTOINCREMENT,
+  subscription_id TEXT NOT NULL,
+  event_seq INTEGER NOT NULL,
+  event TEXT NOT NULL,
+  owner_key TEXT,
+  attempts INTEGER NOT NULL,
+  last_error TEXT NOT NULL,
+  dead_at INTEGER NOT NULL
+);
+`
   }
 ]

@@ -35,6 +35,7 @@ const planRoutes: FastifyPluginAsyncTypebox = async (app) => {
   }, async (request, reply) => {
     const plan = request.body
     const batch = planTasks(plan, new Set(app.taskAgents.map((loaded) => loaded.agent.agentType)))
+      .map((task) => ({ ...task, metadata: { ...task.metadata, owner_key: request.identity.id } }))
     const tasks = await app.tasks.create(batch)
     const path = pathOf(tasks)
     request.log.info({ plan: plan.id, tasks: tasks.length, critical_path: path.path }, 'plan created')

@@ -1,0 +1,149 @@
+import type { OutgoingHttpHeaders } from 'node:http'
+import type { FastifyRequest } from 'fastify'
+import type { FastifyPluginAsyncTypebox } from '@fastify/type-provider-typebox'
+import { Type } from 'typebox'
+import { grants } from '../../auth/scopes.js'
+import { AH_ERR_BUS_EVENT_INVALID } from '../../errors.js'
+import { SseWriter } from '../../http/sse-writer.js'
+import { BusDeadLetterPage, BusEventPage, BusPublished, BusSubscriptionRecord, type BusEventRecord } from '../../protocol/bus.js'
+import { EventPublication } from '../../protocol/contract.js'
+import { errorResponse, validationError } from '../../protocol/openapi.js'
+import type { BusEvent } from '../../storage/bus.js'
+
+/** An event as it is served: times in RFC 3339, without whose it is. */
+export function busEventRecord (event: BusEvent): BusEventRecord {
+  const { owner_key: _owner, published_at: published, expires_at: expires, ...rest } = event
+  return { ...rest, published_at: new Date(published).toISOString(), expires_at: new Date(expires).toISOString() }
+}
+
+/** Whose events a caller may see: an admin everyone's (undefined), anyone else their own. */
+const ownerOf = (request: FastifyRequest): string | undefined => grants(request.identity.scopes, 'admin') ? undefined : request.identity.id
+
+const Patterns = Type.Array(Type.String({ minLength: 1, maxLength: 256 }), { minItems: 1, maxItems: 20, default: ['**'] })
+
+/**
+ * The event bus over HTTP (seed 003 "Event Bus Contracts"): publish, the `a2a` events as a feed (a
+ * page, or with `follow=true` an SSE stream resumable by `Last-Event-ID`), the subscriptions, and the
+ * dead letters. A caller sees the events it (or a run or plan of its) published; an admin sees all.
+ */
+const busRoutes: FastifyPluginAsyncTypebox = async (app) => {
+  app.post('/v1/bus/events', {
+    schema: {
+      operationId: 'publishBusEvent',
+      tags: ['bus'],
+      summary: 'Publish an event to the bus',
+      description: 'Stored with one delivery per matching subscription, delivered at least once, highest `priority` first, never after `ttl` seconds. An event whose `key` is the key of one still alive is not stored again: the answer is that event, with `duplicate: true`. The typed common events (`research.complete`, `plan.ready`, `code.changed`, `evaluation.complete`, `security.alert`, `test.generated`) must carry their data.',
+      body: EventPublication,
+      response: {
+        202: BusPublished,
+        400: errorResponse('The publication is malformed, or a common event lacks its data (`AH_ERR_BUS_EVENT_INVALID`)', new AH_ERR_BUS_EVENT_INVALID('the data of a plan.ready event is invalid: /event/data must have required property \'plan\''))
+      }
+    }
+  }, async (request, reply) => {
+    const published = await app.bus.publish(request.body, { source: 'api', owner_key: request.identity.id, trace_id: request.traceId })
+    return await reply.code(202).send({ event: busEventRecord(published.event), duplicate: published.duplicate })
+  })
+
+  app.get('/v1/bus/events', {
+    schema: {
+      operationId: 'listBusEvents',
+      tags: ['bus'],
+      summary: 'The bus\'s a2a events, oldest first; follow=true tails them as SSE (event: bus.event, id: seq)',
+      description: 'Only live (not expired) events of `visibility: "a2a"` whose type matches one of the `pattern` globs (`*` one dotted segment, `**` any: `code.*`, `research.complete`, `**`). Page on with `after` (the previous page\'s `next`). With `follow=true` the answer is a `text/event-stream` from `after` (or `Last-Event-ID`; without either, from now) that tails new events; follow it with `curl -N`.',
+      querystring: Type.Object({
+        pattern: Patterns,
+        follow: Type.Boolean({ default: false }),
+        after: Type.Optional(Type.Integer({ minimum: 0 })),
+        limit: Type.Integer({ minimum: 1, maximum: 1000, default: 100 })
+      }),
+      headers: Type.Object({ 'last-event-id': Type.Optional(Type.String({ pattern: '^[0-9]{1,15}$' })) }),
+      response: { 200: BusEventPage, 400: errorResponse('A query parameter is malformed', validationError('/querystring/limit', 'must be <= 1000')) }
+    }
+  }, async (request, reply) => {
+    const { pattern, follow, limit } = request.query
+    const owner = ownerOf(request)
+    const resumeAt = request.headers['last-event-id']
+    let after = resumeAt !== undefined ? Number(resumeAt) : request.query.after ?? (follow ? app.bus.head() : 0)
+    if (!follow) {
+      const page = app.bus.feed({ after, patterns: pattern, limit, ...(owner !== undefined ? { owner } : {}) })
+      return { events: page.events.map(busEventRecord), next: page.next }
+    }
+    const release = app.limits.openStream(request, reply)
+    reply.hijack()
+    const writer = new SseWriter(reply.raw, {
+      headers: reply.getHeaders() as OutgoingHttpHeaders,
+      heartbeatMs: app.config.SSE_HEARTBEAT_MS,
+      retryMs: app.config.SSE_RETRY_MS,
+      stallMs: app.config.SSE_STALL_TIMEOUT_MS,
+      onGone: () => { stop() },
+      metrics: app.metrics.sse,
+      onFinished: release
+    })
+    // one pump at a time; a wake-up while it runs makes it look once more
+    let pumping: Promise<void> | undefined
+    let again = false
+    const pump = async (): Promise<void> => {
+      do {
+        again = false
+        for (;;) {
+          const page = app.bus.feed({ after, patterns: pattern, limit: 500, ...(owner !== undefined ? { owner } : {}) })
+          for (const event of page.events) {
+            if (writer.finished) return
+            await writer.send('bus.event', String(event.seq), JSON.stringify(busEventRecord(event)))
+          }
+          if (page.next === after) break
+          after = page.next
+        }
+      } while (again && !writer.finished)
+    }
+    const wake = (): void => {
+      if (pumping !== undefined) { again = true; return }
+      pumping = pump().catch((err: unknown) => { request.log.error({ err }, 'bus feed failed'); stop() }).finally(() => { pumping = undefined })
+    }
+    const timer = setInterval(wake, app.config.BUS_POLL_MS).unref()
+    const stop = (): void => {
+      clearInterval(timer)
+      app.bus.published.off('event', wake)
+      app.runs.offClose(stop)
+      writer.end()
+    }
+    app.bus.published.on('event', wake)
+    app.runs.onClose(stop)
+    wake()
+    return reply
+  })
+
+  app.get('/v1/bus/subscriptions', {
+    schema: {
+      operationId: 'listBusSubscriptions',
+      tags: ['bus'],
+      summary: 'The durable subscriptions: who listens to which events',
+      response: { 200: Type.Object({ subscriptions: Type.Array(BusSubscriptionRecord) }, { additionalProperties: false }) }
+    }
+  }, async () => ({ subscriptions: app.bus.subscriptions() }))
+
+  app.get('/v1/bus/dead-letters', {
+    schema: {
+      operationId: 'listBusDeadLetters',
+      tags: ['bus'],
+      summary: 'Deliveries whose handler failed every attempt, with their events, oldest first',
+      description: 'A caller sees the dead letters of its own events; an admin sees all. Page on with `after` (the previous page\'s `next`).',
+      querystring: Type.Object({
+        after: Type.Optional(Type.Integer({ minimum: 0 })),
+        limit: Type.Integer({ minimum: 1, maximum: 1000, default: 100 })
+      }),
+      response: { 200: BusDeadLetterPage }
+    }
+  }, async (request) => {
+    const owner = ownerOf(request)
+    const { limit } = request.query
+    const letters = app.bus.deadLetters({ limit, ...(request.query.after !== undefined ? { after: request.query.after } : {}), ...(owner !== undefined ? { owner } : {}) })
+    const last = letters.at(-1)
+    return {
+      dead_letters: letters.map((d) => ({ ...d, event: busEventRecord(d.event), dead_at: new Date(d.dead_at).toISOString() })),
+      ...(letters.length === limit && last !== undefined ? { next: last.id } : {})
+    }
+  })
+}
+
+export default busRoutes
