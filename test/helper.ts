@@ -14,7 +14,10 @@ export const AGENTS = {
   showcase: '8a1f7d2e-3c4b-4e5f-9a6b-0c1d2e3f4a03',
   llmChat: '8a1f7d2e-3c4b-4e5f-9a6b-0c1d2e3f4a06',
   cliAgent: '8a1f7d2e-3c4b-4e5f-9a6b-0c1d2e3f4a07',
-  research: '8a1f7d2e-3c4b-4e5f-9a6b-0c1d2e3f4a10'
+  research: '8a1f7d2e-3c4b-4e5f-9a6b-0c1d2e3f4a10',
+  planner: '8a1f7d2e-3c4b-4e5f-9a6b-0c1d2e3f4a11',
+  refactor: '8a1f7d2e-3c4b-4e5f-9a6b-0c1d2e3f4a12',
+  evaluator: '8a1f7d2e-3c4b-4e5f-9a6b-0c1d2e3f4a13'
 } as const
 
 /** The scripted test agent (test/fixtures/agents/scripted): it runs `payload.script`. */

@@ -1,61 +1,13 @@
-import { readdir, readFile, realpath } from 'node:fs/promises'
-import { basename, extname, join, relative, resolve, sep } from 'node:path'
+import { readFile, realpath } from 'node:fs/promises'
+import { basename, relative, resolve, sep } from 'node:path'
 import { defineContractAgent, type JsonObject } from '../../src/agents/index.js'
 import { compileSchema } from '../../src/agents/json-schema.js'
 import { ResearchAgentInput, ResearchAgentOutput, type Insight } from '../../src/protocol/contract.js'
+import { inspect, isTest, sources } from '../_shared/code-scan.js'
 
-const SOURCE = new Set(['.ts', '.js', '.mts', '.mjs', '.cts', '.cjs'])
-const SKIP = new Set(['node_modules', 'dist', 'coverage', '.git', '.tap', 'data'])
-const MAX_FILES = 5000
-const LONG_FUNCTION_LINES = 60
 const HOURS: Record<string, number> = { docstring: 0.25, todo: 0.5, complexity: 2, test: 1 }
 const SCORE: Record<Insight['severity'], number> = { low: 0.25, medium: 0.5, high: 0.75, critical: 1 }
 const validReport = compileSchema(ResearchAgentOutput)
-
-async function sources (dir: string, out: string[] = []): Promise<string[]> {
-  for (const entry of await readdir(dir, { withFileTypes: true })) {
-    if (out.length >= MAX_FILES) break
-    if (entry.isDirectory() && !SKIP.has(entry.name) && !entry.name.startsWith('.')) await sources(join(dir, entry.name), out)
-    else if (entry.isFile() && SOURCE.has(extname(entry.name)) && !entry.name.endsWith('.d.ts')) out.push(join(dir, entry.name))
-  }
-  return out
-}
-
-const isTest = (file: string): boolean => /\.(test|spec)\.[cm]?[jt]s$/.test(file) || file.split(sep).includes('test')
-
-/** The line where the function opening at `start` closes (counting braces), or undefined. */
-function closingLine (lines: string[], start: number): number | undefined {
-  let depth = 0
-  let opened = false
-  for (let i = start; i < lines.length; i++) {
-    for (const ch of (lines[i] as string).replace(/(['"`])(?:\\.|(?!\1).)*\1/g, '').replace(/\/\/.*$/, '')) {
-      if (ch === '{') { depth++; opened = true } else if (ch === '}') depth--
-    }
-    if (opened && depth <= 0) return i
-  }
-  return undefined
-}
-
-/** What one file offers: TODOs, exports without JSDoc, long functions. */
-function inspect (file: string, text: string, areas: Set<string>): Array<Omit<Insight, 'id' | 'priority_score' | 'estimated_hours'>> {
-  const found: Array<Omit<Insight, 'id' | 'priority_score' | 'estimated_hours'>> = []
-  const lines = text.split('\n')
-  lines.forEach((line, i) => {
-    const at = `${file}:${i + 1}`
-    const todo = /\/\/\s*(TODO|FIXME|XXX)\b:?\s*(.*)$/.exec(line)
-    if (todo !== null) found.push({ type: 'todo', severity: todo[1] === 'FIXME' ? 'medium' : 'low', location: at, description: `${todo[1] as string}: ${(todo[2] ?? '').trim()}`, suggested_fix: 'Do it, or file it as an issue and remove the comment', tags: ['todo'] })
-    const exported = /^export\s+(?:default\s+)?(?:async\s+)?(function|class)\s+(\w+)/.exec(line)
-    if (exported !== null && areas.has('documentation') && !/\*\/\s*$/.test(lines[i - 1] ?? '')) {
-      found.push({ type: 'docstring', severity: 'medium', location: at, description: `exported ${exported[1] as string} ${exported[2] as string} has no JSDoc`, suggested_fix: `Add a /** ... */ comment saying what ${exported[2] as string} does, its parameters and what it returns`, tags: ['documentation'] })
-    }
-    if (areas.has('complexity') && /^\s*(export\s+)?(async\s+)?function\s+\w+|^\s*(async\s+)?[#\w]+\s*\([^)]*\)\s*(:\s*[^={]+)?\{\s*$/.test(line) && !/^\s*(if|for|while|switch|catch)\b/.test(line)) {
-      const end = closingLine(lines, i)
-      const length = end === undefined ? 0 : end - i + 1
-      if (length > LONG_FUNCTION_LINES) found.push({ type: 'complexity', severity: length > 2 * LONG_FUNCTION_LINES ? 'high' : 'medium', location: at, description: `a function of ${length} lines`, suggested_fix: 'Split it into functions that each do one thing', tags: ['complexity'] })
-    }
-  })
-  return found
-}
 
 /**
  * Research (seed 003's research agent), deterministic and local: looks at the source files under
