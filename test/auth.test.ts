@@ -30,6 +30,10 @@ const REQUESTS: Record<string, { method: 'GET' | 'POST' | 'DELETE', url: string,
   'POST /v1/tasks/:id/cancel': { method: 'POST', url: '/v1/tasks/nope/cancel' },
   'GET /v1/tasks/:id/events': { method: 'GET', url: '/v1/tasks/nope/events' },
   'GET /v1/conversations/:id/events': { method: 'GET', url: '/v1/conversations/c1/events' },
+  'POST /v1/bus/events': { method: 'POST', url: '/v1/bus/events', payload: { event: { type: 'auth.probe', key: 'auth-probe', data: {} } } },
+  'GET /v1/bus/events': { method: 'GET', url: '/v1/bus/events' },
+  'GET /v1/bus/subscriptions': { method: 'GET', url: '/v1/bus/subscriptions' },
+  'GET /v1/bus/dead-letters': { method: 'GET', url: '/v1/bus/dead-letters' },
   'GET /metrics': { method: 'GET', url: '/metrics' }
 }
 
