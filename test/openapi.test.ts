@@ -114,7 +114,11 @@ t.test('every operation has an operationId, and they are unique and stable', asy
     'GET /v1/tasks/{id}': 'getTask',
     'POST /v1/tasks/{id}/cancel': 'cancelTask',
     'GET /v1/tasks/{id}/events': 'listTaskEvents',
-    'GET /v1/conversations/{id}/events': 'listConversationEvents'
+    'GET /v1/conversations/{id}/events': 'listConversationEvents',
+    'POST /v1/bus/events': 'publishBusEvent',
+    'GET /v1/bus/events': 'listBusEvents',
+    'GET /v1/bus/subscriptions': 'listBusSubscriptions',
+    'GET /v1/bus/dead-letters': 'listBusDeadLetters'
   })
 })
 

@@ -284,7 +284,7 @@ ALTER TABLE events ADD COLUMN task_id TEXT;
 UPDATE events SET task_id = json_extract(body, '$.task_id') WHERE kind = 'task' AND json_valid(body) AND json_type(body, '$.task_id') = 'text';
 CREATE INDEX events_by_task ON events(task_id, seq) WHERE task_id IS NOT NULL;
 `
-    },
+  },
   {
     version: 11,
     description: 'the event bus (seed 003): events with their dedup key, priority and expiry; durable subscriptions; one delivery row per subscription and event until it is handled; dead letters',
