@@ -137,7 +137,7 @@ t.test('a contract agent\'s output events reach the bus as the caller\'s, behind
   t.equal(res.statusCode, 200, res.body)
   const feed = async (key: string): Promise<Array<Record<string, any>>> => (await app.inject({ url: '/v1/bus/events?pattern=research.*', headers: { authorization: `Bearer ${key}` } })).json().events
   const [event] = await feed(caller)
-  t.match(event, { type: 'research.complete', key: `research:${res.json().output.task_id as string}`, source: 'agent:research', trace_id: body.context.trace.trace_id })
+  t.match(event, { type: 'research.complete', key: `research:${res.json().output.task_id as string}`, source: 'agent:research', trace_id: (body.context.trace as { trace_id: string }).trace_id })
   t.equal(event?.data.insights.length, 6)
   t.same(await feed(other), [], 'another key does not see it')
 })
