@@ -1,6 +1,7 @@
 import { spawn, type ChildProcess } from 'node:child_process'
 import { once } from 'node:events'
 import { fileURLToPath } from 'node:url'
+import { join } from 'node:path'
 import type { Teardown } from './helper.js'
 
 const ROOT = fileURLToPath(new URL('..', import.meta.url))
@@ -16,10 +17,10 @@ export interface ServerChild {
   exited: Promise<number | string>
 }
 
-/** Start `src/server.ts` with `env` (PORT 0 on loopback) and wait for its listening line; killed in teardown. */
-export async function startServer (t: Teardown, env: Record<string, string>): Promise<ServerChild> {
-  const child = spawn(process.execPath, [...process.execArgv, 'src/server.ts'], {
-    cwd: ROOT,
+/** Start `src/server.ts` with `env` (PORT 0 on loopback), in `cwd` (default the repository), and wait for its listening line; killed in teardown. */
+export async function startServer (t: Teardown, env: Record<string, string>, options: { cwd?: string } = {}): Promise<ServerChild> {
+  const child = spawn(process.execPath, [...process.execArgv, join(ROOT, 'src/server.ts')], {
+    cwd: options.cwd ?? ROOT,
     env: { ...process.env, PORT: '0', HOST: '127.0.0.1', LOG_LEVEL: 'info', ...env },
     stdio: ['ignore', 'pipe', 'inherit']
   })
