@@ -176,3 +176,33 @@ t.test('at least once across processes: a handler in another process gets the se
   t.ok(heir.lines.includes('got job-3 1'), 'the same delivery, redelivered (a lease that lapsed is not a failed attempt)')
   t.same(app.bus.deadLetters({}), [])
 })
+
+t.test('agent-host worker runs a contract agent\'s subscriptions: the server\'s event starts a task in the worker, whose event reaches the server\'s feed', async (t) => {
+  const app = await build(t, { AGENTS_DIR: BUS_AGENTS, WORKERS_PER_TYPE: '0', TASK_STORE: 'sqlite' })
+  const dataDir = app.config.DATA_DIR
+  // the server handles nothing of it: only the worker registers the subscription's handler
+  await app.bus.unsubscribe('listener:on-probe')
+  await app.bus.unsubscribe('listener:always-fails')
+  const child = spawn(process.execPath, [...process.execArgv, 'src/cli.ts', 'worker', '--type', 'listener'], {
+    cwd: ROOT,
+    env: { ...process.env, DATA_DIR: dataDir, AGENTS_DIR: BUS_AGENTS, TASK_STORE: 'sqlite', TASK_POLL_MS: '20', BUS_POLL_MS: '20' },
+    stdio: ['ignore', 'pipe', 'inherit']
+  })
+  let output = ''
+  child.stdout.on('data', (c: Buffer) => { output += c.toString('utf8') })
+  t.teardown(() => { if (child.exitCode === null) child.kill('SIGKILL') })
+  await until('the worker ready', () => output.includes('worker ready'), 60_000, 20)
+  const published = await publish(app, publication('probe.ping', 'from-server', { wanted: true, n: 7 }))
+  await until('the worker\'s reaction on the server\'s feed', () => app.bus.feed({ after: 0, patterns: ['listener.reacted'] }).events.length === 1, 30_000, 20)
+  const id = busTaskId(published.body.event, 'listener:on-probe')
+  let task = await app.tasks.get(id)
+  while (task?.status !== 'COMPLETED') {
+    await new Promise((resolve) => setTimeout(resolve, 20))
+    task = await app.tasks.get(id)
+  }
+  t.match(task, { inputs: { n: 7 }, owner: new RegExp(`^listener@.*:${child.pid as number}#0$`) }, 'done by the worker process')
+  t.match(app.bus.feed({ after: 0, patterns: ['listener.reacted'] }).events[0], { data: { n: 7 }, source: 'agent:listener', owner_key: 'anonymous' })
+  child.kill('SIGTERM')
+  await new Promise((resolve) => child.on('exit', resolve))
+  t.match(output, /worker stopped/)
+})
