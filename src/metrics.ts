@@ -51,6 +51,8 @@ export class HostMetrics {
   readonly staleCompletions = new Counter({ name: `${PREFIX}task_stale_completions_total`, help: 'Heartbeats, completions and failures refused because the claim had moved on', labelNames: ['operation'], registers: [this.registry] })
   readonly overloads = new Counter({ name: `${PREFIX}overloaded_total`, help: 'Requests refused with 503 AH_ERR_OVERLOADED, by the limit passed', labelNames: ['type'], registers: [this.registry] })
   readonly rateLimited = new Counter({ name: `${PREFIX}rate_limited_total`, help: 'Requests refused by a limit: caller, agent or auth_failures (429 AH_ERR_RATE_LIMITED), caller_streams or total_streams (AH_ERR_TOO_MANY_STREAMS)', labelNames: ['limit'], registers: [this.registry] })
+  readonly busPublished = new Counter({ name: `${PREFIX}bus_events_published_total`, help: 'Publications to the event bus: stored, or duplicates of a live event with the same key', labelNames: ['duplicate'], registers: [this.registry] })
+  readonly busDeliveries = new Counter({ name: `${PREFIX}bus_deliveries_total`, help: 'Event bus deliveries this process handled, by outcome: handled, retried, dead_lettered, expired (dropped unhandled past the TTL)', labelNames: ['outcome'], registers: [this.registry] })
   readonly leaseExpiries = new Counter({ name: `${PREFIX}task_lease_expiries_total`, help: 'Claims whose lease expired (found by the reaper)', registers: [this.registry] })
 
   /** The SSE side, for `SseWriter`. */

@@ -85,3 +85,20 @@ t.test('two apps in one process keep their own counters', async (t) => {
   const text = (await two.inject({ url: '/metrics' })).body
   t.equal(sample(text, 'agent_host_http_requests_total', { route: '/v1/assist' }), undefined)
 })
+
+t.test('the event bus counts publications and deliveries by outcome', async (t) => {
+  const app = await build(t, { WORKERS_PER_TYPE: '0', BUS_POLL_MS: '10' })
+  let calls = 0
+  await app.bus.subscribe({ id: 'metrics:probe', patterns: ['m.*'], maxAttempts: 2, backoffMs: 1, handler: (event) => { calls++; if (event.key === 'bad') throw new Error('no') } })
+  const publish = async (key: string): Promise<void> => { await app.inject({ method: 'POST', url: '/v1/bus/events', payload: { event: { type: 'm.x', key, data: {} } } }) }
+  await publish('good')
+  await publish('good')
+  await publish('bad')
+  while (app.bus.deadLetters({}).length === 0 || calls < 3) await sleep(5)
+  const text = (await app.inject({ url: '/metrics' })).body
+  t.equal(sample(text, 'agent_host_bus_events_published_total', { duplicate: 'false' }), 2)
+  t.equal(sample(text, 'agent_host_bus_events_published_total', { duplicate: 'true' }), 1)
+  t.equal(sample(text, 'agent_host_bus_deliveries_total', { outcome: 'handled' }), 1)
+  t.equal(sample(text, 'agent_host_bus_deliveries_total', { outcome: 'retried' }), 1)
+  t.equal(sample(text, 'agent_host_bus_deliveries_total', { outcome: 'dead_lettered' }), 1)
+})

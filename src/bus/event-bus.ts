@@ -66,6 +66,11 @@ export interface EventBusOptions {
   backoffMs: number
   log: { warn(obj: object, msg?: string): void, error(obj: object, msg?: string): void }
   now?: () => number
+  /** Told of each publication and of each delivery's outcome (metrics). */
+  observe?: {
+    published(duplicate: boolean): void
+    delivered(outcome: 'handled' | 'retried' | 'dead_lettered' | 'expired', count?: number): void
+  }
 }
 
 const validPublication = compileSchema<Publication>(EventPublication)
@@ -125,6 +130,7 @@ export class EventBus {
       expires_at: now + (publication.ttl ?? 3600) * 1000
     }
     const result = await this.#o.write(() => this.#o.store.publish(stored, (sub) => matches(sub, stored)))
+    this.#o.observe?.published(result.duplicate)
     if (!result.duplicate) {
       this.published.emit('event', result.event)
       this.#wake?.()
@@ -210,7 +216,8 @@ export class EventBus {
 
   async #deliverBatch (signal: AbortSignal): Promise<number> {
     const ids = [...this.#handlers.keys()]
-    const { deliveries } = await this.#o.write(() => this.#o.store.claim(ids, this.#o.instanceId, this.#o.leaseMs, this.#now(), BATCH))
+    const { deliveries, expired } = await this.#o.write(() => this.#o.store.claim(ids, this.#o.instanceId, this.#o.leaseMs, this.#now(), BATCH))
+    if (expired > 0) this.#o.observe?.delivered('expired', expired)
     for (const delivery of deliveries) {
       const sub = this.#handlers.get(delivery.subscription_id)
       const seq = delivery.event.seq
@@ -223,10 +230,12 @@ export class EventBus {
           new Promise((_resolve, reject) => { lease.addEventListener('abort', () => { reject(new Error(`the handler ran past its lease of ${this.#o.leaseMs} ms`)) }, { once: true }) })
         ])
         await this.#o.write(() => this.#o.store.ack(sub.id, seq, this.#o.instanceId))
+        this.#o.observe?.delivered('handled')
       } catch (err) {
         if (signal.aborted) break
         const message = err instanceof Error ? err.message : String(err)
         const outcome = await this.#o.write(() => this.#o.store.fail(sub.id, seq, this.#o.instanceId, message, this.#now()))
+        if (outcome !== 'lost') this.#o.observe?.delivered(outcome === 'dead' ? 'dead_lettered' : 'retried')
         if (outcome === 'dead') this.#o.log.warn({ subscription: sub.id, event: delivery.event.id, type: delivery.event.type, err: message }, 'event dead-lettered')
       }
     }

@@ -24,10 +24,14 @@ async function bus (app: FastifyInstance): Promise<void> {
     leaseMs: config.BUS_LEASE_MS,
     maxAttempts: config.BUS_MAX_ATTEMPTS,
     backoffMs: config.BUS_RETRY_BACKOFF_MS,
-    log: app.log
+    log: app.log,
+    observe: {
+      published: (duplicate) => { app.metrics.busPublished.inc({ duplicate: String(duplicate) }) },
+      delivered: (outcome, count = 1) => { app.metrics.busDeliveries.inc({ outcome }, count) }
+    }
   })
   app.decorate('bus', eventBus)
   app.addHook('preClose', async () => { await eventBus.close() })
 }
 
-export default fp(bus, { name: 'bus', fastify: '5.x', dependencies: ['config', 'storage'] })
+export default fp(bus, { name: 'bus', fastify: '5.x', dependencies: ['config', 'storage', 'metrics'] })
