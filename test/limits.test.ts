@@ -47,10 +47,12 @@ t.test('under pressure: 503 AH_ERR_OVERLOADED with Retry-After; /health says deg
     res = await app.inject({ url: '/v1/agents' })
   }
   t.equal(res.statusCode, 200, 'fine before')
-  // the sampler may land between blocks on a loaded machine: block until it sees one (bounded)
+  // the sampler may land between blocks on a loaded machine: block until it sees one (bounded).
+  // Ask right after the sampler's overdue tick (a 1 ms timer fires after it): a later tick sees an
+  // idle loop again and lifts the pressure before the request is made.
   for (let i = 0; i < 20 && res.statusCode !== 503; i++) {
     block(400)
-    await sleep(50)
+    await sleep(1)
     res = await app.inject({ url: '/v1/agents' })
   }
   t.equal(res.statusCode, 503)
