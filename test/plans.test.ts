@@ -65,6 +65,9 @@ t.test('a plan with a cycle, an unknown agent or an unknown dependency is a 400 
   t.match(deps.json(), { message: /"a" depends on "missing"/, details: { unknown_dependencies: [{ task: 'a', dependency: 'missing' }, { task: 'z', dependency: null }] } })
   t.match((await post({ id: 'c4', tasks: [task('a', 1), task('a', 2)], dependencies: {} })).json(), { message: /used twice: a/ })
   t.equal((await post({ id: 'c5', tasks: [task('a', 1, 'wordcount', { priority: 11 })], dependencies: {} })).statusCode, 400, 'priority is 1-10')
+  const long = await post({ id: 'p'.repeat(100), tasks: [task('a'.repeat(27), 1), task('b'.repeat(28), 1)], dependencies: {} })
+  t.equal(long.statusCode, 400, 'every task id of the graph fits the task routes (128 characters)')
+  t.match(long.json(), { message: /longer than 128 characters/, details: { too_long: [`${'p'.repeat(100)}.${'b'.repeat(28)}`] } })
   t.same((await app.inject({ url: '/v1/tasks' })).json().tasks, [], 'nothing was created')
   // atomic: the second time, its ids exist: refused whole
   t.equal((await post({ id: 'p', tasks: [task('a', 1)], dependencies: {} })).statusCode, 201)

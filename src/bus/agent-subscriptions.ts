@@ -1,10 +1,15 @@
+import { createHash } from 'node:crypto'
 import type { LoadedTaskAgent } from '../agents/loader.js'
 import type { TaskStore } from '../runtime/task-store.js'
 import type { BusEvent } from '../storage/bus.js'
 import type { EventBus } from './event-bus.js'
 
-/** The id of the task a subscription starts for an event: one per event and subscription, so a redelivery finds it. */
-export const busTaskId = (event: BusEvent, subscriptionId: string): string => `bus.${event.id}.${subscriptionId.replaceAll(':', '.')}`
+/**
+ * The id of the task a subscription starts for an event: one per event and subscription, so a
+ * redelivery finds it (`bus.<event id>.<8 hex digits of the subscription id's hash>`, short enough
+ * for any subscription's name; the task's metadata names the subscription).
+ */
+export const busTaskId = (event: BusEvent, subscriptionId: string): string => `bus.${event.id}.${createHash('sha256').update(subscriptionId).digest('hex').slice(0, 8)}`
 
 /**
  * Register the bus subscriptions of these task agents, handled in this process: a subscription's

@@ -3,6 +3,9 @@ import type { ExecutionPlan } from '../protocol/contract.js'
 import { findCycle } from './task-graph.js'
 import type { NewTask, TaskNode } from './task.js'
 
+/** The longest task id of the graph (what `POST /v1/tasks` and the task routes take). */
+const MAX_TASK_ID = 128
+
 /** The graph id of a plan's task: `<plan id>.<task id>`. */
 export const planTaskId = (planId: string, taskId: string): string => `${planId}.${taskId}`
 
@@ -11,12 +14,14 @@ export const planTaskId = (planId: string, taskId: string): string => `${planId}
  * agents of its `assigned_agent`, with its priority, its `retry_policy.max_attempts`, the plan task
  * itself as `inputs.task` (what a refactor agent takes), and `metadata.plan_id` / `estimated_hours`.
  * @param agentTypes the task agent types this server runs
- * @throws AH_ERR_TASK_INVALID (400) naming every unknown agent and dependency, a repeated id, or a cycle
+ * @throws AH_ERR_TASK_INVALID (400) naming every unknown agent and dependency, a repeated id, ids too long together, or a cycle
  */
 export function planTasks (plan: ExecutionPlan, agentTypes: ReadonlySet<string>): NewTask[] {
   const ids = new Set<string>()
   const repeated = plan.tasks.filter((t) => ids.size === ids.add(t.id).size).map((t) => t.id)
   if (repeated.length > 0) throw withDetails(new AH_ERR_TASK_INVALID(`task ids used twice: ${repeated.join(', ')}`), { repeated })
+  const long = plan.tasks.map((t) => planTaskId(plan.id, t.id)).filter((id) => id.length > MAX_TASK_ID)
+  if (long.length > 0) throw withDetails(new AH_ERR_TASK_INVALID(`task ids would be longer than ${MAX_TASK_ID} characters (\`<plan id>.<task id>\`): ${long.join(', ')}`), { too_long: long })
   const unknownAgents = [...new Set(plan.tasks.map((t) => t.assigned_agent).filter((a) => !agentTypes.has(a)))]
   const unknownDependencies = Object.entries(plan.dependencies).flatMap(([task, deps]) => [
     ...(ids.has(task) ? [] : [{ task, dependency: null }]),
