@@ -1,10 +1,9 @@
-import type { OutgoingHttpHeaders } from 'node:http'
 import type { FastifyRequest } from 'fastify'
 import type { FastifyPluginAsyncTypebox } from '@fastify/type-provider-typebox'
 import { Type } from 'typebox'
 import { grants } from '../../auth/scopes.js'
 import { AH_ERR_BUS_EVENT_INVALID } from '../../errors.js'
-import { SseWriter } from '../../http/sse-writer.js'
+import { tailAsSse } from '../tail.js'
 import { BusDeadLetterPage, BusEventPage, BusPublished, BusSubscriptionRecord, type BusEventRecord } from '../../protocol/bus.js'
 import { EventPublication } from '../../protocol/contract.js'
 import { errorResponse, validationError } from '../../protocol/openapi.js'
@@ -68,49 +67,19 @@ const busRoutes: FastifyPluginAsyncTypebox = async (app) => {
       const page = app.bus.feed({ after, patterns: pattern, limit, ...(owner !== undefined ? { owner } : {}) })
       return { events: page.events.map(busEventRecord), next: page.next }
     }
-    const release = app.limits.openStream(request, reply)
-    reply.hijack()
-    const writer = new SseWriter(reply.raw, {
-      headers: reply.getHeaders() as OutgoingHttpHeaders,
-      heartbeatMs: app.config.SSE_HEARTBEAT_MS,
-      retryMs: app.config.SSE_RETRY_MS,
-      stallMs: app.config.SSE_STALL_TIMEOUT_MS,
-      onGone: () => { stop() },
-      metrics: app.metrics.sse,
-      onFinished: release
-    })
-    // one pump at a time; a wake-up while it runs makes it look once more
-    let pumping: Promise<void> | undefined
-    let again = false
-    const pump = async (): Promise<void> => {
-      do {
-        again = false
+    return tailAsSse(app, request, reply, {
+      source: app.bus.published,
+      event: 'event',
+      pollMs: app.config.BUS_POLL_MS,
+      pump: async (writer) => {
         for (;;) {
           const page = app.bus.feed({ after, patterns: pattern, limit: 500, ...(owner !== undefined ? { owner } : {}) })
-          for (const event of page.events) {
-            if (writer.finished) return
-            await writer.send('bus.event', String(event.seq), JSON.stringify(busEventRecord(event)))
-          }
+          for (const event of page.events) await writer.send('bus.event', String(event.seq), JSON.stringify(busEventRecord(event)))
           if (page.next === after) break
           after = page.next
         }
-      } while (again && !writer.finished)
-    }
-    const wake = (): void => {
-      if (pumping !== undefined) { again = true; return }
-      pumping = pump().catch((err: unknown) => { request.log.error({ err }, 'bus feed failed'); stop() }).finally(() => { pumping = undefined })
-    }
-    const timer = setInterval(wake, app.config.BUS_POLL_MS).unref()
-    const stop = (): void => {
-      clearInterval(timer)
-      app.bus.published.off('event', wake)
-      app.runs.offClose(stop)
-      writer.end()
-    }
-    app.bus.published.on('event', wake)
-    app.runs.onClose(stop)
-    wake()
-    return reply
+      }
+    })
   })
 
   app.get('/v1/bus/subscriptions', {

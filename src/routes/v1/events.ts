@@ -1,7 +1,6 @@
-import type { OutgoingHttpHeaders } from 'node:http'
 import type { FastifyPluginAsyncTypebox } from '@fastify/type-provider-typebox'
 import { Type } from 'typebox'
-import { SseWriter } from '../../http/sse-writer.js'
+import { tailAsSse } from '../tail.js'
 import { EventPage, PageQuery } from '../../protocol/records.js'
 import { errorResponse, validationError } from '../../protocol/openapi.js'
 import type { EventQuery } from '../../storage/events.js'
@@ -39,22 +38,11 @@ const eventRoutes: FastifyPluginAsyncTypebox = async (app) => {
     }
     const lastEventId = Number(request.headers['last-event-id'])
     let after = Number.isInteger(lastEventId) && lastEventId > 0 ? lastEventId : (query.after ?? 0)
-    const release = app.limits.openStream(request, reply)
-    reply.hijack()
-    const writer = new SseWriter(reply.raw, {
-      headers: reply.getHeaders() as OutgoingHttpHeaders,
-      heartbeatMs: app.config.SSE_HEARTBEAT_MS,
-      retryMs: app.config.SSE_RETRY_MS,
-      stallMs: app.config.SSE_STALL_TIMEOUT_MS,
-      onGone: () => { stop() },
-      metrics: app.metrics.sse,
-      onFinished: release
-    })
-    let busy = false
-    const pump = async (): Promise<void> => {
-      if (busy || writer.finished) return
-      busy = true
-      try {
+    return tailAsSse(app, request, reply, {
+      source: app.events.appended,
+      event: 'event',
+      pollMs: POLL_MS,
+      pump: async (writer) => {
         for (;;) {
           const batch = app.events.list({ ...query, after, limit: 500 })
           for (const event of batch) {
@@ -63,22 +51,8 @@ const eventRoutes: FastifyPluginAsyncTypebox = async (app) => {
           }
           if (batch.length < 500) break
         }
-      } finally {
-        busy = false
       }
-    }
-    const onAppend = (): void => { pump().catch((err: unknown) => { request.log.error({ err }, 'event follow failed') }) }
-    const timer = setInterval(onAppend, POLL_MS).unref()
-    const stop = (): void => {
-      clearInterval(timer)
-      app.events.appended.off('event', onAppend)
-      app.runs.offClose(stop)
-      writer.end()
-    }
-    app.events.appended.on('event', onAppend)
-    app.runs.onClose(stop)
-    await pump()
-    return reply
+    })
   })
 }
 

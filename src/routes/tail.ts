@@ -1,0 +1,58 @@
+import type { EventEmitter } from 'node:events'
+import type { OutgoingHttpHeaders } from 'node:http'
+import type { FastifyInstance, FastifyReply, FastifyRequest } from 'fastify'
+import { SseWriter } from '../http/sse-writer.js'
+
+/** What {@link tailAsSse} needs: where wake-ups come from, how often to look anyway, and what to send. */
+export interface TailOptions {
+  /** Emits `event` when this process stored something the stream may want. */
+  source: EventEmitter
+  event: string
+  /** How often to look anyway, for what other processes stored. */
+  pollMs: number
+  /** Send whatever is new (it keeps its own cursor); it may assume it never runs twice at once. */
+  pump: (writer: SseWriter) => Promise<void>
+}
+
+/**
+ * Answer with an SSE stream that follows a log: `pump` runs now, at every wake-up and every
+ * `pollMs`, one run at a time (a wake-up during a run makes it run once more, so nothing waits for
+ * the next poll). The stream ends when the client goes away, the server closes, or `pump` fails.
+ */
+export function tailAsSse (app: FastifyInstance, request: FastifyRequest, reply: FastifyReply, options: TailOptions): FastifyReply {
+  const release = app.limits.openStream(request, reply)
+  reply.hijack()
+  const writer = new SseWriter(reply.raw, {
+    headers: reply.getHeaders() as OutgoingHttpHeaders,
+    heartbeatMs: app.config.SSE_HEARTBEAT_MS,
+    retryMs: app.config.SSE_RETRY_MS,
+    stallMs: app.config.SSE_STALL_TIMEOUT_MS,
+    onGone: () => { stop() },
+    metrics: app.metrics.sse,
+    onFinished: release
+  })
+  let pumping = false
+  let again = false
+  const wake = (): void => {
+    if (pumping) { again = true; return }
+    pumping = true
+    ;(async () => {
+      do {
+        again = false
+        if (writer.finished) return
+        await options.pump(writer)
+      } while (again)
+    })().catch((err: unknown) => { request.log.error({ err }, 'following failed'); stop() }).finally(() => { pumping = false })
+  }
+  const timer = setInterval(wake, options.pollMs).unref()
+  const stop = (): void => {
+    clearInterval(timer)
+    options.source.off(options.event, wake)
+    app.runs.offClose(stop)
+    writer.end()
+  }
+  options.source.on(options.event, wake)
+  app.runs.onClose(stop)
+  wake()
+  return reply
+}
