@@ -1,5 +1,5 @@
 import { readdir, readFile, realpath } from 'node:fs/promises'
-import { extname, join, resolve, sep } from 'node:path'
+import { extname, join, relative, resolve, sep } from 'node:path'
 import type { Insight } from '../../src/protocol/contract.js'
 
 const SOURCE = new Set(['.ts', '.js', '.mts', '.mjs', '.cts', '.cjs'])
@@ -92,6 +92,16 @@ export async function locate (root: string, path: string): Promise<{ real: strin
   const real = await realpath(lexical).catch(() => undefined)
   if (real === undefined) return 'missing'
   return within(root, real) ? { real } : 'outside'
+}
+
+/**
+ * Whether a file may be changed by an agent: a source file (by its extension) none of whose folders
+ * under `root` is a dependency, build, data or hidden folder. Nothing else (settings, keys, lock
+ * files, `.env`) is ever rewritten.
+ */
+export function editable (root: string, real: string): boolean {
+  const parts = relative(root, real).split(sep)
+  return SOURCE.has(extname(real)) && !real.endsWith('.d.ts') && parts.slice(0, -1).every((p) => !SKIP.has(p) && !p.startsWith('.'))
 }
 
 /** The metrics of one file's text. */

@@ -7,7 +7,7 @@ import { compileSchema } from '../../src/agents/json-schema.js'
 import {
   PlanTask, RefactorAgentInput, RefactorAgentOutput, type ChangedFile
 } from '../../src/protocol/contract.js'
-import { locate, undocumentedExport, type UndocumentedExport } from '../_shared/code-scan.js'
+import { editable, locate, undocumentedExport, type UndocumentedExport } from '../_shared/code-scan.js'
 
 /** What to change, from either form of the input. */
 interface Request {
@@ -180,6 +180,7 @@ async function targetsOf (root: string, files: readonly string[]): Promise<Array
   for (const file of files) {
     const where = await locate(root, file)
     if (typeof where === 'string') return `target file ${file} is ${where === 'missing' ? 'missing' : `not inside ${root}`}`
+    if (!editable(root, where.real)) return `target file ${file} is not a source file this agent may change (only .ts, .js and the like, outside node_modules, dist, data and hidden folders)`
     // one file named twice would be edited twice from the same text, the second edit undoing the first
     if (!targets.some((t) => t.real === where.real)) targets.push({ path: relative(root, where.real), real: where.real })
   }

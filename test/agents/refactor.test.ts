@@ -150,11 +150,14 @@ t.test('add_docstrings: JSDoc skeletons above the undocumented exports, real dif
   t.same(Object.fromEntries(files.map((f) => [f, readFileSync(f, 'utf8')])), expected)
 })
 
-t.test('refactor: a target outside the working directory, or missing, fails; bad input is a 400', async (t) => {
+t.test('refactor: a target outside the working directory, missing, or not a source file it may change fails; bad input is a 400', async (t) => {
   const app = await build(t, { WORKERS_PER_TYPE: '0' })
   t.match(await refactor(app, { task: planTask('document', ['/etc/hostname']) }), { status: 'fail', error: `target file /etc/hostname is not inside ${process.cwd()}` })
   t.match(await refactor(app, { task: planTask('document', ['../elsewhere.ts']) }), { status: 'fail', error: /is not inside/ })
   t.match(await refactor(app, { task: planTask('document', ['test/fixtures/refactor-target/src/gone.ts']) }), { status: 'fail', error: 'target file test/fixtures/refactor-target/src/gone.ts is missing' })
+  for (const file of ['package.json', 'node_modules/tap/package.json', 'node_modules/semver/index.js', '.gitignore', 'README.md']) {
+    t.match(await refactor(app, { task: planTask('document', [file]) }), { status: 'fail', error: /is not a source file this agent may change/ }, `${file} is never rewritten`)
+  }
   const bad = await app.inject({ method: 'POST', url: '/v1/assist', headers: { accept: 'application/json' }, payload: envelope(REFACTOR, { target_files: ['x.ts'] }) })
   t.equal(bad.statusCode, 400)
 })
