@@ -63,6 +63,10 @@ export const AH_ERR_PLAN_NOT_FOUND = define('AH_ERR_PLAN_NOT_FOUND', 404, 'No pl
   'No task of the graph belongs to a plan with this id (`POST /v1/plans` makes them).')
 export const AH_ERR_BUS_EVENT_INVALID = define('AH_ERR_BUS_EVENT_INVALID', 400, '%s',
   'A publication to the event bus failed validation: its shape (`EventPublication`), or the `data` of one of the typed common events (`research.complete`, `plan.ready`, ...). `details.errors` lists each failing path.')
+export const AH_ERR_BUS_DEAD_LETTER_NOT_FOUND = define('AH_ERR_BUS_DEAD_LETTER_NOT_FOUND', 404, 'No dead letter %s',
+  'No dead letter has this id, or it is not the caller\'s (`GET /v1/bus/dead-letters` lists them).')
+export const AH_ERR_BUS_REDRIVE_REFUSED = define('AH_ERR_BUS_REDRIVE_REFUSED', 409, 'Dead letter %s cannot be delivered again: %s',
+  'The dead letter\'s event is past its time to live (it would never be delivered), or its subscription was removed. The letter stays.')
 export const AH_ERR_TASK_STALE_CLAIM = define('AH_ERR_TASK_STALE_CLAIM', 409, 'Task "%s" is no longer held by %s at attempt %s',
   'A worker presented a claim (owner, attempt) that is no longer current: its lease expired and the task moved on. Nothing was changed.')
 export const AH_ERR_TASK_STATE = define('AH_ERR_TASK_STATE', 409, 'Task "%s" is %s: cannot %s',

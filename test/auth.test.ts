@@ -34,6 +34,7 @@ const REQUESTS: Record<string, { method: 'GET' | 'POST' | 'DELETE', url: string,
   'GET /v1/bus/events': { method: 'GET', url: '/v1/bus/events' },
   'GET /v1/bus/subscriptions': { method: 'GET', url: '/v1/bus/subscriptions' },
   'GET /v1/bus/dead-letters': { method: 'GET', url: '/v1/bus/dead-letters' },
+  'POST /v1/bus/dead-letters/:id/retry': { method: 'POST', url: '/v1/bus/dead-letters/1/retry' },
   'GET /metrics': { method: 'GET', url: '/metrics' }
 }
 

@@ -118,7 +118,8 @@ t.test('every operation has an operationId, and they are unique and stable', asy
     'POST /v1/bus/events': 'publishBusEvent',
     'GET /v1/bus/events': 'listBusEvents',
     'GET /v1/bus/subscriptions': 'listBusSubscriptions',
-    'GET /v1/bus/dead-letters': 'listBusDeadLetters'
+    'GET /v1/bus/dead-letters': 'listBusDeadLetters',
+    'POST /v1/bus/dead-letters/{id}/retry': 'retryBusDeadLetter'
   })
 })
 

@@ -38,6 +38,7 @@ export const ROUTE_SCOPES: Readonly<Record<string, Scope>> = {
   'GET /v1/bus/events': 'bus:read',
   'GET /v1/bus/subscriptions': 'bus:read',
   'GET /v1/bus/dead-letters': 'bus:read',
+  'POST /v1/bus/dead-letters/:id/retry': 'bus:publish',
   'GET /metrics': 'admin'
 }
 

@@ -1,7 +1,7 @@
 import { EventEmitter } from 'node:events'
 import { randomUUID } from 'node:crypto'
 import { setTimeout as sleep } from 'node:timers/promises'
-import { AH_ERR_BUS_EVENT_INVALID, withDetails } from '../errors.js'
+import { AH_ERR_BUS_DEAD_LETTER_NOT_FOUND, AH_ERR_BUS_EVENT_INVALID, AH_ERR_BUS_REDRIVE_REFUSED, withDetails } from '../errors.js'
 import { COMMON_EVENTS, EventPublication, type EventPublication as Publication } from '../protocol/contract.js'
 import { compileSchema } from '../agents/json-schema.js'
 import type { BusEvent, BusStore, DeadLetter, SubscriptionRecord } from '../storage/bus.js'
@@ -167,6 +167,18 @@ export class EventBus {
 
   deadLetters (query: { after?: number, limit?: number, owner?: string }): DeadLetter[] {
     return this.#o.store.deadLetters(query)
+  }
+
+  /**
+   * Deliver a dead letter again (see `BusStore.redrive`).
+   * @throws AH_ERR_BUS_DEAD_LETTER_NOT_FOUND (404), AH_ERR_BUS_REDRIVE_REFUSED (409) when its event expired or its subscription is gone
+   */
+  async redrive (id: number, owner?: string): Promise<void> {
+    const outcome = await this.#o.write(() => this.#o.store.redrive(id, this.#now(), owner))
+    if (outcome === 'missing') throw new AH_ERR_BUS_DEAD_LETTER_NOT_FOUND(id)
+    if (outcome === 'expired') throw new AH_ERR_BUS_REDRIVE_REFUSED(id, 'its event is past its time to live')
+    if (outcome === 'unsubscribed') throw new AH_ERR_BUS_REDRIVE_REFUSED(id, 'its subscription was removed')
+    this.#wake?.()
   }
 
   /** A page of live `a2a` events after the cursor matching `patterns`, and the cursor to go on from. */

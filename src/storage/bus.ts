@@ -209,6 +209,26 @@ export class BusStore {
   }
 
   /**
+   * Deliver a dead letter again: its delivery is back, due now, with no attempt counted, and the
+   * letter is gone. Only `owner`'s when given.
+   * @returns `missing` (no such letter, or another owner's), `expired` (its event is past its TTL or
+   *   pruned: it would never be delivered), `unsubscribed` (its subscription was removed), or `retried`
+   */
+  redrive (id: number, now: number, owner?: string): 'retried' | 'missing' | 'expired' | 'unsubscribed' {
+    return this.#db.transaction(() => {
+      const letter = this.#db.prepare('SELECT subscription_id, event_seq, owner_key FROM bus_dead_letters WHERE id = ?').get(id) as { subscription_id: string, event_seq: number, owner_key: string | null } | undefined
+      if (letter === undefined || (owner !== undefined && letter.owner_key !== owner)) return 'missing'
+      const event = this.event(letter.event_seq)
+      if (event === undefined || event.expires_at <= now) return 'expired'
+      if (this.#db.prepare('SELECT 1 FROM bus_subscriptions WHERE id = ?').get(letter.subscription_id) === undefined) return 'unsubscribed'
+      this.#db.prepare('INSERT INTO bus_deliveries (subscription_id, event_seq, priority, due_at) VALUES (?, ?, ?, ?) ON CONFLICT DO NOTHING')
+        .run(letter.subscription_id, letter.event_seq, event.priority, now)
+      this.#db.prepare('DELETE FROM bus_dead_letters WHERE id = ?').run(id)
+      return 'retried'
+    }).immediate()
+  }
+
+  /**
    * Live `a2a` events after the cursor, oldest first, one page: `next` is the last seq looked at (a
    * page may hold none of the caller's events and still move the cursor).
    */

@@ -104,6 +104,12 @@ t.test('scoped by auth: a key sees its own events and dead letters, an admin all
   t.match(await letters(alice), [{ subscription_id: 'listener:always-fails', attempts: 2, last_error: 'cannot digest this', event: { key: 'alice-poison' } }])
   t.same(await letters(bob), [])
   t.equal((await letters(admin)).length, 1)
+  const [letter] = await letters(alice)
+  const retry = async (key: string): Promise<{ statusCode: number, json: () => Record<string, any> }> => await app.inject({ method: 'POST', url: `/v1/bus/dead-letters/${letter?.id as number}/retry`, headers: { authorization: `Bearer ${key}` } })
+  t.equal((await retry(bob)).statusCode, 404, 'not bob\'s to retry')
+  t.equal((await retry(alice)).statusCode, 202)
+  t.equal((await retry(alice)).json().code, 'AH_ERR_BUS_DEAD_LETTER_NOT_FOUND', 'the letter went back to the queue')
+  await until('dead again: the handler is still broken', () => app.bus.deadLetters({}).length === 1 && app.bus.deadLetters({})[0]?.id !== letter?.id)
   const subs = (await app.inject({ url: '/v1/bus/subscriptions', headers: { authorization: `Bearer ${reader}` } })).json().subscriptions
   t.match(subs, [
     { id: 'listener:always-fails', agent: 'listener', patterns: ['poison.**'], max_attempts: 2 },

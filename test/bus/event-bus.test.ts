@@ -243,3 +243,27 @@ t.test('expired events are pruned; a dead letter keeps its copy', async (t) => {
   t.ok(store.removeSubscription('s'))
   t.notOk(store.removeSubscription('s'))
 })
+
+t.test('a dead letter delivered again: due at once, attempts from zero; refused once its event expired or its subscription went', async (t) => {
+  const { bus, clock } = fresh(t)
+  let fixed = false
+  const handled: number[] = []
+  await bus.subscribe({ id: 'fixable', patterns: ['x.*'], maxAttempts: 1, handler: (_e, ctx) => { if (!fixed) throw new Error('broken'); handled.push(ctx.attempt) } })
+  await bus.publish(event('x.one', 'one', {}, { ttl: 60 }), { source: 'test', owner_key: 'k1' })
+  await bus.publish(event('x.two', 'two', {}, { ttl: 60 }), { source: 'test', owner_key: 'k1' })
+  while (bus.deadLetters({}).length < 2) await new Promise((resolve) => setTimeout(resolve, 5))
+  const [one, two] = bus.deadLetters({})
+  await t.rejects(bus.redrive(one?.id as number, 'k2'), { code: 'AH_ERR_BUS_DEAD_LETTER_NOT_FOUND', statusCode: 404 }, 'another owner\'s letter is not found')
+  await t.rejects(bus.redrive(999), { code: 'AH_ERR_BUS_DEAD_LETTER_NOT_FOUND' })
+  fixed = true
+  await bus.redrive(one?.id as number, 'k1')
+  while (handled.length === 0) await new Promise((resolve) => setTimeout(resolve, 5))
+  t.same(handled, [1], 'delivered again, as a first attempt')
+  t.same(bus.deadLetters({}).map((d) => d.id), [two?.id], 'the letter is gone')
+  clock.offset += 61_000
+  await t.rejects(bus.redrive(two?.id as number), { code: 'AH_ERR_BUS_REDRIVE_REFUSED', statusCode: 409, message: /past its time to live/ })
+  clock.offset = 0
+  await bus.unsubscribe('fixable', { forget: true })
+  await t.rejects(bus.redrive(two?.id as number), { code: 'AH_ERR_BUS_REDRIVE_REFUSED', message: /subscription was removed/ })
+  t.equal(bus.deadLetters({}).length, 1, 'a refused letter stays')
+})

@@ -2,7 +2,7 @@ import type { FastifyRequest } from 'fastify'
 import type { FastifyPluginAsyncTypebox } from '@fastify/type-provider-typebox'
 import { Type } from 'typebox'
 import { grants } from '../../auth/scopes.js'
-import { AH_ERR_BUS_EVENT_INVALID } from '../../errors.js'
+import { AH_ERR_BUS_DEAD_LETTER_NOT_FOUND, AH_ERR_BUS_EVENT_INVALID, AH_ERR_BUS_REDRIVE_REFUSED } from '../../errors.js'
 import { tailAsSse } from '../tail.js'
 import { BusDeadLetterPage, BusEventPage, BusPublished, BusSubscriptionRecord, type BusEventRecord } from '../../protocol/bus.js'
 import { EventPublication } from '../../protocol/contract.js'
@@ -90,6 +90,24 @@ const busRoutes: FastifyPluginAsyncTypebox = async (app) => {
       response: { 200: Type.Object({ subscriptions: Type.Array(BusSubscriptionRecord) }, { additionalProperties: false }) }
     }
   }, async () => ({ subscriptions: app.bus.subscriptions() }))
+
+  app.post('/v1/bus/dead-letters/:id/retry', {
+    schema: {
+      operationId: 'retryBusDeadLetter',
+      tags: ['bus'],
+      summary: 'Deliver a dead letter again: its delivery is back, due now, its attempts counted from zero',
+      description: 'For a handler fixed since. Its event must still be live (within its `ttl`) and its subscription still there; the letter is removed. A caller may retry the dead letters of its own events; an admin any.',
+      params: Type.Object({ id: Type.Integer({ minimum: 1 }) }),
+      response: {
+        202: Type.Object({ retried: Type.Integer() }, { additionalProperties: false }),
+        404: errorResponse('No such dead letter, or not the caller\'s', new AH_ERR_BUS_DEAD_LETTER_NOT_FOUND(7)),
+        409: errorResponse('Its event expired, or its subscription is gone', new AH_ERR_BUS_REDRIVE_REFUSED(7, 'its event is past its time to live'))
+      }
+    }
+  }, async (request, reply) => {
+    await app.bus.redrive(request.params.id, ownerOf(request))
+    return await reply.code(202).send({ retried: request.params.id })
+  })
 
   app.get('/v1/bus/dead-letters', {
     schema: {
