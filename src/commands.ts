@@ -1,6 +1,11 @@
 import { parseArgs } from 'node:util'
-import { loadConfig } from './config.js'
-import { openDatabase } from './storage/database.js'
+import { auditKeysRetired, loadConfig } from './config.js'
+import { DB_FILE, openDatabase } from './storage/database.js'
+import { existsSync } from 'node:fs'
+import { join } from 'node:path'
+import Database from 'better-sqlite3'
+import { CHECKPOINT_FILE, parseCheckpoint, readCheckpoints, type FoundCheckpoint } from './storage/audit-checkpoints.js'
+import { AuditKeyring } from './storage/audit-key.js'
 import { AuditLog } from './storage/audit.js'
 import { EventStore } from './storage/events.js'
 import { loadAgents } from './agents/loader.js'
@@ -19,7 +24,10 @@ import { SCOPES } from './auth/scopes.js'
 const USAGE = `usage: agent-host <command>
 
 commands:
-  audit verify [--data-dir DIR]                 check the audit log's hash chain (exit 0 when intact, 1 when not)
+  audit verify [--data-dir DIR] [--checkpoint JSON]... [--checkpoint-file FILE]...
+                                                check the audit log against its checkpoints and those
+                                                kept elsewhere (exit 0 when intact, 1 when not, 2 when
+                                                there is no log); needs AUDIT_KEY for a keyed log
   worker --type T [--concurrency N] [--data-dir DIR]
                                                 work the task graph as task agent T until SIGTERM/SIGINT
   keys create --name N --scopes s1,s2 [--agents a,b] [--expires 30d|ISO date]
@@ -66,7 +74,7 @@ async function worker (type: string | undefined, concurrency: number, env: Recor
   const pool = new WorkerPool({
     store,
     events: new EventStore(db),
-    audit: new AuditLog(db),
+    audit: new AuditLog(db, new AuditKeyring(config.AUDIT_KEY, auditKeysRetired(config))),
     workersPerType: concurrency,
     heartbeatMs: config.TASK_HEARTBEAT_MS,
     leaseMs: config.TASK_LEASE_MS,
@@ -88,6 +96,40 @@ async function worker (type: string | undefined, concurrency: number, env: Recor
   return 0
 }
 
+/**
+ * `audit verify`: the log of DATA_DIR, opened read-only, held against the checkpoints beside it and
+ * those given (`--checkpoint '<json>'`, `--checkpoint-file <jsonl>`: copies kept elsewhere).
+ * Exit 0 when intact, 1 when not, 2 when there is nothing to verify.
+ */
+function auditVerify (values: { checkpoint?: string[], 'checkpoint-file'?: string[] }, env: Record<string, string | undefined>, io: CommandIo): number {
+  const config = loadConfig(env)
+  const file = join(config.DATA_DIR, DB_FILE)
+  if (!existsSync(file)) { io.err(`no audit database at ${file}: is --data-dir (or DATA_DIR) right?`); return 2 }
+  const checkpoints: FoundCheckpoint[] = []
+  const problems: string[] = []
+  for (const path of [join(config.DATA_DIR, CHECKPOINT_FILE), ...(values['checkpoint-file'] ?? [])]) {
+    if (path !== join(config.DATA_DIR, CHECKPOINT_FILE) && !existsSync(path)) { io.err(`no checkpoint file at ${path}`); return 2 }
+    const read = readCheckpoints(path)
+    checkpoints.push(...read.checkpoints)
+    problems.push(...read.problems)
+  }
+  for (const [i, text] of (values.checkpoint ?? []).entries()) {
+    const given = parseCheckpoint(text, `--checkpoint #${i + 1}`)
+    if (given === undefined) { io.err(`--checkpoint #${i + 1} is not a checkpoint: give the JSON of GET /v1/audit/checkpoint (at least {"rows": N, "head": "<hash>"})`); return 2 }
+    checkpoints.push(given)
+  }
+  const db = new Database(file, { readonly: true, fileMustExist: true })
+  try {
+    const result = new AuditLog(db, new AuditKeyring(config.AUDIT_KEY, auditKeysRetired(config)), { readOnly: true }).verify(checkpoints)
+    const verdict = problems.length > 0 && result.ok ? { ...result, ok: false, reason: problems.join('; ') } : result
+    io.out(JSON.stringify(verdict))
+    if (verdict.ok && verdict.keyed_rows < verdict.rows) io.err(`${verdict.rows - verdict.keyed_rows} rows are not signed (written without AUDIT_KEY): they are checked against accidents and the checkpoints only`)
+    return verdict.ok ? 0 : 1
+  } finally {
+    db.close()
+  }
+}
+
 /** `30d`, `12h`, `45m` from now, or an ISO date. */
 function expiry (text: string): Date | undefined {
   const relative = /^(\d+)([dhm])$/.exec(text)
@@ -96,7 +138,7 @@ function expiry (text: string): Date | undefined {
   return /^\d{4}-\d\d-\d\d/.test(text) && !Number.isNaN(date.getTime()) ? date : undefined
 }
 
-function keys (sub: string | undefined, target: string | undefined, values: { name?: string, scopes?: string, agents?: string, expires?: string }, env: Record<string, string | undefined>, io: CommandIo): number {
+async function keys (sub: string | undefined, target: string | undefined, values: { name?: string, scopes?: string, agents?: string, expires?: string }, env: Record<string, string | undefined>, io: CommandIo): Promise<number> {
   const list = (v: string | undefined): string[] => (v ?? '').split(',').map((s) => s.trim()).filter((s) => s !== '')
   if (sub !== 'create' && sub !== 'list' && sub !== 'revoke') { io.err(`keys needs create, list or revoke\n\n${USAGE}`); return 2 }
   let expiresAt: Date | undefined
@@ -107,14 +149,20 @@ function keys (sub: string | undefined, target: string | undefined, values: { na
     if (values.expires !== undefined) {
       expiresAt = expiry(values.expires)
       if (expiresAt === undefined) { io.err('--expires must be like 30d, 12h, 45m or an ISO date'); return 2 }
+      if (expiresAt.getTime() <= Date.now()) { io.err(`--expires ${values.expires} is in the past: the key would never work`); return 2 }
     }
   }
   const config = loadConfig(env)
+  const agents = list(values.agents)
+  if (sub === 'create' && agents.length > 0) {
+    const { registry } = await loadAgents(config.AGENTS_DIR)
+    const unknown = agents.filter((a) => registry.get(a) === undefined)
+    if (unknown.length > 0) { io.err(`no agent ${unknown.map((a) => `"${a}"`).join(', ')} in ${config.AGENTS_DIR} (known: ${registry.list().map((h) => h.manifest.metadata.name).join(', ')})`); return 2 }
+  }
   const db = openDatabase(config.DATA_DIR)
   try {
     const store = new KeyStore(db)
     if (sub === 'create') {
-      const agents = list(values.agents)
       const { key, record } = store.create({ name: values.name as string, scopes: list(values.scopes), ...(agents.length > 0 ? { agents } : {}), ...(expiresAt !== undefined ? { expiresAt } : {}) })
       io.out(key)
       io.err(`key ${record.id} "${record.name}" made; it is shown only now`)
@@ -151,6 +199,8 @@ export async function main (argv: string[], env: Record<string, string | undefin
         scopes: { type: 'string' },
         agents: { type: 'string' },
         expires: { type: 'string' },
+        checkpoint: { type: 'string', multiple: true },
+        'checkpoint-file': { type: 'string', multiple: true },
         help: { type: 'boolean', short: 'h' }
       }
     })
@@ -164,18 +214,8 @@ export async function main (argv: string[], env: Record<string, string | undefin
     return command === undefined && parsed.values.help !== true ? 2 : 0
   }
   const scoped = { ...env, ...(parsed.values['data-dir'] !== undefined ? { DATA_DIR: parsed.values['data-dir'] } : {}) }
-  if (command === 'audit' && sub === 'verify') {
-    const config = loadConfig(scoped)
-    const db = openDatabase(config.DATA_DIR)
-    try {
-      const result = new AuditLog(db).verify()
-      io.out(JSON.stringify(result))
-      return result.ok ? 0 : 1
-    } finally {
-      db.close()
-    }
-  }
-  if (command === 'keys') return keys(sub, parsed.positionals[2], parsed.values, scoped, io)
+  if (command === 'audit' && sub === 'verify') return auditVerify(parsed.values, scoped, io)
+  if (command === 'keys') return await keys(sub, parsed.positionals[2], parsed.values, scoped, io)
   if (command === 'worker') {
     const concurrency = Number(parsed.values.concurrency)
     if (!Number.isInteger(concurrency) || concurrency < 1) { io.err('--concurrency must be a positive integer'); return 2 }

@@ -89,6 +89,12 @@ export const ConfigSchema = Type.Object({
   API_KEYS: Type.String({ default: '' }),
   /** AUTH_MODE=jwt: the HS256 shared secret (32 or more characters); set this or JWT_JWKS_FILE. */
   JWT_SECRET: Type.String({ default: '' }),
+  /** The audit chain's key (32+ characters): each row is an HMAC with it, so a rewrite needs it. Keep it outside DATA_DIR. Empty: a plain hash chain (accidents only). */
+  AUDIT_KEY: Type.String({ default: '' }),
+  /** Keys used before a rotation, comma-separated: rows and checkpoints they signed still verify. */
+  AUDIT_KEYS_RETIRED: Type.String({ default: '' }),
+  /** How often the audit log's signed checkpoint is appended to DATA_DIR/audit-checkpoints.jsonl when it grew (0: only at boot and shutdown). */
+  AUDIT_CHECKPOINT_INTERVAL_MS: Type.Integer({ default: 60000, minimum: 0 }),
   /** AUTH_MODE=jwt: a JWKS file of public keys (each with a `kid`) for RS256, PS256, ES256 or EdDSA tokens. */
   JWT_JWKS_FILE: Type.String({ default: '' }),
   /** AUTH_MODE=jwt: the `iss` every token must carry. */
@@ -147,10 +153,19 @@ export const ConfigSchema = Type.Object({
   /** The local agent's workspace, a folder under DATA_DIR/workspaces (one subfolder per session). */
   CLI_AGENT_WORKSPACE: Type.String({ default: 'cli-agent', minLength: 1 }),
   /** How long the local agent may print nothing during a turn before its process group is killed. */
-  CLI_AGENT_TIMEOUT_MS: Type.Integer({ default: 120000, minimum: 100 })
+  CLI_AGENT_TIMEOUT_MS: Type.Integer({ default: 120000, minimum: 100 }),
+  /** More environment variables the CLI agent's process gets, by name, comma-separated (besides SUBPROCESS_ENV_ALWAYS; nothing else of the server's environment reaches it). */
+  CLI_AGENT_ENV: Type.String({ default: '', pattern: '^[A-Za-z0-9_, ]*$' })
 })
 
-export type Config = Static<typeof ConfigSchema>
+/** What every subprocess gets of the server's environment: where programs are, the home folder, the locale and time zone. */
+export const SUBPROCESS_ENV_ALWAYS = ['PATH', 'HOME', 'LANG', 'LC_ALL', 'LC_CTYPE', 'TZ', 'TMPDIR'] as const
+
+/** Every setting, validated, plus what is derived from the environment at load time. */
+export type Config = Static<typeof ConfigSchema> & {
+  /** The environment agents' subprocesses get: SUBPROCESS_ENV_ALWAYS and CLI_AGENT_ENV, never a secret setting. */
+  SUBPROCESS_ENV: Readonly<Record<string, string>>
+}
 
 /** The example agents that ship with the code: `agents/` beside `src/` (or `dist/agents` when built). */
 export const BUNDLED_AGENTS_DIR = fileURLToPath(new URL('../agents/', import.meta.url))
@@ -161,11 +176,11 @@ export const BUNDLED_AGENTS_DIR = fileURLToPath(new URL('../agents/', import.met
  * @param dotenv also read `.env` from the working directory
  */
 export function loadConfig (env: Record<string, string | undefined>, dotenv = false): Config {
-  let raw: Config
+  let raw: Static<typeof ConfigSchema>
   // STREAMING_LLM_DATA_DIR is the seed's name for DATA_DIR (seed 002, S35)
   const data = env.DATA_DIR === undefined && env.STREAMING_LLM_DATA_DIR !== undefined ? { ...env, DATA_DIR: env.STREAMING_LLM_DATA_DIR } : env
   try {
-    raw = envSchema<Config>({ schema: structuredClone(ConfigSchema), data, env: false, dotenv })
+    raw = envSchema<Static<typeof ConfigSchema>>({ schema: structuredClone(ConfigSchema), data, env: false, dotenv })
   } catch (err) {
     throw new AH_ERR_CONFIG_INVALID((err as Error).message, { cause: err })
   }
@@ -182,6 +197,9 @@ export function loadConfig (env: Record<string, string | undefined>, dotenv = fa
     throw new AH_ERR_CONFIG_INVALID('env/HEADERS_TIMEOUT_MS must not be longer than REQUEST_TIMEOUT_MS')
   }
   if (raw.AUTH_MODE === 'jwt') checkJwtConfig(raw)
+  for (const key of [raw.AUDIT_KEY, ...auditKeysRetired(raw)].filter((k) => k !== '')) {
+    if (key.length < 32) throw new AH_ERR_CONFIG_INVALID('env/AUDIT_KEY and each of env/AUDIT_KEYS_RETIRED must be 32 or more characters (for example `openssl rand -hex 32`)')
+  }
   const origins = corsOrigins(raw.CORS_ORIGINS)
   if (raw.CORS_CREDENTIALS && origins.includes('*')) {
     throw new AH_ERR_CONFIG_INVALID('env/CORS_CREDENTIALS cannot be true with CORS_ORIGINS=*: browsers refuse credentials for any origin; list the origins')
@@ -191,9 +209,28 @@ export function loadConfig (env: Record<string, string | undefined>, dotenv = fa
   parseCommand(raw.CLI_AGENT_COMMAND)
   return {
     ...raw,
+    SUBPROCESS_ENV: subprocessEnv(raw.CLI_AGENT_ENV, env),
     DATA_DIR: resolve(raw.DATA_DIR),
     AGENTS_DIR: raw.AGENTS_DIR === '' ? BUNDLED_AGENTS_DIR : resolve(raw.AGENTS_DIR)
   }
+}
+
+/** The subprocess environment: the always-passed names and those CLI_AGENT_ENV lists, taken from `env` (the settings themselves are refused: they hold secrets). */
+function subprocessEnv (names: string, env: Record<string, string | undefined>): Record<string, string> {
+  const listed = names.split(',').map((n) => n.trim()).filter((n) => n !== '')
+  const settings = listed.filter((n) => n in ConfigSchema.properties)
+  if (settings.length > 0) throw new AH_ERR_CONFIG_INVALID(`env/CLI_AGENT_ENV names settings of this server (${settings.join(', ')}): they are not passed to subprocesses`)
+  const out: Record<string, string> = {}
+  for (const name of [...SUBPROCESS_ENV_ALWAYS, ...listed]) {
+    const value = env[name]
+    if (value !== undefined) out[name] = value
+  }
+  return out
+}
+
+/** `AUDIT_KEYS_RETIRED` as a list. */
+export function auditKeysRetired (config: Pick<Config, 'AUDIT_KEYS_RETIRED'>): string[] {
+  return config.AUDIT_KEYS_RETIRED.split(',').map((k) => k.trim()).filter((k) => k !== '')
 }
 
 /** `LLM_PRICES` parsed: USD per million input and output tokens, by model. */
@@ -250,7 +287,7 @@ export function parseApiKeys (text: string): Array<{ name: string, key: string, 
   return parsed as Array<{ name: string, key: string, scopes: string[], agents?: string[] }>
 }
 
-function checkJwtConfig (raw: Config): void {
+function checkJwtConfig (raw: Static<typeof ConfigSchema>): void {
   if ((raw.JWT_SECRET === '') === (raw.JWT_JWKS_FILE === '')) {
     throw new AH_ERR_CONFIG_INVALID('AUTH_MODE=jwt needs exactly one of env/JWT_SECRET (HS256) and env/JWT_JWKS_FILE (public keys)')
   }

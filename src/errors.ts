@@ -101,6 +101,8 @@ export const AH_ERR_SESSION_VALUE_INVALID = define('AH_ERR_SESSION_VALUE_INVALID
   'Raised to the agent: `session.store()` got something that is not JSON, or more than 1 MiB of it.')
 
 // Boot
+export const AH_ERR_AUDIT_KEY_MISSING = define('AH_ERR_AUDIT_KEY_MISSING', 500, 'The audit log is signed with audit key %s, and AUDIT_KEY is not set: set it (the same key, or a new one to rotate to) before starting',
+  'At boot: the audit log\'s rows are signed (HMAC) with an audit key and this process has none, so its rows would break the chain. Set `AUDIT_KEY`.')
 export const AH_ERR_STORAGE_SCHEMA_TOO_NEW = define('AH_ERR_STORAGE_SCHEMA_TOO_NEW', 500, 'Database %s has schema version %s but this code knows only up to %s: upgrade agent-host',
   'Boot: the database was written by a newer agent-host; this one refuses to touch it.')
 export const AH_ERR_CONFIG_INVALID = define('AH_ERR_CONFIG_INVALID', 500, 'Invalid configuration: %s',

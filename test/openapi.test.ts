@@ -109,6 +109,7 @@ t.test('every operation has an operationId, and they are unique and stable', asy
     'GET /v1/events': 'listEvents',
     'GET /v1/audit': 'listAuditRows',
     'GET /v1/audit/verify': 'verifyAudit',
+    'GET /v1/audit/checkpoint': 'getAuditCheckpoint',
     'POST /v1/tasks': 'createTasks',
     'GET /v1/tasks': 'listTasks',
     'GET /v1/tasks/{id}': 'getTask',

@@ -4,6 +4,9 @@ import { join } from 'node:path'
 import { Checkpointer } from '../storage/checkpointer.js'
 import { DB_FILE, openDatabase, type Db } from '../storage/database.js'
 import { AuditLog } from '../storage/audit.js'
+import { appendCheckpoint } from '../storage/audit-checkpoints.js'
+import { AuditKeyring } from '../storage/audit-key.js'
+import { auditKeysRetired } from '../config.js'
 import { EventStore } from '../storage/events.js'
 import { GroupWriter } from '../storage/group-writer.js'
 import { RunStore } from '../storage/runs.js'
@@ -47,7 +50,14 @@ async function storage (app: FastifyInstance): Promise<void> {
       app.log.error({ err }, 'the checkpoint worker failed: SQLite checkpoints by itself again')
       db.pragma('wal_autocheckpoint = 1000')
     })
-  const audit = new AuditLog(db)
+  let audit: AuditLog
+  try {
+    audit = new AuditLog(db, new AuditKeyring(config.AUDIT_KEY, auditKeysRetired(config)))
+  } catch (err) {
+    db.close()
+    throw err
+  }
+  if (!audit.keyed) app.log.warn('AUDIT_KEY is not set: the audit log shows accidental damage only; anyone who can write DATA_DIR can rewrite it unseen. Set AUDIT_KEY (kept outside DATA_DIR) for a log an auditor can trust')
   const writer = new GroupWriter(db, { budgetMs: config.DB_WRITE_BUDGET_MS })
   app.decorate('db', db)
   app.decorate('writer', writer)
@@ -66,6 +76,20 @@ async function storage (app: FastifyInstance): Promise<void> {
   }
   let indexer: NodeJS.Timeout | undefined = setInterval(() => { if (indexing === undefined) index() }, INDEX_INTERVAL_MS).unref()
   audit.append({ actor: 'agent-host', action: 'boot', resource: app.instanceId, success: true, details: { version: pkg.version, pid: process.pid } })
+  // signed checkpoints outside the database: what catches rows cut from the end of the log
+  let checkpointed = -1
+  const checkpoint = (): void => {
+    const now = audit.checkpoint()
+    if (now.rows === checkpointed) return
+    appendCheckpoint(config.DATA_DIR, now)
+    checkpointed = now.rows
+  }
+  checkpoint()
+  const checkpoints = config.AUDIT_CHECKPOINT_INTERVAL_MS === 0
+    ? undefined
+    : setInterval(() => {
+      try { checkpoint() } catch (err) { app.log.error({ err }, 'writing the audit checkpoint failed; the next interval tries again') }
+    }, config.AUDIT_CHECKPOINT_INTERVAL_MS).unref()
   app.addHook('onReady', async () => { db.pragma(`busy_timeout = ${config.DB_BUSY_TIMEOUT_MS}`) })
   app.addHook('onClose', async () => {
     clearInterval(indexer)
@@ -73,7 +97,9 @@ async function storage (app: FastifyInstance): Promise<void> {
     if (indexing !== undefined) clearImmediate(indexing)
     db.pragma(`busy_timeout = ${Math.min(BLOCKING_BUSY_TIMEOUT_MS, Math.floor(config.CLOSE_GRACE_MS / 4))}`)
     writer.close()
+    clearInterval(checkpoints)
     audit.append({ actor: 'agent-host', action: 'shutdown', resource: app.instanceId, success: true, details: { pid: process.pid } })
+    checkpoint()
     db.close()
     await checkpointer?.close()
   })

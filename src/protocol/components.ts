@@ -20,7 +20,7 @@ import {
   MarkdownBlockEvent, MediaCarouselEvent, MediaItem, PresentationEvent, ProgressIndicatorEvent, ResultEvent, StreamError,
   StreamErrorSeverity, StreamPacket, StreamStartEvent, ThoughtTraceEvent, UsageEvent
 } from './packets.js'
-import { AuditPage, AuditRow, AuditVerification, EventPage, HistoryPage, Interaction } from './records.js'
+import { AuditCheckpoint, AuditPage, AuditRow, AuditVerification, EventPage, HistoryPage, Interaction } from './records.js'
 import { ErrorBody, HealthCheckResponse, ResponseMetrics, ServiceResponse, Transcript, TranscriptStream, Usage } from './response.js'
 import { CreateTasksBody, NewTaskBody, Task, TaskList, TaskStatus, TaskWarning } from './tasks.js'
 
@@ -88,6 +88,7 @@ export const COMPONENT_SCHEMAS = {
   AuditPage,
   AuditRow,
   AuditVerification,
+  AuditCheckpoint,
   CreateTasks: CreateTasksBody,
   NewTask: NewTaskBody,
   TaskList,

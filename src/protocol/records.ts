@@ -32,16 +32,21 @@ export const HistoryPage = Type.Object({
 export const AuditRow = Type.Object({
   audit_id: Type.Integer({ minimum: 1 }),
   timestamp: DateTime,
+  /** Who acted: the authenticated principal (an API key's id, `jwt:<sub>`), `anonymous` when auth is off, or `agent-host`. */
   actor: Type.String(),
   action: Type.String(),
   resource: Type.String(),
   success: Type.Boolean(),
+  /** The user the request says it is for (`context.user.user_id`): a claim, not an identity (at most 256 characters). */
+  claimed_user: Type.Union([Type.String({ maxLength: 256 }), Type.Null()]),
   request_id: Type.Union([Type.String(), Type.Null()]),
   root_request_id: Type.Union([Type.String(), Type.Null()]),
   trace_id: Type.Union([Type.String(), Type.Null()]),
   details: Type.Union([JsonObject, Type.Null()]),
+  /** The audit key that signed the row (its id, not the key); null: a plain SHA-256 link. */
+  key_id: Type.Union([Type.String({ pattern: '^[0-9a-f]{16}$' }), Type.Null()]),
   previous_hash: Type.String({ pattern: '^[0-9a-f]{64}$' }),
-  /** SHA-256 of the canonical JSON (RFC 8785) of the row without this field. */
+  /** HMAC-SHA256 with the audit key (SHA-256 without one) of the canonical JSON (RFC 8785) of the row without this field. */
   integrity_hash: Type.String({ pattern: '^[0-9a-f]{64}$' })
 }, { ...closed, title: 'AuditRow' })
 
@@ -51,15 +56,35 @@ export const AuditPage = Type.Object({
   next: Type.Optional(Type.Integer())
 }, { ...closed, title: 'AuditPage' })
 
-/** The result of checking the whole audit chain. */
+/** The result of checking the whole audit log against its checkpoints. */
 export const AuditVerification = Type.Object({
   ok: Type.Boolean(),
   /** Rows checked and found good. */
   rows: Type.Integer({ minimum: 0 }),
-  /** The audit_id where the chain first breaks. */
+  /** Of them, rows signed with an audit key. */
+  keyed_rows: Type.Integer({ minimum: 0 }),
+  /** The audit_id where the log first goes wrong. */
   first_bad_row: Type.Optional(Type.Integer({ minimum: 1 })),
-  reason: Type.Optional(Type.String())
+  /** Rows that should be there and are not. */
+  missing: Type.Optional(Type.Object({ from: Type.Integer({ minimum: 1 }), to: Type.Integer({ minimum: 1 }) }, closed)),
+  reason: Type.Optional(Type.String()),
+  /** Checkpoints the log was held against. */
+  checkpoints_checked: Type.Integer({ minimum: 0 }),
+  seconds: Type.Number({ minimum: 0 }),
+  rows_per_second: Type.Number({ minimum: 0 })
 }, { ...closed, title: 'AuditVerification' })
+
+/** The audit log's size and head at a moment, signed with the audit key: keep copies outside this server. */
+export const AuditCheckpoint = Type.Object({
+  rows: Type.Integer({ minimum: 0 }),
+  /** The last row's integrity_hash. */
+  head: Type.String({ pattern: '^[0-9a-f]{64}$' }),
+  at: DateTime,
+  /** The key that signed it; null: unsigned (no AUDIT_KEY). */
+  key_id: Type.Union([Type.String({ pattern: '^[0-9a-f]{16}$' }), Type.Null()]),
+  /** HMAC-SHA256 of the canonical JSON of `{ rows, head, at, key_id }`; null when unsigned. */
+  signature: Type.Union([Type.String({ pattern: '^[0-9a-f]{64}$' }), Type.Null()])
+}, { ...closed, title: 'AuditCheckpoint' })
 
 /** A page of events, oldest first; `next` is the `after` cursor of the next page. */
 export const EventPage = Type.Object({

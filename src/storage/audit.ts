@@ -1,4 +1,7 @@
 import { createHash } from 'node:crypto'
+import { AH_ERR_AUDIT_KEY_MISSING } from '../errors.js'
+import type { AuditCheckpoint, FoundCheckpoint } from './audit-checkpoints.js'
+import { AuditKeyring } from './audit-key.js'
 import type { Db } from './database.js'
 import { canonicalJson } from './canonical-json.js'
 
@@ -7,10 +10,13 @@ export const AUDIT_GENESIS = '0'.repeat(64)
 
 /** What a caller records. */
 export interface AuditInput {
+  /** Who acted: the authenticated principal (a key id, `jwt:<sub>`), `anonymous` with auth off, or the host. */
   actor: string
   action: string
   resource: string
   success: boolean
+  /** Who the request says it is for (the envelope's `context.user.user_id`): a claim, not an identity. Cut to 256 characters. */
+  claimed_user?: string | null
   request_id?: string | null
   root_request_id?: string | null
   trace_id?: string | null
@@ -25,10 +31,13 @@ export interface AuditRow {
   action: string
   resource: string
   success: boolean
+  claimed_user: string | null
   request_id: string | null
   root_request_id: string | null
   trace_id: string | null
   details: Record<string, unknown> | null
+  /** The audit key that signed it (`AuditKeyring`); null: a plain SHA-256 link (no AUDIT_KEY). */
+  key_id: string | null
   previous_hash: string
   integrity_hash: string
 }
@@ -36,10 +45,19 @@ export interface AuditRow {
 /** The outcome of {@link AuditLog.verify}. */
 export interface AuditVerification {
   ok: boolean
+  /** Rows checked and found good. */
   rows: number
-  /** The audit_id where the chain first breaks (a missing id is reported as that id). */
+  /** Of them, rows signed with an audit key. */
+  keyed_rows: number
+  /** The audit_id where the log first goes wrong. */
   first_bad_row?: number
+  /** Rows that should be there and are not (a checkpoint counted them, or ids jump). */
+  missing?: { from: number, to: number }
   reason?: string
+  /** Checkpoints the log was held against. */
+  checkpoints_checked: number
+  seconds: number
+  rows_per_second: number
 }
 
 export interface AuditQuery {
@@ -53,56 +71,112 @@ export interface AuditQuery {
   limit?: number
 }
 
-/** SHA-256 over the canonical JSON (RFC 8785, sorted keys) of the row without its own hash. */
-export function hashAuditRow (row: Omit<AuditRow, 'integrity_hash'>): string {
-  return createHash('sha256').update(canonicalJson(row)).digest('hex')
+/** The longest claimed user kept in a row. */
+const MAX_CLAIMED_USER = 256
+
+/** What is hashed: the canonical JSON (RFC 8785) of the row without its own hash, and without the columns a row from before them lacks. */
+function canonicalForm (row: Omit<AuditRow, 'integrity_hash'>): string {
+  const { key_id: keyId, claimed_user: claimed, ...rest } = row
+  return canonicalJson({ ...rest, ...(keyId !== null ? { key_id: keyId } : {}), ...(claimed !== null ? { claimed_user: claimed } : {}) })
 }
+
+/**
+ * A row's integrity hash: HMAC-SHA256 with its audit key when it names one, else SHA-256, over its
+ * canonical form (which holds the previous row's hash: the chain).
+ * @returns undefined when the row names a key the keyring does not hold
+ */
+export function hashAuditRow (row: Omit<AuditRow, 'integrity_hash'>, keyring?: AuditKeyring): string | undefined {
+  const text = canonicalForm(row)
+  if (row.key_id === null) return createHash('sha256').update(text).digest('hex')
+  return keyring?.sign(row.key_id, text)
+}
+
+/** The canonical text a checkpoint's signature covers. */
+const checkpointText = (c: Pick<AuditCheckpoint, 'rows' | 'head' | 'at' | 'key_id'>): string => canonicalJson({ rows: c.rows, head: c.head, at: c.at, key_id: c.key_id })
 
 interface RawRow extends Omit<AuditRow, 'success' | 'details'> { success: number, details: string | null }
 
 function fromRaw (raw: RawRow): AuditRow {
-  return { ...raw, success: raw.success === 1, details: raw.details === null ? null : JSON.parse(raw.details) as Record<string, unknown> }
+  // a database from before migration 12 has neither column
+  return { ...raw, claimed_user: raw.claimed_user ?? null, key_id: raw.key_id ?? null, success: raw.success === 1, details: raw.details === null ? null : JSON.parse(raw.details) as Record<string, unknown> }
+}
+
+/** Why a raw row is not a well-formed row (the database does not check types: a hash over a re-read value must not hide a change), or undefined. */
+function malformed (raw: RawRow): string | undefined {
+  if (raw.success !== 0 && raw.success !== 1) return `success is ${JSON.stringify(raw.success)}, not 0 or 1`
+  for (const column of ['timestamp', 'actor', 'action', 'resource', 'previous_hash', 'integrity_hash'] as const) {
+    if (typeof raw[column] !== 'string') return `${column} is not text`
+  }
+  for (const column of ['claimed_user', 'request_id', 'root_request_id', 'trace_id', 'details', 'key_id'] as const) {
+    if (raw[column] !== null && raw[column] !== undefined && typeof raw[column] !== 'string') return `${column} is not text`
+  }
+  if (raw.details !== null) {
+    try { JSON.parse(raw.details) } catch { return 'details are not JSON' }
+  }
+  return undefined
 }
 
 /**
- * The tamper-evident audit log: append-only rows, each chained to the previous one by hash, and
- * a head row naming the last one, so an edited, deleted, reordered or truncated row is detected.
+ * The tamper-evident audit log: append-only rows, each chained to the previous one by its hash,
+ * and a head row naming the last one. With an audit key (`AUDIT_KEY`) each link is an HMAC, so a
+ * row cannot be rewritten, inserted or removed, and the chain recomputed, by anyone without the
+ * key; checkpoints (`checkpoint()`, kept outside the database) catch rows removed from the end.
  * Appends run in an immediate transaction: processes sharing the file take turns and the chain
  * never forks.
  */
 export class AuditLog {
   readonly #db: Db
+  readonly #keyring: AuditKeyring
   readonly #append: (input: AuditInput) => AuditRow
 
-  constructor (db: Db) {
+  /**
+   * @param options `readOnly`: to verify and list only (`agent-host audit verify` opens the database read-only)
+   * @throws AH_ERR_AUDIT_KEY_MISSING when the log's rows are signed and this process has no audit key:
+   *   its plain rows would break the chain (a rotated key is fine: the next row is signed with the new one)
+   */
+  constructor (db: Db, keyring: AuditKeyring = new AuditKeyring(''), options: { readOnly?: boolean } = {}) {
     this.#db = db
+    this.#keyring = keyring
+    if (options.readOnly === true) {
+      this.#append = () => { throw new Error('this audit log was opened to be read') }
+      return
+    }
     const head = db.prepare('SELECT audit_id, integrity_hash FROM audit_head WHERE id = 1')
-    const insert = db.prepare(`INSERT INTO audit_log (audit_id, timestamp, actor, action, resource, success, request_id,
-      root_request_id, trace_id, details, previous_hash, integrity_hash)
-      VALUES (@audit_id, @timestamp, @actor, @action, @resource, @success, @request_id, @root_request_id, @trace_id, @details, @previous_hash, @integrity_hash)`)
+    const last = db.prepare('SELECT key_id FROM audit_log ORDER BY audit_id DESC LIMIT 1').get() as { key_id: string | null } | undefined
+    if (last?.key_id != null && keyring.current === undefined) throw new AH_ERR_AUDIT_KEY_MISSING(last.key_id)
+    const insert = db.prepare(`INSERT INTO audit_log (audit_id, timestamp, actor, action, resource, success, claimed_user, request_id,
+      root_request_id, trace_id, details, key_id, previous_hash, integrity_hash)
+      VALUES (@audit_id, @timestamp, @actor, @action, @resource, @success, @claimed_user, @request_id, @root_request_id, @trace_id, @details, @key_id, @previous_hash, @integrity_hash)`)
     const moveHead = db.prepare(`INSERT INTO audit_head (id, audit_id, integrity_hash) VALUES (1, @audit_id, @integrity_hash)
       ON CONFLICT (id) DO UPDATE SET audit_id = excluded.audit_id, integrity_hash = excluded.integrity_hash`)
     const append = db.transaction((input: AuditInput): AuditRow => {
-      const last = head.get() as { audit_id: number, integrity_hash: string } | undefined
+      const previous = head.get() as { audit_id: number, integrity_hash: string } | undefined
       const unhashed: Omit<AuditRow, 'integrity_hash'> = {
-        audit_id: (last?.audit_id ?? 0) + 1,
+        audit_id: (previous?.audit_id ?? 0) + 1,
         timestamp: new Date().toISOString(),
         actor: input.actor,
         action: input.action,
         resource: input.resource,
         success: input.success,
+        claimed_user: input.claimed_user == null ? null : input.claimed_user.slice(0, MAX_CLAIMED_USER),
         request_id: input.request_id ?? null,
         root_request_id: input.root_request_id ?? null,
         trace_id: input.trace_id ?? null,
         details: input.details ?? null,
-        previous_hash: last?.integrity_hash ?? AUDIT_GENESIS
+        key_id: keyring.current?.id ?? null,
+        previous_hash: previous?.integrity_hash ?? AUDIT_GENESIS
       }
-      const row: AuditRow = { ...unhashed, integrity_hash: hashAuditRow(unhashed) }
+      const row: AuditRow = { ...unhashed, integrity_hash: hashAuditRow(unhashed, keyring) as string }
       insert.run({ ...row, success: row.success ? 1 : 0, details: row.details === null ? null : JSON.stringify(row.details) })
       moveHead.run(row)
       return row
     })
     this.#append = (input) => append.immediate(input)
+  }
+
+  /** Whether new rows are signed with an audit key. */
+  get keyed (): boolean {
+    return this.#keyring.keyed
   }
 
   /** Append one row and return it. */
@@ -125,35 +199,83 @@ export class AuditLog {
     return (this.#db.prepare('SELECT count(*) AS n FROM audit_log').get() as { n: number }).n
   }
 
-  /** Walk the whole chain and check every link, then the head. */
-  verify (): AuditVerification {
-    let previous = AUDIT_GENESIS
-    let expected = 1
-    for (const raw of this.#db.prepare('SELECT * FROM audit_log ORDER BY audit_id').iterate() as Iterable<RawRow>) {
-      let row: AuditRow
-      try {
-        row = fromRaw(raw)
-      } catch {
-        return { ok: false, rows: expected - 1, first_bad_row: raw.audit_id, reason: 'details are not JSON' }
-      }
-      if (row.audit_id !== expected) return { ok: false, rows: expected - 1, first_bad_row: expected, reason: `row ${expected} is missing` }
-      if (row.previous_hash !== previous) return { ok: false, rows: expected - 1, first_bad_row: row.audit_id, reason: 'previous_hash does not match the row before' }
-      const { integrity_hash: stored, ...unhashed } = row
-      if (hashAuditRow(unhashed) !== stored) return { ok: false, rows: expected - 1, first_bad_row: row.audit_id, reason: 'integrity_hash does not match the row' }
-      previous = stored
-      expected++
-    }
-    const rows = expected - 1
+  /** The log's size and head now, signed with the current audit key (unsigned without one). */
+  checkpoint (): AuditCheckpoint {
     const head = this.#db.prepare('SELECT audit_id, integrity_hash FROM audit_head WHERE id = 1').get() as { audit_id: number, integrity_hash: string } | undefined
-    if ((head?.audit_id ?? 0) !== rows || (head !== undefined && head.integrity_hash !== previous)) {
-      const truncated = (head?.audit_id ?? 0) !== rows
-      return {
-        ok: false,
-        rows,
-        first_bad_row: truncated ? rows + 1 : rows,
-        reason: truncated ? 'the head names a row that is gone (rows were removed from the end)' : 'the head does not match the last row'
-      }
+    const body = { rows: head?.audit_id ?? 0, head: head?.integrity_hash ?? AUDIT_GENESIS, at: new Date().toISOString(), key_id: this.#keyring.current?.id ?? null }
+    return { ...body, signature: body.key_id === null ? null : this.#keyring.sign(body.key_id, checkpointText(body)) as string }
+  }
+
+  /**
+   * Walk the whole log, one row at a time (constant memory), and hold it against the checkpoints:
+   * every row well formed and in sequence, every link and hash (HMAC with the key the row names),
+   * no plain row after a keyed one, the head, and each checkpoint's row count and head hash (a
+   * signed checkpoint must carry a good signature). The first fault found is the answer.
+   */
+  verify (checkpoints: readonly FoundCheckpoint[] = []): AuditVerification {
+    const started = process.hrtime.bigint()
+    let rows = 0
+    let keyedRows = 0
+    const done = (fault: Omit<AuditVerification, 'rows' | 'keyed_rows' | 'checkpoints_checked' | 'seconds' | 'rows_per_second'> & { ok: boolean }): AuditVerification => {
+      const seconds = Number(process.hrtime.bigint() - started) / 1e9
+      return { ...fault, rows, keyed_rows: keyedRows, checkpoints_checked: anchors.length, seconds: Math.round(seconds * 1000) / 1000, rows_per_second: seconds === 0 ? rows : Math.round(rows / seconds) }
     }
-    return { ok: true, rows }
+    const anchors: FoundCheckpoint[] = []
+    for (const c of checkpoints) {
+      if (c.signature !== null && c.key_id !== null && !this.#keyring.verify(c.key_id, checkpointText(c), c.signature)) {
+        return done({ ok: false, reason: this.#keyring.key(c.key_id) === undefined ? `the checkpoint ${c.source} is signed by key ${c.key_id}, which this verifier does not hold (set AUDIT_KEY, and AUDIT_KEYS_RETIRED for older keys)` : `the checkpoint ${c.source} has a bad signature: it was edited` })
+      }
+      anchors.push(c)
+    }
+    const byRow = new Map<number, FoundCheckpoint[]>()
+    for (const c of anchors) byRow.set(c.rows, [...(byRow.get(c.rows) ?? []), c])
+    let iterator: Iterable<RawRow>
+    try {
+      iterator = this.#db.prepare('SELECT * FROM audit_log ORDER BY audit_id').iterate() as Iterable<RawRow>
+    } catch (err) {
+      return done({ ok: false, reason: `the audit_log table cannot be read: ${(err as Error).message}` })
+    }
+    let previous = AUDIT_GENESIS
+    let seenKeyed = false
+    for (const raw of iterator) {
+      const expected = rows + 1
+      if (raw.audit_id !== expected) {
+        return raw.audit_id > expected
+          ? done({ ok: false, first_bad_row: expected, missing: { from: expected, to: raw.audit_id - 1 }, reason: `rows ${expected}..${raw.audit_id - 1} are missing` })
+          : done({ ok: false, first_bad_row: raw.audit_id, reason: `row ${raw.audit_id} is out of sequence` })
+      }
+      const bad = malformed(raw)
+      if (bad !== undefined) return done({ ok: false, first_bad_row: expected, reason: `row ${expected}: ${bad}` })
+      const { integrity_hash: stored, ...unhashed } = fromRaw(raw)
+      if (unhashed.previous_hash !== previous) return done({ ok: false, first_bad_row: expected, reason: `row ${expected}: previous_hash does not match the row before` })
+      if (unhashed.key_id === null && seenKeyed) return done({ ok: false, first_bad_row: expected, reason: `row ${expected} is not signed, after signed rows: written without the audit key` })
+      if (unhashed.key_id !== null) {
+        if (this.#keyring.key(unhashed.key_id) === undefined) return done({ ok: false, first_bad_row: expected, reason: `row ${expected} is signed by key ${unhashed.key_id}, which this verifier does not hold (set AUDIT_KEY, and AUDIT_KEYS_RETIRED for older keys)` })
+        seenKeyed = true
+        keyedRows++
+      }
+      if (hashAuditRow(unhashed, this.#keyring) !== stored) {
+        return done({ ok: false, first_bad_row: expected, reason: `row ${expected}: integrity_hash does not match the row${unhashed.key_id !== null ? ' (it was changed by someone without the audit key)' : ''}` })
+      }
+      for (const c of byRow.get(expected) ?? []) {
+        if (c.head !== stored) return done({ ok: false, first_bad_row: expected, reason: `row ${expected} is not the row the checkpoint ${c.source} (${c.at}) ends with: rows up to ${expected} were rewritten` })
+      }
+      previous = stored
+      rows = expected
+    }
+    const beyond = anchors.filter((c) => c.rows > rows).sort((a, b) => b.rows - a.rows)[0]
+    if (beyond !== undefined) return done({ ok: false, first_bad_row: rows + 1, missing: { from: rows + 1, to: beyond.rows }, reason: `rows ${rows + 1}..${beyond.rows} are missing: the checkpoint ${beyond.source} (${beyond.at}) counted ${beyond.rows}` })
+    for (const c of byRow.get(0) ?? []) {
+      if (c.head !== AUDIT_GENESIS) return done({ ok: false, reason: `the checkpoint ${c.source} is not of an empty log` })
+    }
+    let head: { audit_id: number, integrity_hash: string } | undefined
+    try {
+      head = this.#db.prepare('SELECT audit_id, integrity_hash FROM audit_head WHERE id = 1').get() as typeof head
+    } catch (err) {
+      return done({ ok: false, reason: `the audit_head table cannot be read: ${(err as Error).message}` })
+    }
+    if ((head?.audit_id ?? 0) !== rows) return done({ ok: false, first_bad_row: rows + 1, reason: 'the head names a row that is gone (rows were removed from the end)' })
+    if (head !== undefined && head.integrity_hash !== previous) return done({ ok: false, first_bad_row: rows, reason: 'the head does not match the last row' })
+    return done({ ok: true })
   }
 }

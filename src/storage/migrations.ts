@@ -341,5 +341,16 @@ CREATE TABLE bus_dead_letters (
   dead_at INTEGER NOT NULL
 );
 `
+  },
+  {
+    version: 12,
+    description: 'audit rows name the key that signed them (keyed chains: HMAC) and, apart from the acting principal, the user a request claims to be for; events name whose they are (the caller of their run, the creator of their task)',
+    sql: `
+ALTER TABLE audit_log ADD COLUMN claimed_user TEXT;
+ALTER TABLE audit_log ADD COLUMN key_id TEXT;
+ALTER TABLE events ADD COLUMN owner_key TEXT;
+UPDATE events SET owner_key = (SELECT owner_key FROM runs WHERE runs.request_id = events.request_id) WHERE request_id IS NOT NULL;
+CREATE INDEX events_by_owner ON events(owner_key, seq) WHERE owner_key IS NOT NULL;
+`
   }
 ]

@@ -35,7 +35,7 @@ t.test('rows chain from the genesis value, each hash over its canonical JSON', a
     t.equal(hashAuditRow(rest), hash)
     t.match(hash, /^[0-9a-f]{64}$/)
   }
-  t.same(audit.verify(), { ok: true, rows: 5 })
+  t.match(audit.verify(), { ok: true, rows: 5, keyed_rows: 0 })
 })
 
 t.test('the log is append-only: UPDATE and DELETE are refused by the database', async (t) => {
@@ -110,7 +110,7 @@ t.test('the chain never forks with three processes appending at once', async (t)
   const db = openDatabase(dir)
   t.teardown(() => db.close())
   const audit = new AuditLog(db)
-  t.same(audit.verify(), { ok: true, rows: 450 })
+  t.match(audit.verify(), { ok: true, rows: 450 })
   const ids = audit.list({ limit: 1000 }).map((r) => r.audit_id)
   t.same(ids, Array.from({ length: 450 }, (_, i) => i + 1))
   for (const name of ['a', 'b', 'c']) t.equal(audit.list({ actor: name, limit: 1000 }).length, 150)
@@ -120,7 +120,7 @@ t.test('agent-host audit verify: exit 0 on an intact chain, 1 on a broken one', 
   const { db, dir } = fresh(t, 4)
   const lines: string[] = []
   t.equal(await main(['audit', 'verify', '--data-dir', dir], {}, { out: (l) => lines.push(l), err: () => {} }), 0)
-  t.same(JSON.parse(lines[0] ?? ''), { ok: true, rows: 4 })
+  t.match(JSON.parse(lines[0] ?? ''), { ok: true, rows: 4 })
   dropTriggers(db)
   db.prepare("UPDATE audit_log SET resource = 'x' WHERE audit_id = 2").run()
   t.equal(await main(['audit', 'verify'], { DATA_DIR: dir }, { out: (l) => lines.push(l), err: () => {} }), 1)
@@ -140,5 +140,5 @@ t.test('the CLI runs as its own process', async (t) => {
   child.stdout.on('data', (c: Buffer) => { out += c.toString() })
   const [code] = await once(child, 'exit') as [number]
   t.equal(code, 0)
-  t.same(JSON.parse(out), { ok: true, rows: 3 })
+  t.match(JSON.parse(out), { ok: true, rows: 3 })
 })

@@ -1,6 +1,8 @@
 import type { FastifyPluginAsyncTypebox } from '@fastify/type-provider-typebox'
 import { Type } from 'typebox'
-import { AuditPage, AuditVerification, PageQuery } from '../../protocol/records.js'
+import { join } from 'node:path'
+import { AuditCheckpoint, AuditPage, AuditVerification, PageQuery } from '../../protocol/records.js'
+import { CHECKPOINT_FILE, readCheckpoints } from '../../storage/audit-checkpoints.js'
 import { errorResponse, validationError } from '../../protocol/openapi.js'
 
 /** `GET /v1/audit` (filters, pagination) and `GET /v1/audit/verify` (the whole chain). */
@@ -31,11 +33,25 @@ const auditRoutes: FastifyPluginAsyncTypebox = async (app) => {
     schema: {
       operationId: 'verifyAudit',
       tags: ['audit'],
-      summary: 'Check the hash chain of the whole audit log',
-      description: 'Recomputes every row\'s hash and link; `first_bad_row` is where an edit, deletion, reordering or truncation is first seen.',
+      summary: 'Check the whole audit log against its checkpoints',
+      description: 'Recomputes every row\'s hash (an HMAC with `AUDIT_KEY`) and link, and holds the log against every checkpoint in `DATA_DIR/audit-checkpoints.jsonl`; `first_bad_row` is where an edit, insertion, deletion or reordering is first seen, `missing` the rows a checkpoint counted that are gone. With the key, a rewrite is found wherever it is; without it, only against a checkpoint. `agent-host audit verify` does the same from the command line, and takes checkpoints kept elsewhere.',
       response: { 200: AuditVerification }
     }
-  }, async () => app.audit.verify())
+  }, async () => {
+    const { checkpoints, problems } = readCheckpoints(join(app.config.DATA_DIR, CHECKPOINT_FILE))
+    const result = app.audit.verify(checkpoints)
+    return problems.length > 0 && result.ok ? { ...result, ok: false, reason: problems.join('; ') } : result
+  })
+
+  app.get('/v1/audit/checkpoint', {
+    schema: {
+      operationId: 'getAuditCheckpoint',
+      tags: ['audit'],
+      summary: 'The audit log\'s size and head now, signed with the audit key: keep copies outside this server',
+      description: 'A monitor that stores these elsewhere can later prove that no row up to `rows` was changed or cut (`agent-host audit verify --checkpoint \'<json>\'`), even by someone holding the database and the key file.',
+      response: { 200: AuditCheckpoint }
+    }
+  }, async () => app.audit.checkpoint())
 }
 
 export default auditRoutes
