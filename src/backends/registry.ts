@@ -116,6 +116,7 @@ export function createBackends (config: Config, log: ProtocolLog): BackendRegist
     dataDir: config.DATA_DIR,
     workspace: config.CLI_AGENT_WORKSPACE,
     inactivityTimeoutMs: config.CLI_AGENT_TIMEOUT_MS,
+    env: config.SUBPROCESS_ENV,
     log
   }))
   return registry

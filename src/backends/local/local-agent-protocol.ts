@@ -1,6 +1,6 @@
 import { spawn, type ChildProcessWithoutNullStreams } from 'node:child_process'
 import { randomUUID } from 'node:crypto'
-import { constants, mkdirSync } from 'node:fs'
+import { constants, mkdirSync, realpathSync } from 'node:fs'
 import { access } from 'node:fs/promises'
 import { delimiter, isAbsolute, join, relative, resolve, sep } from 'node:path'
 import { createInterface } from 'node:readline'
@@ -20,7 +20,8 @@ export interface LocalAgentOptions {
   workspace: string
   /** How long the agent may print nothing during a turn before its process group is killed. */
   inactivityTimeoutMs: number
-  env?: Record<string, string>
+  /** The whole environment of the subprocess (with AGENT_HOST_SESSION_ID): nothing of the server's is inherited. */
+  env?: Readonly<Record<string, string>>
   log?: ProtocolLog
 }
 
@@ -126,12 +127,16 @@ export class LocalAgentProtocol extends BaseProtocol {
   #spawn (session: LocalSession, ctx: ProtocolContext): void {
     const cwd = join(this.workspaceRoot, session.id)
     mkdirSync(cwd, { recursive: true })
+    // by the real paths: a symlink anywhere on the way (made after boot, too) must not lead out of DATA_DIR/workspaces
+    const root = realpathSync(resolve(this.#o.dataDir, 'workspaces'))
+    const real = relative(root, realpathSync(cwd))
+    if (real === '' || real.startsWith('..') || isAbsolute(real)) throw new AH_ERR_BACKEND_CONFIG(`the workspace ${cwd} leads out of ${root} (a symbolic link?): the agent is not started there`)
     const [bin, ...args] = this.#o.command as [string, ...string[]]
     const child = spawn(bin, args, {
       cwd,
       detached: true,
       stdio: ['pipe', 'pipe', 'pipe'],
-      env: { ...process.env, ...this.#o.env, AGENT_HOST_SESSION_ID: session.id }
+      env: { ...this.#o.env, AGENT_HOST_SESSION_ID: session.id }
     })
     const proc: AgentProcess = { child }
     session.proc = proc
