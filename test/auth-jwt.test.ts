@@ -81,7 +81,7 @@ t.test('JWT identity: scopes from scope or scp, agents from agents, sessions own
   t.match(checkErrorBody(noScope.json()).message, /"audit:read"/)
   t.equal((await app.inject({ url: '/v1/audit', headers: bearer(mint(claims({ scope: undefined, scp: ['audit:read', 'made:up'] }))) })).statusCode, 200, 'scp as a list')
   t.equal((await app.inject({ url: '/v1/audit', headers: bearer(mint(claims({ scope: 'admin' }))) })).statusCode, 200, 'admin holds every scope')
-  t.equal((await app.inject({ url: '/v1/agents', headers: bearer(mint(claims({ scope: 42 }))) })).statusCode, 403, 'a scope claim of the wrong type grants nothing')
+  t.equal((await app.inject({ url: '/v1/agents', headers: bearer(mint(claims({ scope: 42 }))) })).statusCode, 401, 'a scope claim of the wrong type is refused')
 
   const limited = await app.inject({ method: 'POST', url: '/v1/assist', headers: bearer(mint(claims({ agents: ['echo-stream'] }))), payload: envelope(AGENTS.echo) })
   t.equal(limited.statusCode, 403, 'the agents claim limits what the token may invoke')
@@ -96,6 +96,27 @@ t.test('JWT identity: scopes from scope or scp, agents from agents, sessions own
   const again = await app.inject({ method: 'POST', url: '/v1/assist', headers: bearer(mint(claims({ sub: 'bob' }))), payload: envelope(AGENTS.echo, { query: 'x' }, { sessionId: body.context.session_id }) })
   t.equal(again.statusCode, 404, 'nor write to it')
   t.equal((await app.inject({ url, headers: bearer(mint(claims({ iat: now() - 10 }))) })).statusCode, 200, 'a new token of the same subject still owns it')
+})
+
+t.test('JWT claim types are enforced: a claim of the wrong type is a 401 naming it, never a guess (issue 16, fault 5)', async (t) => {
+  const app = await build(t, JWT_ENV)
+  const cases: Array<[string, Record<string, unknown>, RegExp]> = [
+    ['agents as a string (was: no restriction)', { agents: 'echo' }, /agents must be an array/],
+    ['agents with a number in it', { agents: ['echo', 7] }, /agents must be an array/],
+    ['sub as an object (was: jwt:[object Object], shared by every such token)', { sub: { id: 'alice' } }, /sub must be a non-empty string/],
+    ['sub empty', { sub: '' }, /sub must be a non-empty string/],
+    ['sub blank', { sub: '   ' }, /sub must be a non-empty string/],
+    ['sub a number', { sub: 42 }, /sub must be a non-empty string/],
+    ['sub too long', { sub: 'x'.repeat(257) }, /at most 256/],
+    ['scp not a list', { scope: undefined, scp: 'admin' }, /scp must be an array/]
+  ]
+  for (const [name, over, message] of cases) {
+    const res = await app.inject({ url: '/v1/agents', headers: bearer(mint(claims(over))) })
+    t.equal(res.statusCode, 401, name)
+    t.match(checkErrorBody(res.json()), { code: 'AH_ERR_AUTH_REQUIRED', message }, name)
+    t.match(app.audit.list({ action: 'auth.deny', limit: 1000 }).at(-1), { actor: 'unauthenticated', details: { reason: 'bad_claim' } }, `${name}: audited`)
+  }
+  t.equal((await app.inject({ url: '/v1/agents', headers: bearer(mint(claims({ agents: [] }))) })).statusCode, 200, 'an empty agents list is a list (it may invoke none)')
 })
 
 t.test('JWKS file: RS256, ES256 and EdDSA by kid; unknown kid, forged HS256 and key rotation', async (t) => {

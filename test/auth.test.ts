@@ -22,6 +22,7 @@ const REQUESTS: Record<string, { method: 'GET' | 'POST' | 'DELETE', url: string,
   'GET /v1/events': { method: 'GET', url: '/v1/events' },
   'GET /v1/audit': { method: 'GET', url: '/v1/audit' },
   'GET /v1/audit/verify': { method: 'GET', url: '/v1/audit/verify' },
+  'GET /v1/audit/checkpoint': { method: 'GET', url: '/v1/audit/checkpoint' },
   'POST /v1/tasks': { method: 'POST', url: '/v1/tasks', payload: { type: 'nobody' } },
   'POST /v1/plans': { method: 'POST', url: '/v1/plans', payload: { id: 'auth-plan', tasks: [{ id: 'a', type: 'code', description: 'a', estimated_hours: 1, priority: 5, assigned_agent: 'wordcount', input_artifacts: [], output_artifacts: [], success_criteria: {} }], dependencies: {} } },
   'GET /v1/plans/:id': { method: 'GET', url: '/v1/plans/auth-plan' },
@@ -66,7 +67,7 @@ t.test('every route on every scope: 401 without a key, 403 with the wrong scope,
   const internal = await app.inject({ url: '/v1/conversations/c1/events?internal=true', headers: { authorization: `Bearer ${keys.get('tasks:read') as string}` } })
   t.equal(internal.statusCode, 403, 'internal events need events:internal')
   t.ok(app.audit.list({ action: 'auth.deny', limit: 100000 }).length > 100, 'every refusal is audited')
-  t.match(app.audit.list({ action: 'auth.deny', limit: 100000 }).at(-1), { actor: 'k-tasks:read', success: false, details: { reason: 'scope', scope: 'events:internal' } })
+  t.match(app.audit.list({ action: 'auth.deny', limit: 100000 }).at(-1), { actor: /^[0-9a-f]{16}$/, success: false, details: { reason: 'scope', scope: 'events:internal', name: 'k-tasks:read' } }, 'the actor is the key\'s id, its name beside it')
 })
 
 t.test('key lifecycle: made, listed without its secret, used, expired, revoked; bad keys are 401', async (t) => {

@@ -189,7 +189,7 @@ export class AssistEngine {
     const who = options.identity
     const refusal = agentRefusal(who, { ...agent, requiresAuth: hosted.manifest.metadata.requires_auth })
     if (refusal !== undefined) {
-      this.#o.audit.append({ actor: who.name, action: 'auth.deny', resource: `agent:${agent.name}`, success: false, details: { reason: refusal.reason, key_id: who.id } })
+      this.#o.audit.append({ actor: who.id, action: 'auth.deny', resource: `agent:${agent.name}`, success: false, claimed_user: envelope.context.user.user_id, details: { reason: refusal.reason, name: who.name } })
       throw refusal.error
     }
     const metadata = resolved.metadata as { capability?: string, timeout_ms?: number, on_disconnect?: DisconnectPolicy }
@@ -217,7 +217,7 @@ export class AssistEngine {
       supportedEvents: resolved.capabilities.supported_events,
       onDisconnect: metadata.on_disconnect ?? this.#s.disconnectPolicy,
       maxOutputBytes: this.#s.maxOutputBytes,
-      recorder: this.#recorder(requestId, resolved, agent.name, envelope.context.trace.trace_id)
+      recorder: this.#recorder(requestId, resolved, agent.name, envelope.context.trace.trace_id, who.id)
     })
     const token = randomUUID()
     const insert = (): 'started' | 'taken' => this.#o.store.start({
@@ -276,7 +276,7 @@ export class AssistEngine {
     const timeout = timeoutMs === undefined ? limit : limit === 0 ? timeoutMs : Math.min(timeoutMs, limit)
     if (timeout > 0) run.expireAfter(timeout)
     const session = this.#o.sessions.open(resolved.session_id, envelope.context.user)
-    const answer = run.ended.then(async () => await this.#finish(run, token, resolved, hosted, envelope, mode))
+    const answer = run.ended.then(async () => await this.#finish(run, token, resolved, hosted, envelope, mode, owner))
     this.#answers.set(requestId, answer)
     const settled = run.execute(hosted.agent, resolved, session, this.#host(hosted.manifest.metadata.name, owner, envelope.context.trace.trace_id))
     this.registry.track(run, Promise.all([settled, answer]).then(() => {
@@ -406,11 +406,13 @@ export class AssistEngine {
     const mine = record !== undefined && (grants(identity.scopes, 'admin') || record.owner_key === identity.id)
     if (!mine || record.state !== 'running') throw new AH_ERR_RUN_NOT_FOUND(requestId)
     const live = this.registry.get(requestId)
+    const audit = (): void => { this.#o.audit.append({ actor: identity.id, action: 'assist.cancel', resource: record.agent_id, success: true, request_id: requestId }) }
     if (live !== undefined) {
       if (!live.cancel()) throw new AH_ERR_RUN_NOT_FOUND(requestId)
+      await this.#o.writer.write(audit)
       return
     }
-    if (!await this.#o.writer.write(() => this.#o.store.requestCancel(requestId))) throw new AH_ERR_RUN_NOT_FOUND(requestId)
+    if (!await this.#o.writer.write(() => { const asked = this.#o.store.requestCancel(requestId); if (asked) audit(); return asked })) throw new AH_ERR_RUN_NOT_FOUND(requestId)
   }
 
   /** Cancel this process's live runs of a session and wait until they are recorded (before erasure). */
@@ -476,7 +478,7 @@ export class AssistEngine {
   }
 
   /** The run's link to storage: packets are queued per run and written in one transaction per turn. */
-  #recorder (requestId: string, resolved: ResolvedAgentRequest, agentName: string, traceId: string): ConstructorParameters<typeof AssistRun>[0]['recorder'] {
+  #recorder (requestId: string, resolved: ResolvedAgentRequest, agentName: string, traceId: string, owner: string): ConstructorParameters<typeof AssistRun>[0]['recorder'] {
     const { store, events, audit } = this.#o
     const tokenOf = (): string => this.#tokens.get(requestId) ?? ''
     const flushNow = (): void => {
@@ -494,19 +496,21 @@ export class AssistEngine {
           session_id: resolved.session_id,
           request_id: requestId,
           trace_id: traceId,
+          owner_key: owner,
           event
         })
       }),
       flush: async () => await this.#o.writer.write(flushNow),
       commitNow: () => this.#o.writer.commitNow(),
       audit: async (actor, action, resource, success) => await this.#o.writer.write(() => {
-        audit.append({ actor, action, resource, success, request_id: requestId, root_request_id: resolved.root_request_id, trace_id: traceId, details: { by: `agent:${agentName}` } })
+        // the row's actor is the caller; who the agent says acted is its claim
+        audit.append({ actor: owner, action, resource, success, claimed_user: resolved.context.user.user_id, request_id: requestId, root_request_id: resolved.root_request_id, trace_id: traceId, details: { by: `agent:${agentName}`, agent_says_actor: actor.slice(0, 256) } })
       })
     }
   }
 
   /** Store the answer, record a summary in the session and audit the call, in one write fenced by the lease. */
-  async #finish (run: AssistRun, token: string, resolved: ResolvedAgentRequest, hosted: HostedAgent, envelope: ServiceRequest, mode: DeliveryMode): Promise<RunAnswer | undefined> {
+  async #finish (run: AssistRun, token: string, resolved: ResolvedAgentRequest, hosted: HostedAgent, envelope: ServiceRequest, mode: DeliveryMode, owner: string): Promise<RunAnswer | undefined> {
     const reason = run.endReason ?? 'aborted'
     const metrics = { latency_ms: Math.round((performance.now() - run.startedAt) * 1000) / 1000, packets: run.packets, ...run.usage }
     const answer = answerOf({
@@ -536,7 +540,8 @@ export class AssistEngine {
         output: summary
       })
       this.#o.audit.append({
-        actor: envelope.context.user.user_id,
+        actor: owner,
+        claimed_user: envelope.context.user.user_id,
         action: 'assist',
         resource: hosted.manifest.metadata.id,
         success: reason === 'done' && run.fatalError === undefined,

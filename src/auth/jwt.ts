@@ -125,14 +125,20 @@ export function jwtOptions (config: Config): FastifyJWTOptions {
 /**
  * Who a verified token names: `sub` (the identity `jwt:<sub>`, which owns the sessions it makes),
  * its scopes from `scope` (space-separated, as in OAuth 2) or `scp` (a list; unknown scopes are
- * dropped), the agents it may invoke from `agents` (a list; absent means any), its name from `name`.
+ * dropped), the agents it may invoke from `agents` (a list of strings; absent means any), its name
+ * from `name`. A claim of the wrong type is a refusal, never a guess: `sub` must be a non-empty
+ * string (of at most 256 characters), `agents` an array of strings, `scope` a string, `scp` an array of strings.
  */
-export function identityOf (claims: Record<string, unknown>): Identity {
-  const sub = String(claims.sub)
+export function identityOf (claims: Record<string, unknown>): Identity | Refusal {
+  const { sub, agents: agentsClaim } = claims
+  if (typeof sub !== 'string' || sub.trim() === '' || sub.length > 256) return { reason: 'bad_claim', message: 'the token\'s sub must be a non-empty string of at most 256 characters' }
+  if (agentsClaim !== undefined && !(Array.isArray(agentsClaim) && agentsClaim.every((a) => typeof a === 'string'))) return { reason: 'bad_claim', message: 'the token\'s agents must be an array of agent names or ids' }
+  if (claims.scope !== undefined && typeof claims.scope !== 'string') return { reason: 'bad_claim', message: 'the token\'s scope must be a space-separated string' }
+  if (claims.scp !== undefined && !(Array.isArray(claims.scp) && claims.scp.every((s) => typeof s === 'string'))) return { reason: 'bad_claim', message: 'the token\'s scp must be an array of strings' }
   const raw = claims.scope ?? claims.scp
   const listed = typeof raw === 'string' ? raw.split(/\s+/) : Array.isArray(raw) ? raw : []
   const known = new Set<string>(SCOPES)
-  const agents = Array.isArray(claims.agents) ? claims.agents.filter((a): a is string => typeof a === 'string') : null
+  const agents = agentsClaim === undefined ? null : agentsClaim as string[]
   return {
     id: `jwt:${sub}`,
     name: typeof claims.name === 'string' && claims.name !== '' ? claims.name : sub,

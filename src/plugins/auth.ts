@@ -5,7 +5,7 @@ import { identityOf, jwtOptions, refusalOf, type Refusal } from '../auth/jwt.js'
 import { ANONYMOUS, KeyStore, type Identity } from '../auth/keys.js'
 import { grants, isPublic, ROUTE_SCOPES, routeKey } from '../auth/scopes.js'
 import { parseApiKeys } from '../config.js'
-import { AH_ERR_AUTH_REQUIRED, AH_ERR_FORBIDDEN } from '../errors.js'
+import { AH_ERR_AUTH_REQUIRED, AH_ERR_FORBIDDEN, AH_ERR_REQUEST_INVALID } from '../errors.js'
 import { ErrorBody } from '../protocol/response.js'
 
 declare module 'fastify' {
@@ -34,7 +34,13 @@ async function auth (app: FastifyInstance): Promise<void> {
   const keys = new KeyStore(app.db, parseApiKeys(config.API_KEYS))
   app.decorate('keys', keys)
   app.decorateRequest('identity', null as unknown as Identity)
-  app.addHook('onRequest', async (request) => { request.identity = NOBODY })
+  app.addHook('onRequest', async (request) => {
+    request.identity = NOBODY
+    // Node keeps the first of two Authorization headers and drops the other: which one a proxy acted on is anyone's guess
+    if (request.raw.rawHeaders.filter((name, i) => i % 2 === 0 && name.toLowerCase() === 'authorization').length > 1) {
+      throw new AH_ERR_REQUEST_INVALID('send one Authorization header, not several')
+    }
+  })
 
   app.addHook('onRoute', (route) => {
     let scoped = false
@@ -59,11 +65,11 @@ async function auth (app: FastifyInstance): Promise<void> {
 
   const deny = (request: FastifyRequest, error: Error & { code: string }, reason: string, who: Identity | undefined, scope?: string): never => {
     app.audit.append({
-      actor: who?.name ?? 'anonymous',
+      actor: who?.id ?? 'unauthenticated',
       action: 'auth.deny',
       resource: `${request.method} ${request.routeOptions.url ?? request.url}`,
       success: false,
-      details: { reason, ...(scope !== undefined ? { scope } : {}), ...(who !== undefined ? { key_id: who.id } : {}) }
+      details: { reason, ip: request.ip, ...(scope !== undefined ? { scope } : {}), ...(who !== undefined ? { name: who.name } : {}) }
     })
     request.log.info({ reason, scope }, 'request refused')
     throw error

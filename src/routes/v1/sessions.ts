@@ -59,7 +59,7 @@ const sessionRoutes: FastifyPluginAsyncTypebox = async (app) => {
       events: app.events.eraseSession(sessionId),
       session: app.sessions.erase(sessionId)
     }))()
-    app.audit.append({ actor: 'anonymous', action: 'session.erase', resource: sessionId, success: true, details: { runs: erased.runs, events: erased.events } })
+    app.audit.append({ actor: request.identity.id, action: 'session.erase', resource: sessionId, success: true, details: { runs: erased.runs, events: erased.events } })
     request.log.info({ sessionId, ...erased }, 'session erased')
     return await reply.code(204).send(null)
   })
