@@ -26,6 +26,7 @@ export const ROUTE_SCOPES: Readonly<Record<string, Scope>> = {
   'GET /v1/events': 'events:internal',
   'GET /v1/audit': 'audit:read',
   'GET /v1/audit/verify': 'audit:read',
+  'GET /v1/audit/checkpoint': 'audit:read',
   'POST /v1/tasks': 'tasks:write',
   'POST /v1/plans': 'tasks:write',
   'GET /v1/plans/:id': 'tasks:read',
@@ -40,6 +41,14 @@ export const ROUTE_SCOPES: Readonly<Record<string, Scope>> = {
   'GET /v1/bus/dead-letters': 'bus:read',
   'POST /v1/bus/dead-letters/:id/retry': 'bus:publish',
   'GET /metrics': 'admin'
+}
+
+/**
+ * Whose things a caller may see: undefined for an admin (everyone's), else its own principal's id.
+ * Anything owned by another principal is, for this caller, not there (404, never 403).
+ */
+export function visibleOwner (identity: { id: string, scopes: ReadonlySet<string> }): string | undefined {
+  return grants(identity.scopes, 'admin') ? undefined : identity.id
 }
 
 /** Whether `held` grants `scope` (`admin` grants everything). */

@@ -3,7 +3,7 @@ import { AH_ERR_TASK_STALE_CLAIM } from '../errors.js'
 import type { AuditInput } from '../storage/audit.js'
 import { findRenderToUser, type EventAuthor, type EventInput } from '../storage/events.js'
 import { AH_ERR_POLICY_VIOLATION } from '../errors.js'
-import type { ClaimToken, JsonObject, TaskFailure, TaskNode } from './task.js'
+import { ownerOf, type ClaimToken, type JsonObject, type TaskFailure, type TaskNode } from './task.js'
 import type { TaskStore } from './task-store.js'
 import type { AgentHost } from '../backends/protocol.js'
 import type { EventPublication } from '../protocol/contract.js'
@@ -125,6 +125,7 @@ export class AgentRuntime {
       visibility: 'internal',
       session_id: typeof conversation === 'string' ? conversation : undefined,
       task_id: task.id,
+      owner_key: ownerOf(task),
       event: { task_id: task.id, task_type: task.type, agent_id: this.agentId, attempt: task.attempt, ...data }
     })
   }
@@ -166,13 +167,11 @@ export class AgentRuntime {
       this.#claims.delete(taskId)
       this.#event(task, 'AGENT_RESULT', { outcome: 'completed', result: outputs })
       if ((result.next_actions ?? []).length > 0) {
-        await this.#o.store.create((result.next_actions ?? []).map((action) => ({
-          type: action.type,
-          inputs: action.inputs ?? {},
-          priority: action.priority ?? task.priority,
-          metadata: { ...task.metadata, ...action.metadata },
-          parent_id: task.id
-        })))
+        await this.#o.store.create((result.next_actions ?? []).map((action) => {
+          // a child is its parent's owner's: an agent cannot hand a task to someone else
+          const { owner_key: _claimed, ...asked } = action.metadata ?? {}
+          return { type: action.type, inputs: action.inputs ?? {}, priority: action.priority ?? task.priority, metadata: { ...task.metadata, ...asked }, parent_id: task.id }
+        }))
       }
       return task
     })

@@ -6,7 +6,7 @@ import { GraphLock } from './graph-lock.js'
 import {
   claimable, claimNode, claimOrder, cancelNode, releaseNode, completeNode, createNodes, failNode, heartbeatNode, leaseExpired, retryOrFail
 } from './task-graph.js'
-import { retryDelayMs, type ClaimToken, type JsonObject, type NewTask, type TaskFailure, type TaskNode, type TaskQuery } from './task.js'
+import { ownerOf, retryDelayMs, type ClaimToken, type JsonObject, type NewTask, type TaskFailure, type TaskNode, type TaskQuery } from './task.js'
 import type { TaskStore, TaskStoreOptions } from './task-store.js'
 
 /** The file's name inside DATA_DIR. */
@@ -26,7 +26,8 @@ interface Pending { change: Change<unknown>, resolve: (value: unknown) => void, 
 function filter (tasks: TaskNode[], query: TaskQuery): TaskNode[] {
   const found = tasks.filter((t) => (query.status === undefined || t.status === query.status) &&
     (query.type === undefined || t.type === query.type) &&
-    (query.conversation_id === undefined || t.metadata.conversation_id === query.conversation_id))
+    (query.conversation_id === undefined || t.metadata.conversation_id === query.conversation_id) &&
+    (query.owner === undefined || ownerOf(t) === query.owner))
   const offset = query.offset ?? 0
   return found.slice(offset, offset + (query.limit ?? 100))
 }

@@ -47,13 +47,16 @@ export class Narrator {
     this.#setConversationSeq = db.prepare('INSERT INTO narrations (session_id, seq) VALUES (?, ?) ON CONFLICT (session_id) DO UPDATE SET seq = excluded.seq')
     this.#followed = db.prepare('SELECT seq FROM narrator_state WHERE id = 1').pluck()
     this.#setFollowed = db.prepare('UPDATE narrator_state SET seq = ? WHERE id = 1')
-    this.#results = db.prepare(`SELECT seq, session_id, type, body FROM events
+    this.#results = db.prepare(`SELECT seq, session_id, owner_key, type, body FROM events
       WHERE seq > ? AND kind = 'task' AND type IN ('AGENT_RESULT', 'task.stalled') AND session_id IS NOT NULL ORDER BY seq LIMIT ?`)
   }
 
-  /** Consider the conversation now. Returns the NARRATION event's seq, or undefined when suppressed. */
-  narrate (conversationId: string, hint?: NarrationHint): number | undefined {
-    return this.#db.transaction(() => this.#narrate(conversationId, hint)).immediate()
+  /**
+   * Consider the conversation now. Returns the NARRATION event's seq, or undefined when suppressed.
+   * @param owner whose conversation it is: conversations are per principal (two callers may pick the same id); null: the host's own tasks
+   */
+  narrate (conversationId: string, hint?: NarrationHint, owner: string | null = null): number | undefined {
+    return this.#db.transaction(() => this.#narrate(conversationId, hint, owner)).immediate()
   }
 
   /**
@@ -63,33 +66,36 @@ export class Narrator {
    */
   follow (limit = 500): number {
     return this.#db.transaction(() => {
-      const rows = this.#results.all(this.#followed.get(), limit) as Array<{ seq: number, session_id: string, type: string, body: string }>
+      const rows = this.#results.all(this.#followed.get(), limit) as Array<{ seq: number, session_id: string, owner_key: string | null, type: string, body: string }>
       if (rows.length === 0) return 0
-      const hints = new Map<string, NarrationHint>()
+      const hints = new Map<string, { conversation: string, owner: string | null, hint: NarrationHint }>()
       for (const row of rows) {
         const failed = row.type === 'task.stalled' || (JSON.parse(row.body) as { outcome?: string }).outcome === 'failed'
-        hints.set(row.session_id, failed || hints.get(row.session_id) === 'agent_failed' ? 'agent_failed' : 'task_completed')
+        const key = JSON.stringify([row.owner_key, row.session_id])
+        hints.set(key, { conversation: row.session_id, owner: row.owner_key, hint: failed || hints.get(key)?.hint === 'agent_failed' ? 'agent_failed' : 'task_completed' })
       }
       let spoken = 0
-      for (const [conversation, hint] of hints) if (this.#narrate(conversation, hint) !== undefined) spoken++
+      for (const { conversation, owner, hint } of hints.values()) if (this.#narrate(conversation, hint, owner) !== undefined) spoken++
       this.#setFollowed.run((rows.at(-1) as { seq: number }).seq)
       return spoken
     }).immediate()
   }
 
-  #narrate (conversationId: string, hint?: NarrationHint): number | undefined {
-    const since = (this.#conversationSeq.get(conversationId) as number | undefined) ?? 0
-    const recent = this.#events.list({ session_id: conversationId, after: since, limit: 500 }).filter((e) => e.kind === 'task' && e.visibility === 'internal' && e.type !== 'NARRATION_SUPPRESSED')
+  #narrate (conversationId: string, hint: NarrationHint | undefined, owner: string | null): number | undefined {
+    // the place of an owner's conversation is kept apart from another's of the same id (the host's own under the bare id, as before owners)
+    const place = owner === null ? conversationId : `${owner}\u0000${conversationId}`
+    const since = (this.#conversationSeq.get(place) as number | undefined) ?? 0
+    const recent = this.#events.list({ session_id: conversationId, after: since, limit: 500, owner_key: owner }).filter((e) => e.kind === 'task' && e.visibility === 'internal' && e.type !== 'NARRATION_SUPPRESSED')
     const last = recent.at(-1)?.seq ?? since
     const open = (hint !== undefined && (NARRATION_HINTS as readonly string[]).includes(hint)) || recent.some((e) => GATE_TYPES.has(e.type))
-    const base = { kind: 'task' as const, id: randomUUID(), source: 'agent-host/narrator', time: new Date().toISOString(), session_id: conversationId }
+    const base = { kind: 'task' as const, id: randomUUID(), source: 'agent-host/narrator', time: new Date().toISOString(), session_id: conversationId, owner_key: owner }
     if (!open) {
       this.#events.append({ ...base, type: 'NARRATION_SUPPRESSED', event: { hint: hint ?? null, considered: recent.length } }, 'narrator')
       return undefined
     }
     const lines = recent.map(describe).filter((l): l is string => l !== undefined)
     const text = lines.length > 0 ? lines.join('\n') : hint === 'user_waiting' ? 'Still working on it.' : 'Update on your request.'
-    this.#setConversationSeq.run(conversationId, last)
+    this.#setConversationSeq.run(place, last)
     return this.#events.append({ ...base, type: 'NARRATION', visibility: 'user', event: { text, hint: hint ?? null, based_on: recent.map((e) => e.seq) } }, 'narrator')
   }
 }

@@ -1,7 +1,7 @@
 import { randomUUID } from 'node:crypto'
 import type { AuditInput } from '../storage/audit.js'
 import type { TaskEventSink } from './agent-runtime.js'
-import type { TaskNode } from './task.js'
+import { ownerOf, type TaskNode } from './task.js'
 import type { TaskStore } from './task-store.js'
 
 /**
@@ -34,6 +34,7 @@ export class Reaper {
         time: new Date().toISOString(),
         session_id: typeof conversation === 'string' ? conversation : undefined,
         task_id: task.id,
+        owner_key: ownerOf(task),
         event: { task_id: task.id, task_type: task.type, attempt: task.attempt, owner: task.error?.details, status: task.status }
       }, 'host')
       this.#audit?.append({ actor: 'agent-host', action: 'task.reclaim', resource: task.id, success: true, details: { attempt: task.attempt, status: task.status } })

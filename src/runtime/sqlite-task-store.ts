@@ -80,6 +80,7 @@ export class SqliteTaskStore implements TaskStore {
     if (query.status !== undefined) where.push('status = @status')
     if (query.type !== undefined) where.push('type = @type')
     if (query.conversation_id !== undefined) where.push('conversation_id = @conversation_id')
+    if (query.owner !== undefined) where.push("json_extract(node, '$.metadata.owner_key') = @owner")
     const rows = this.#db.prepare(`SELECT node FROM tasks WHERE ${where.join(' AND ')} ORDER BY created_at, rowid LIMIT @limit OFFSET @offset`).pluck()
       .all({ ...query, limit: query.limit ?? 100, offset: query.offset ?? 0 }) as string[]
     return rows.map((r) => JSON.parse(r) as TaskNode)

@@ -70,8 +70,15 @@ export interface TaskQuery {
   status?: TaskStatus
   type?: string
   conversation_id?: string
+  /** Only the tasks of this principal (`metadata.owner_key`). */
+  owner?: string
   limit?: number
   offset?: number
+}
+
+/** Whose a task is: the principal that created it (or its plan, or the event that started it), from `metadata.owner_key`; null: the host's own. */
+export function ownerOf (task: Pick<TaskNode, 'metadata'>): string | null {
+  return typeof task.metadata.owner_key === 'string' ? task.metadata.owner_key : null
 }
 
 /** Backoff before retry `attempt` (1-based): exponential from `baseMs`, capped, with full jitter. */

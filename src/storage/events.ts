@@ -16,6 +16,8 @@ export interface EventInput {
   trace_id?: string | undefined
   /** The task a task-runtime event is about (its events are found by it). */
   task_id?: string | undefined
+  /** Whose it is: the principal that called its run or created its task (only they and admins see it); absent: the host's own. */
+  owner_key?: string | null | undefined
   event: Record<string, unknown>
 }
 
@@ -26,6 +28,8 @@ export interface EventQuery {
   type?: string
   kind?: StoredEvent['kind']
   visibility?: StoredEvent['visibility']
+  /** Only this principal's events (null: only the host's own, whose is none). */
+  owner_key?: string | null
   /** Events whose time is at or after this. */
   since?: string
   /** Events after this seq (cursor). */
@@ -89,8 +93,8 @@ export class EventStore {
 
   constructor (db: Db) {
     this.#db = db
-    this.#insert = db.prepare(`INSERT INTO events (id, kind, type, source, time, visibility, session_id, request_id, trace_id, task_id, body)
-      VALUES (@id, @kind, @type, @source, @time, @visibility, @session_id, @request_id, @trace_id, @task_id, @body)`)
+    this.#insert = db.prepare(`INSERT INTO events (id, kind, type, source, time, visibility, session_id, request_id, trace_id, task_id, owner_key, body)
+      VALUES (@id, @kind, @type, @source, @time, @visibility, @session_id, @request_id, @trace_id, @task_id, @owner_key, @body)`)
     this.appended.setMaxListeners(0)
   }
 
@@ -119,16 +123,17 @@ export class EventStore {
       request_id: input.request_id ?? null,
       trace_id: input.trace_id ?? null,
       task_id: input.task_id ?? null,
+      owner_key: input.owner_key ?? null,
       body: JSON.stringify(input.event)
     }).lastInsertRowid)
-    this.appended.emit('event', { seq, type: input.type, session_id: input.session_id, event: input.event })
+    this.appended.emit('event', { seq, type: input.type, session_id: input.session_id, owner_key: input.owner_key ?? null, event: input.event })
     return seq
   }
 
   /** Events matching `query`, oldest first. */
   list (query: EventQuery = {}): StoredEvent[] {
     const where = ['seq > @after']
-    for (const key of ['session_id', 'request_id', 'task_id', 'type', 'kind', 'visibility'] as const) if (query[key] !== undefined) where.push(`${key} = @${key}`)
+    for (const key of ['session_id', 'request_id', 'task_id', 'type', 'kind', 'visibility', 'owner_key'] as const) if (query[key] !== undefined) where.push(query[key] === null ? `${key} IS NULL` : `${key} = @${key}`)
     if (query.since !== undefined) where.push('time >= @since')
     const rows = this.#db.prepare(`SELECT * FROM events WHERE ${where.join(' AND ')} ORDER BY seq LIMIT @limit`)
       .all({ ...query, after: query.after ?? 0, limit: query.limit ?? 100 }) as Row[]

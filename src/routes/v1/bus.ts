@@ -1,7 +1,7 @@
 import type { FastifyRequest } from 'fastify'
 import type { FastifyPluginAsyncTypebox } from '@fastify/type-provider-typebox'
 import { Type } from 'typebox'
-import { grants } from '../../auth/scopes.js'
+import { visibleOwner } from '../../auth/scopes.js'
 import { AH_ERR_BUS_DEAD_LETTER_NOT_FOUND, AH_ERR_BUS_EVENT_INVALID, AH_ERR_BUS_REDRIVE_REFUSED } from '../../errors.js'
 import { tailAsSse } from '../tail.js'
 import { BusDeadLetterPage, BusEventPage, BusPublished, BusSubscriptionRecord, type BusEventRecord } from '../../protocol/bus.js'
@@ -16,7 +16,7 @@ export function busEventRecord (event: BusEvent): BusEventRecord {
 }
 
 /** Whose events a caller may see: an admin everyone's (undefined), anyone else their own. */
-const ownerOf = (request: FastifyRequest): string | undefined => grants(request.identity.scopes, 'admin') ? undefined : request.identity.id
+const ownerOf = (request: FastifyRequest): string | undefined => visibleOwner(request.identity)
 
 const Patterns = Type.Array(Type.String({ minLength: 1, maxLength: 256 }), { minItems: 1, maxItems: 20, default: ['**'] })
 
@@ -40,6 +40,7 @@ const busRoutes: FastifyPluginAsyncTypebox = async (app) => {
     }
   }, async (request, reply) => {
     const published = await app.bus.publish(request.body, { source: 'api', owner_key: request.identity.id, trace_id: request.traceId })
+    app.audit.append({ actor: request.identity.id, action: 'bus.publish', resource: published.event.type, success: true, trace_id: request.traceId, details: { event: published.event.id, key: published.event.key.slice(0, 256), duplicate: published.duplicate } })
     return await reply.code(202).send({ event: busEventRecord(published.event), duplicate: published.duplicate })
   })
 
@@ -106,6 +107,7 @@ const busRoutes: FastifyPluginAsyncTypebox = async (app) => {
     }
   }, async (request, reply) => {
     await app.bus.redrive(request.params.id, ownerOf(request))
+    app.audit.append({ actor: request.identity.id, action: 'bus.redrive', resource: `dead-letter:${request.params.id}`, success: true, trace_id: request.traceId })
     return await reply.code(202).send({ retried: request.params.id })
   })
 

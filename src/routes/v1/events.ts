@@ -1,6 +1,7 @@
 import type { FastifyPluginAsyncTypebox } from '@fastify/type-provider-typebox'
 import { Type } from 'typebox'
 import { tailAsSse } from '../tail.js'
+import { visibleOwner } from '../../auth/scopes.js'
 import { EventPage, PageQuery } from '../../protocol/records.js'
 import { errorResponse, validationError } from '../../protocol/openapi.js'
 import type { EventQuery } from '../../storage/events.js'
@@ -30,7 +31,8 @@ const eventRoutes: FastifyPluginAsyncTypebox = async (app) => {
     }
   }, async (request, reply) => {
     const { follow, limit = 100, ...filters } = request.query
-    const query: EventQuery = { ...filters, limit }
+    const owner = visibleOwner(request.identity)
+    const query: EventQuery = { ...filters, limit, ...(owner !== undefined ? { owner_key: owner } : {}) }
     if (!follow) {
       const events = app.events.list(query)
       const last = events.at(-1)

@@ -6,6 +6,7 @@ import { errorResponse } from '../../protocol/openapi.js'
 import { PlanCreated, PlanProgress } from '../../protocol/plans.js'
 import { TASK_STATUSES, type TaskNode } from '../../runtime/task.js'
 import { criticalPath, planTasks } from '../../runtime/plans.js'
+import { visibleOwner } from '../../auth/scopes.js'
 
 /** The critical path of a plan's stored tasks, by their plan task ids. */
 function pathOf (tasks: TaskNode[]): { path: string[], hours: number } {
@@ -39,6 +40,7 @@ const planRoutes: FastifyPluginAsyncTypebox = async (app) => {
     const tasks = await app.tasks.create(batch)
     const path = pathOf(tasks)
     request.log.info({ plan: plan.id, tasks: tasks.length, critical_path: path.path }, 'plan created')
+    app.audit.append({ actor: request.identity.id, action: 'plan.create', resource: plan.id, success: true, trace_id: request.traceId, details: { tasks: tasks.length } })
     return await reply.code(201).send({ plan_id: plan.id, tasks, critical_path: path.path, estimated_duration_hours: path.hours })
   })
 
@@ -51,7 +53,8 @@ const planRoutes: FastifyPluginAsyncTypebox = async (app) => {
       response: { 200: PlanProgress, 404: errorResponse('No plan with this id', new AH_ERR_PLAN_NOT_FOUND('plan-1')) }
     }
   }, async (request) => {
-    const tasks = (await app.tasks.list({ limit: 1_000_000 })).filter((t) => t.metadata.plan_id === request.params.id)
+    const owner = visibleOwner(request.identity)
+    const tasks = (await app.tasks.list({ limit: 1_000_000, ...(owner !== undefined ? { owner } : {}) })).filter((t) => t.metadata.plan_id === request.params.id)
     if (tasks.length === 0) throw new AH_ERR_PLAN_NOT_FOUND(request.params.id)
     const path = pathOf(tasks)
     const status = new Map(tasks.map((t) => [String(t.metadata.plan_task_id), t]))

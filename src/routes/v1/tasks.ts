@@ -5,7 +5,9 @@ import type { StoredEvent } from '../../protocol/events.js'
 import { documented, errorResponse, validationError } from '../../protocol/openapi.js'
 import { EventPage } from '../../protocol/records.js'
 import { CreateTasksBody, Task, TaskList, TaskStatus } from '../../protocol/tasks.js'
-import type { NewTask } from '../../runtime/task.js'
+import type { FastifyRequest } from 'fastify'
+import { ownerOf, type NewTask, type TaskNode } from '../../runtime/task.js'
+import { visibleOwner } from '../../auth/scopes.js'
 
 function invalid (path: string, message: string): Error {
   return withDetails(new AH_ERR_VALIDATION(`Invalid request: ${path} ${message}`), { errors: [{ path, message }] })
@@ -32,6 +34,27 @@ const Page = {
  * narrator made user-visible unless `internal=true`).
  */
 const taskRoutes: FastifyPluginAsyncTypebox = async (app) => {
+  /** The task, if the caller may see it (its own, or any for an admin); another's is not found. */
+  const visibleTask = async (id: string, identity: FastifyRequest['identity']): Promise<TaskNode> => {
+    const task = await app.tasks.get(id)
+    const owner = visibleOwner(identity)
+    if (task === undefined || (owner !== undefined && ownerOf(task) !== owner)) throw new AH_ERR_TASK_NOT_FOUND(id)
+    return task
+  }
+
+  /** Refuse a batch that names (as dependency or parent) a task the caller may not see, as if it did not exist. */
+  const refuseOthers = async (batch: NewTask[], owner: string | undefined): Promise<void> => {
+    if (owner === undefined) return
+    const inBatch = new Set(batch.map((t) => t.id).filter((id): id is string => id !== undefined))
+    for (const task of batch) {
+      for (const id of [...(task.dependency_ids ?? []), ...(task.parent_id != null ? [task.parent_id] : [])]) {
+        if (inBatch.has(id)) continue
+        const named = await app.tasks.get(id)
+        if (named === undefined || ownerOf(named) !== owner) throw new AH_ERR_TASK_INVALID(`task ${task.id ?? '(new)'} depends on unknown task "${id}"`)
+      }
+    }
+  }
+
   app.post('/v1/tasks', {
     schema: {
       operationId: 'createTasks',
@@ -49,9 +72,13 @@ const taskRoutes: FastifyPluginAsyncTypebox = async (app) => {
     const { tasks: many, ...one } = request.body
     if (many !== undefined && Object.keys(one).length > 0) throw invalid('/', 'send either one task or { tasks: [...] }, not both')
     if (many === undefined && one.type === undefined) throw invalid('/type', 'is required')
-    const batch = (many ?? [one]) as NewTask[]
+    // a task is its creator's, whatever the body says; it may name only its creator's tasks
+    const owner = request.identity.id
+    const batch = ((many ?? [one]) as NewTask[]).map((task) => ({ ...task, metadata: { ...task.metadata, owner_key: owner } }))
+    await refuseOthers(batch, visibleOwner(request.identity))
     const tasks = await app.tasks.create(batch)
     request.log.info({ tasks: tasks.map((t) => t.id) }, 'tasks created')
+    app.audit.append({ actor: request.identity.id, action: 'task.create', resource: tasks.map((t) => t.id).join(',').slice(0, 1024), success: true, trace_id: request.traceId, details: { count: tasks.length, types: [...new Set(tasks.map((t) => t.type))] } })
     const served = new Set(app.taskAgents.map((loaded) => loaded.agent.agentType))
     const unknown = [...new Set(tasks.map((t) => t.type))].filter((type) => !served.has(type))
     const warnings = unknown.map((type) => ({
@@ -77,8 +104,9 @@ const taskRoutes: FastifyPluginAsyncTypebox = async (app) => {
     }
   }, async (request) => {
     const now = Date.now()
+    const owner = visibleOwner(request.identity)
     return {
-      tasks: (await app.tasks.list(request.query)).map((task) => task.status === 'PENDING'
+      tasks: (await app.tasks.list({ ...request.query, ...(owner !== undefined ? { owner } : {}) })).map((task) => task.status === 'PENDING'
         ? { ...task, waiting_ms: Math.max(0, now - Date.parse(task.available_at)) }
         : task)
     }
@@ -86,11 +114,7 @@ const taskRoutes: FastifyPluginAsyncTypebox = async (app) => {
 
   app.get('/v1/tasks/:id', {
     schema: { operationId: 'getTask', tags: ['tasks'], summary: 'One task', params: Params, response: { 200: Task, 404: taskNotFound } }
-  }, async (request) => {
-    const task = await app.tasks.get(request.params.id)
-    if (task === undefined) throw new AH_ERR_TASK_NOT_FOUND(request.params.id)
-    return task
-  })
+  }, async (request) => await visibleTask(request.params.id, request.identity))
 
   app.post('/v1/tasks/:id/cancel', {
     schema: {
@@ -105,9 +129,10 @@ const taskRoutes: FastifyPluginAsyncTypebox = async (app) => {
       }
     }
   }, async (request) => {
+    await visibleTask(request.params.id, request.identity)
     const task = await app.tasks.cancel(request.params.id)
     const aborted = app.workers.cancel(task.id)
-    app.audit.append({ actor: 'anonymous', action: 'task.cancel', resource: task.id, success: true, details: { aborted_handler: aborted } })
+    app.audit.append({ actor: request.identity.id, action: 'task.cancel', resource: task.id, success: true, details: { aborted_handler: aborted } })
     return task
   })
 
@@ -121,7 +146,7 @@ const taskRoutes: FastifyPluginAsyncTypebox = async (app) => {
       response: { 200: EventPage, 404: taskNotFound }
     }
   }, async (request) => {
-    if (await app.tasks.get(request.params.id) === undefined) throw new AH_ERR_TASK_NOT_FOUND(request.params.id)
+    await visibleTask(request.params.id, request.identity)
     const { after, limit, offset } = request.query
     return page(app.events.list({ task_id: request.params.id, kind: 'task', after: after ?? 0, limit: limit + offset }).slice(offset), limit)
   })
@@ -138,7 +163,8 @@ const taskRoutes: FastifyPluginAsyncTypebox = async (app) => {
     }
   }, async (request) => {
     const { internal, after, limit } = request.query
-    return page(app.events.list({ session_id: request.params.id, ...(internal ? {} : { visibility: 'user' as const }), after: after ?? 0, limit }), limit)
+    const owner = visibleOwner(request.identity)
+    return page(app.events.list({ session_id: request.params.id, ...(internal ? {} : { visibility: 'user' as const }), ...(owner !== undefined ? { owner_key: owner } : {}), after: after ?? 0, limit }), limit)
   })
 }
 
