@@ -99,3 +99,30 @@ t.test('the narrator keeps two tenants\' conversations of the same id apart', as
   t.match(b[0], /3 words/)
   t.notMatch(b[0], /2 words/, 'bob only of his')
 })
+
+t.test('a request id is scoped to its caller: the same id from another key is another run, and nothing says it was used', async (t) => {
+  const { app } = await listen(t, { AUTH_MODE: 'apikey', WORKERS_PER_TYPE: '0' })
+  const alice = app.keys.create({ name: 'alice', scopes: [...TENANT_SCOPES] }).key
+  const bob = app.keys.create({ name: 'bob', scopes: [...TENANT_SCOPES] }).key
+  const post = async (key: string, body: unknown): Promise<{ statusCode: number, json: () => any }> => await app.inject({ method: 'POST', url: '/v1/assist', headers: { authorization: `Bearer ${key}`, accept: 'application/json' }, payload: body as Record<string, unknown> })
+  const first = envelope(AGENTS.echo, { query: 'alice asks' })
+  const a = await post(alice, first)
+  t.equal(a.statusCode, 200)
+  t.match(a.json(), { request_id: first.request_id, output: { echo: 'alice asks', calls: 1 } })
+
+  // bob sends the same request id, in a session of his own: a run of his own, answered as any new one
+  const same = envelope(AGENTS.echo, { query: 'bob asks' }, { requestId: first.request_id })
+  const b = await post(bob, same)
+  t.equal(b.statusCode, 200, 'not 409, not 404')
+  t.match(b.json(), { request_id: first.request_id, output: { echo: 'bob asks', calls: 1 } })
+  // even the very same envelope (alice's session): bob may not write there, as for any session of hers
+  t.equal((await post(bob, first)).statusCode, 404)
+
+  // alice's retry still gets her own answer; her conflicting reuse is still hers to be told about
+  t.match((await post(alice, first)).json(), { output: { echo: 'alice asks' } })
+  t.equal((await post(alice, envelope(AGENTS.echo, { query: 'changed' }, { requestId: first.request_id, sessionId: first.context.session_id }))).statusCode, 409, 'the same caller reusing an id for another request is told')
+  t.equal((await app.inject({ method: 'POST', url: `/v1/assist/${first.request_id}/cancel`, headers: { authorization: `Bearer ${bob}` } })).statusCode, 404, 'bob\'s cancel of the id finds only his (ended) run')
+  const history = (await app.inject({ url: `/v1/sessions/${same.context.session_id}/history`, headers: { authorization: `Bearer ${bob}` } })).json()
+  t.match(history.interactions, [{ request_id: first.request_id }], 'history shows the caller\'s own request id')
+  t.equal(app.audit.list({ action: 'assist', request_id: first.request_id }).length, 2, 'two runs audited under the id, each with its caller')
+})

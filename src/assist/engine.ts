@@ -24,6 +24,7 @@ import type { GroupWriter } from '../storage/group-writer.js'
 import type { RunRecord, RunStore } from '../storage/runs.js'
 import type { SqliteSessionStore } from '../storage/sessions.js'
 import { answerOf, storedAnswer, type RunAnswer } from './answers.js'
+import { runKey } from './run-key.js'
 import { FrameQueue, type Frame } from './frame-queue.js'
 import { isCloseFrame, resumeGapPackets } from './packets.js'
 import { recoverRun } from './recover.js'
@@ -201,7 +202,8 @@ export class AssistEngine {
     const mode = options.chooseMode(capability.capability.delivery_mode)
     const admin = grants(who.scopes, 'admin')
     const hash = envelopeHash(envelope)
-    const requestId = envelope.request_id
+    // the caller's request id, scoped to the caller: another principal's run of the same id is another run
+    const requestId = runKey(who.id, envelope.request_id)
 
     const known = this.#o.store.get(requestId)
     if (known !== undefined) return this.#join(known, hash, mode, who, admin, resolved)
@@ -217,7 +219,7 @@ export class AssistEngine {
       supportedEvents: resolved.capabilities.supported_events,
       onDisconnect: metadata.on_disconnect ?? this.#s.disconnectPolicy,
       maxOutputBytes: this.#s.maxOutputBytes,
-      recorder: this.#recorder(requestId, resolved, agent.name, envelope.context.trace.trace_id, who.id)
+      recorder: this.#recorder(requestId, envelope.request_id, resolved, agent.name, envelope.context.trace.trace_id, who.id)
     })
     const token = randomUUID()
     const insert = (): 'started' | 'taken' => this.#o.store.start({
@@ -401,18 +403,21 @@ export class AssistEngine {
    * for anyone else it does not exist (404, as for sessions).
    * @throws AH_ERR_RUN_NOT_FOUND
    */
-  async cancel (requestId: string, identity: Identity): Promise<void> {
-    const record = this.#o.store.get(requestId)
-    const mine = record !== undefined && (grants(identity.scopes, 'admin') || record.owner_key === identity.id)
-    if (!mine || record.state !== 'running') throw new AH_ERR_RUN_NOT_FOUND(requestId)
+  async cancel (wireId: string, identity: Identity): Promise<void> {
+    const admin = grants(identity.scopes, 'admin')
+    // an admin may cancel anyone's running run of this id; anyone else only their own
+    const record = this.#o.store.get(runKey(identity.id, wireId)) ?? (admin ? this.#o.store.runningByRequestId(wireId)[0] : undefined)
+    const mine = record !== undefined && (admin || record.owner_key === identity.id)
+    if (!mine || record.state !== 'running') throw new AH_ERR_RUN_NOT_FOUND(wireId)
+    const requestId = record.request_id
     const live = this.registry.get(requestId)
-    const audit = (): void => { this.#o.audit.append({ actor: identity.id, action: 'assist.cancel', resource: record.agent_id, success: true, request_id: requestId }) }
+    const audit = (): void => { this.#o.audit.append({ actor: identity.id, action: 'assist.cancel', resource: record.agent_id, success: true, request_id: wireId }) }
     if (live !== undefined) {
-      if (!live.cancel()) throw new AH_ERR_RUN_NOT_FOUND(requestId)
+      if (!live.cancel()) throw new AH_ERR_RUN_NOT_FOUND(wireId)
       await this.#o.writer.write(audit)
       return
     }
-    if (!await this.#o.writer.write(() => { const asked = this.#o.store.requestCancel(requestId); if (asked) audit(); return asked })) throw new AH_ERR_RUN_NOT_FOUND(requestId)
+    if (!await this.#o.writer.write(() => { const asked = this.#o.store.requestCancel(requestId); if (asked) audit(); return asked })) throw new AH_ERR_RUN_NOT_FOUND(wireId)
   }
 
   /** Cancel this process's live runs of a session and wait until they are recorded (before erasure). */
@@ -478,7 +483,7 @@ export class AssistEngine {
   }
 
   /** The run's link to storage: packets are queued per run and written in one transaction per turn. */
-  #recorder (requestId: string, resolved: ResolvedAgentRequest, agentName: string, traceId: string, owner: string): ConstructorParameters<typeof AssistRun>[0]['recorder'] {
+  #recorder (requestId: string, wireId: string, resolved: ResolvedAgentRequest, agentName: string, traceId: string, owner: string): ConstructorParameters<typeof AssistRun>[0]['recorder'] {
     const { store, events, audit } = this.#o
     const tokenOf = (): string => this.#tokens.get(requestId) ?? ''
     const flushNow = (): void => {
@@ -494,7 +499,7 @@ export class AssistEngine {
           source: kind === 'cloudevent' ? String(event.source) : `agents/${agentName}`,
           time: String(kind === 'cloudevent' ? (event.time ?? new Date().toISOString()) : event.timestamp),
           session_id: resolved.session_id,
-          request_id: requestId,
+          request_id: wireId,
           trace_id: traceId,
           owner_key: owner,
           event
@@ -504,7 +509,7 @@ export class AssistEngine {
       commitNow: () => this.#o.writer.commitNow(),
       audit: async (actor, action, resource, success) => await this.#o.writer.write(() => {
         // the row's actor is the caller; who the agent says acted is its claim
-        audit.append({ actor: owner, action, resource, success, claimed_user: resolved.context.user.user_id, request_id: requestId, root_request_id: resolved.root_request_id, trace_id: traceId, details: { by: `agent:${agentName}`, agent_says_actor: actor.slice(0, 256) } })
+        audit.append({ actor: owner, action, resource, success, claimed_user: resolved.context.user.user_id, request_id: wireId, root_request_id: resolved.root_request_id, trace_id: traceId, details: { by: `agent:${agentName}`, agent_says_actor: actor.slice(0, 256) } })
       })
     }
   }
@@ -514,7 +519,7 @@ export class AssistEngine {
     const reason = run.endReason ?? 'aborted'
     const metrics = { latency_ms: Math.round((performance.now() - run.startedAt) * 1000) / 1000, packets: run.packets, ...run.usage }
     const answer = answerOf({
-      requestId: run.requestId,
+      requestId: envelope.request_id,
       reason,
       produced: run.transcript.produced,
       ...(run.fatalError !== undefined ? { fatal: run.fatalError } : {}),
@@ -527,7 +532,7 @@ export class AssistEngine {
       if (!this.#o.store.finish(run.requestId, token, reason, answer.status, answer.body)) return false
       const summary = output !== undefined && JSON.stringify(output).length <= SUMMARY_BYTES ? output : run.transcript.summary()
       this.#o.sessions.recordNow({
-        request_id: run.requestId,
+        request_id: envelope.request_id,
         session_id: resolved.session_id,
         user_id: envelope.context.user.user_id,
         agent_id: hosted.manifest.metadata.id,
@@ -545,7 +550,7 @@ export class AssistEngine {
         action: 'assist',
         resource: hosted.manifest.metadata.id,
         success: reason === 'done' && run.fatalError === undefined,
-        request_id: run.requestId,
+        request_id: envelope.request_id,
         root_request_id: resolved.root_request_id,
         trace_id: envelope.context.trace.trace_id,
         details: { agent: hosted.manifest.metadata.name, end: reason, packets: run.packets }

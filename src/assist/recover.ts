@@ -49,18 +49,18 @@ export function recoverRun (stores: RecoveryStores, requestId: string, summaryBy
       }
       store.appendNow(requestId, added)
     }
+    const envelope = JSON.parse(record.envelope) as ServiceRequest
     const answer = answerOf({
-      requestId,
+      requestId: envelope.request_id,
       reason: 'interrupted',
       produced: transcript.produced,
       ...(transcript.lastError !== undefined ? { lastError: transcript.lastError } : {}),
       metrics: { latency_ms: Date.now() - record.started_at, packets: rows.length + added.length }
     })
     store.finishOrphan(record, answer.status, answer.body)
-    const envelope = JSON.parse(record.envelope) as ServiceRequest
     const resolved = resolveAgentRequest(envelope)
     sessions.recordNow({
-      request_id: requestId,
+      request_id: envelope.request_id,
       session_id: record.session_id,
       user_id: envelope.context.user.user_id,
       agent_id: record.agent_id,
@@ -72,7 +72,7 @@ export function recoverRun (stores: RecoveryStores, requestId: string, summaryBy
       input: resolved.payload,
       output: transcript.summary()
     })
-    audit.append({ actor: 'agent-host', action: 'assist.interrupted', resource: record.agent_id, success: false, request_id: requestId, details: { packets: rows.length + added.length } })
+    audit.append({ actor: 'agent-host', action: 'assist.interrupted', resource: record.agent_id, success: false, request_id: envelope.request_id, details: { packets: rows.length + added.length } })
     return { record: store.get(requestId), recovered: true }
   }).immediate()
 }

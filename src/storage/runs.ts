@@ -113,6 +113,11 @@ export class RunStore {
     return this.#get.get(requestId) as RunRecord | undefined
   }
 
+  /** The running runs whose envelope carries this request id (one per principal that sent it). */
+  runningByRequestId (wireId: string): RunRecord[] {
+    return this.#db.prepare("SELECT * FROM runs WHERE state = 'running' AND json_extract(envelope, '$.request_id') = ?").all(wireId) as RunRecord[]
+  }
+
   /** Record a new run. Returns false (and changes nothing) when the request id is taken. */
   start (run: NewRun): boolean {
     return this.#start.run({ ...run, started_at: Date.now() }).changes === 1
