@@ -19,6 +19,7 @@ import { subscribeAgents } from './bus/agent-subscriptions.js'
 import { BusStore } from './storage/bus.js'
 import { retryBusy } from './storage/busy.js'
 import { randomUUID } from 'node:crypto'
+import { userInfo } from 'node:os'
 import { SCOPES } from './auth/scopes.js'
 
 const USAGE = `usage: agent-host <command>
@@ -162,8 +163,13 @@ async function keys (sub: string | undefined, target: string | undefined, values
   const db = openDatabase(config.DATA_DIR)
   try {
     const store = new KeyStore(db)
+    // who ran the command on this machine: the operating-system user (keys are made outside the HTTP API)
+    const audit = (action: string, resource: string, details: Record<string, unknown>): void => {
+      new AuditLog(db, new AuditKeyring(config.AUDIT_KEY, auditKeysRetired(config))).append({ actor: `cli:${userInfo().username}`, action, resource, success: true, details })
+    }
     if (sub === 'create') {
       const { key, record } = store.create({ name: values.name as string, scopes: list(values.scopes), ...(agents.length > 0 ? { agents } : {}), ...(expiresAt !== undefined ? { expiresAt } : {}) })
+      audit('key.create', record.id, { name: record.name, scopes: record.scopes, agents: record.agents, expires_at: record.expires_at })
       io.out(key)
       io.err(`key ${record.id} "${record.name}" made; it is shown only now`)
       return 0
@@ -174,6 +180,7 @@ async function keys (sub: string | undefined, target: string | undefined, values
     }
     const revoked = target === undefined ? 0 : store.revoke(target)
     if (revoked === 0) { io.err(`no active key with id or name "${target ?? ''}"`); return 1 }
+    audit('key.revoke', target as string, { keys: revoked })
     io.out(`revoked ${revoked} key(s)`)
     return 0
   } finally {

@@ -4,6 +4,9 @@ import { connect } from 'node:net'
 import { join } from 'node:path'
 import { fileURLToPath } from 'node:url'
 import { main } from '../src/commands.js'
+import { userInfo } from 'node:os'
+import { openDatabase } from '../src/storage/database.js'
+import { AuditLog } from '../src/storage/audit.js'
 import { LocalAgentProtocol } from '../src/backends/local/local-agent-protocol.js'
 import { CHECKPOINT_FILE } from '../src/storage/audit-checkpoints.js'
 import { AGENTS, build, envelope, listen, tempDataDir } from './helper.js'
@@ -76,6 +79,13 @@ t.test('keys create refuses an expiry in the past and agents that do not exist',
   const keys: string[] = []
   t.equal(await main(['keys', 'create', '--name', 'ok', '--scopes', 'assist:invoke', '--agents', 'echo', '--expires', '30d'], { DATA_DIR: dir }, { out: (l) => keys.push(l), err: () => {} }), 0)
   t.match(keys[0], /^ahk_/)
+  t.equal(await main(['keys', 'revoke', 'ok'], { DATA_DIR: dir }, quiet), 0)
+  const db = openDatabase(dir)
+  t.teardown(() => db.close())
+  t.match(new AuditLog(db).list({ limit: 100 }).filter((r) => r.action.startsWith('key.')), [
+    { action: 'key.create', actor: `cli:${userInfo().username}`, details: { name: 'ok', scopes: ['assist:invoke'], agents: ['echo'] } },
+    { action: 'key.revoke', actor: `cli:${userInfo().username}`, resource: 'ok' }
+  ], 'the CLI\'s key changes are audited, by the operating-system user')
 })
 
 t.test('audit verify on a folder with no database says so, exits 2, and creates nothing', async (t) => {
