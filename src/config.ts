@@ -182,7 +182,7 @@ export function loadConfig (env: Record<string, string | undefined>, dotenv = fa
   try {
     raw = envSchema<Static<typeof ConfigSchema>>({ schema: structuredClone(ConfigSchema), data, env: false, dotenv })
   } catch (err) {
-    throw new AH_ERR_CONFIG_INVALID((err as Error).message, { cause: err })
+    throw new AH_ERR_CONFIG_INVALID(settingErrors(err, data), { cause: err })
   }
   if (raw.TASK_HEARTBEAT_MS >= raw.TASK_LEASE_MS) {
     throw new AH_ERR_CONFIG_INVALID('env/TASK_HEARTBEAT_MS must be shorter than TASK_LEASE_MS, or leases lapse between heartbeats')
@@ -226,6 +226,31 @@ function subprocessEnv (names: string, env: Record<string, string | undefined>):
     if (value !== undefined) out[name] = value
   }
   return out
+}
+
+/** The values a setting allows, when it is a choice among words (AUTH_MODE, TASK_STORE, LOG_LEVEL, ...). */
+function choicesOf (schema: unknown): string[] | undefined {
+  const anyOf = (schema as { anyOf?: Array<{ const?: unknown }> } | undefined)?.anyOf
+  if (anyOf === undefined || !anyOf.every((s) => typeof s.const === 'string')) return undefined
+  return anyOf.map((s) => s.const as string)
+}
+
+/**
+ * One line per bad setting, naming it, the value given and what it must be (the allowed values of a
+ * choice, once), instead of the validator's message per branch.
+ */
+function settingErrors (err: unknown, data: Record<string, string | undefined>): string {
+  const errors = (err as { errors?: Array<{ instancePath: string, message?: string, params?: Record<string, unknown> }> }).errors
+  if (!Array.isArray(errors) || errors.length === 0) return (err as Error).message
+  const lines = new Map<string, string>()
+  for (const e of errors) {
+    const key = e.instancePath.replace(/^\//, '').split('/')[0] ?? ''
+    if (key === '' || lines.has(key)) continue
+    const choices = choicesOf((ConfigSchema.properties as Record<string, unknown>)[key])
+    const given = `env/${key} is ${JSON.stringify(data[key] ?? '')}`
+    lines.set(key, choices !== undefined ? `${given}: it must be one of ${choices.join(', ')}` : `${given}: it ${e.message ?? 'is invalid'}`)
+  }
+  return lines.size === 0 ? (err as Error).message : [...lines.values()].join('; ')
 }
 
 /** `AUDIT_KEYS_RETIRED` as a list. */

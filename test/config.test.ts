@@ -115,3 +115,10 @@ t.test('TASK_LOCK_STALE_MS: 5 s by default; under half a second is refused at bo
   t.equal(loadConfig({ TASK_LOCK_STALE_MS: '2000' }).TASK_LOCK_STALE_MS, 2000)
   t.throws(() => loadConfig({ TASK_LOCK_STALE_MS: '100' }), { code: 'AH_ERR_CONFIG_INVALID', message: /TASK_LOCK_STALE_MS/ })
 })
+
+t.test('a bad setting is named once, with the value given and what it must be', async (t) => {
+  const err = t.throws(() => loadConfig({ AUTH_MODE: 'apikee' })) as Error
+  t.equal(err.message, 'Invalid configuration: env/AUTH_MODE is "apikee": it must be one of off, apikey, jwt')
+  t.match((t.throws(() => loadConfig({ TASK_STORE: 'redis', LOG_LEVEL: 'loud' })) as Error).message, /env\/LOG_LEVEL is "loud": it must be one of fatal, error, warn, info, debug, trace, silent; env\/TASK_STORE is "redis": it must be one of file, sqlite|env\/TASK_STORE is "redis": it must be one of file, sqlite; env\/LOG_LEVEL is "loud"/)
+  t.equal((t.throws(() => loadConfig({ PORT: 'abc' })) as Error).message, 'Invalid configuration: env/PORT is "abc": it must be integer')
+})

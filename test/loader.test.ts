@@ -47,7 +47,7 @@ const cases: Array<[string, string, RegExp]> = [
   ['startup not a function', plain(manifest(), ', startup: 5'), /startup must be a function/],
   ['throws on import', 'throw new Error("kaboom")\n', /import failed: kaboom/],
   ['non-uuid id', plain(manifest({}, { id: 'nope' })), /metadata\/id must match format "uuid"/],
-  ['bad semver', plain(manifest({}, { version: '1.0' })), /metadata\/version must match pattern/],
+  ['bad semver', plain(manifest({}, { version: '1.0' })), /metadata\/version must be a semantic version such as 1\.0\.0/],
   ['empty name', plain(manifest({}, { name: '' })), /metadata\/name must NOT have fewer than 1/],
   ['extra metadata key', plain(manifest({}, { colour: 'red' })), /metadata\/colour must NOT have additional properties/],
   ['extra top-level key', plain(manifest({ agentType: 'x' })), /manifest\/agentType must NOT have additional properties/],

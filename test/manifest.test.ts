@@ -66,3 +66,9 @@ t.test('the registry finds agents by id in any case or by name, and refuses dupl
   t.throws(() => registry.add(hostAgent({ manifest: { metadata: { ...metadata, name: 'other' } }, async assist () {} }, 'b.ts')), /id c0000000-0000-4000-8000-000000000001 is already used by the agent at a.ts/)
   t.throws(() => registry.add(hostAgent({ manifest: { metadata: { ...metadata, id: 'c0000000-0000-4000-8000-000000000002' } }, async assist () {} }, 'c.ts')), /name "m" is already used/)
 })
+
+t.test('a bad manifest is one readable line per problem: a bad version says what a version is, not its regular expression', async (t) => {
+  const err = t.throws(() => hostAgent({ manifest: { metadata: { ...metadata, version: '1.0' } }, async assist () {} }, 'test')) as Error
+  t.match(err.message, /manifest\/metadata\/version must be a semantic version such as 1\.0\.0/)
+  t.notMatch(err.message, /\(0\|\[1-9\]/, 'no regular expression')
+})

@@ -1,5 +1,6 @@
 import { Ajv, type ErrorObject, type Options, type ValidateFunction } from 'ajv'
 import addFormatsModule from 'ajv-formats'
+import { SemVer } from '../protocol/manifest.js'
 
 // ajv-formats is CommonJS; under NodeNext its default import is the module namespace.
 const addFormats = addFormatsModule as unknown as typeof addFormatsModule.default
@@ -33,11 +34,19 @@ export function compileSchema<T = unknown> (schema: object): ValidateFunction<T>
 }
 
 /** Turn Ajv errors into `{ path, message }` pairs, `path` a JSON Pointer under `root`. */
+/** An error's message, without a long regular expression a reader cannot use (the semantic version's above all). */
+function readable (e: ErrorObject): string {
+  if (e.keyword !== 'pattern') return e.message ?? 'is invalid'
+  const pattern = String((e.params as { pattern: string }).pattern)
+  if (pattern === (SemVer as { pattern?: string }).pattern) return 'must be a semantic version such as 1.0.0 (MAJOR.MINOR.PATCH, an optional -pre-release and +build)'
+  return pattern.length > 60 ? 'is not in the expected format' : e.message ?? 'is invalid'
+}
+
 export function toIssues (errors: ErrorObject[] | null | undefined, root = ''): SchemaIssue[] {
   return (errors ?? []).map((e) => {
     let path = root + e.instancePath
     if (e.keyword === 'required') path += '/' + String((e.params as { missingProperty: string }).missingProperty)
     if (e.keyword === 'additionalProperties') path += '/' + String((e.params as { additionalProperty: string }).additionalProperty)
-    return { path: path === '' ? '/' : path, message: e.message ?? 'is invalid' }
+    return { path: path === '' ? '/' : path, message: readable(e) }
   })
 }
