@@ -69,6 +69,18 @@ export async function buildApp (config: Config, options: BuildOptions = {}): Pro
     http: { headersTimeout: config.HEADERS_TIMEOUT_MS, connectionsCheckingInterval: Math.min(30000, Math.ceil(config.HEADERS_TIMEOUT_MS / 4)) }
   }).withTypeProvider<TypeBoxTypeProvider>()
 
+  try {
+    await register(app, config)
+  } catch (err) {
+    // a plugin that failed (a broken agent, a bad setting) must not leave the ones before it open: the database, its timers
+    await app.close().catch(() => {})
+    throw err
+  }
+  return app
+}
+
+/** Every plugin, then every route, in order. */
+async function register (app: FastifyInstance, config: Config): Promise<void> {
   await app.register(configPlugin, { config })
   await app.register(errorHandler)
   await app.register(crossOrigin)
@@ -99,5 +111,4 @@ export async function buildApp (config: Config, options: BuildOptions = {}): Pro
   await app.register(planRoutes)
   await app.register(busRoutes)
   await app.register(playgroundRoutes)
-  return app
 }
