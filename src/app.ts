@@ -1,4 +1,4 @@
-import Fastify, { type FastifyInstance } from 'fastify'
+import Fastify, { LogController, type FastifyInstance } from 'fastify'
 import type { IncomingMessage } from 'node:http'
 import type { TypeBoxTypeProvider } from '@fastify/type-provider-typebox'
 import type { Config } from './config.js'
@@ -54,6 +54,8 @@ export async function buildApp (config: Config, options: BuildOptions = {}): Pro
       redact: REDACTED_PATHS,
       ...(options.logStream !== undefined ? { stream: options.logStream } : {})
     },
+    // health checks come every few seconds from load balancers: logged at debug by their route, not here at info
+    logController: new LogController({ disableRequestLogging: (request: { url?: string }) => request.url === '/health' || request.url?.startsWith('/health?') === true }),
     // one child logger per request, with the trace id bound in the same call
     childLoggerFactory: (logger, bindings, options, raw) => logger.child({ ...bindings, traceId: traceContext(raw as IncomingMessage).traceId }, options),
     bodyLimit: config.BODY_LIMIT,

@@ -51,3 +51,22 @@ t.test('a planted secret reaches no log line, event, journal, audit row, stored 
     t.notOk(readFileSync(join(config.DATA_DIR, file)).includes(SECRET), `not in ${file} (journal, events, audit, sessions, answers)`)
   }
 })
+
+t.test('health checks are logged at debug, not as two info lines each; other requests still are', async (t) => {
+  for (const level of ['info', 'debug'] as const) {
+    const lines: Array<Record<string, unknown>> = []
+    const app = await buildApp(testConfig(t, { LOG_LEVEL: level, WORKERS_PER_TYPE: '0' }), { logStream: { write: (line: string) => { lines.push(JSON.parse(line) as Record<string, unknown>) } } })
+    t.teardown(() => app.close())
+    lines.length = 0
+    await app.inject({ url: '/health' })
+    await app.inject({ url: '/health?probe=lb' })
+    const about = (url: string): Array<Record<string, unknown>> => {
+      const requests = new Set(lines.filter((l) => JSON.stringify(l).includes(url)).map((l) => l.reqId))
+      return lines.filter((l) => requests.has(l.reqId))
+    }
+    if (level === 'info') t.same(about('/health'), [], 'nothing at info')
+    else t.match(about('/health'), [{ level: 20, msg: 'health check', url: '/health' }, { level: 20, msg: 'health check', url: '/health?probe=lb' }], 'one debug line each')
+    await app.inject({ url: '/v1/agents' })
+    t.match(about('/v1/agents').map((l) => l.msg), ['incoming request', 'request completed'], `${level}: other requests are logged as before`)
+  }
+})

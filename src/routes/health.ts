@@ -24,6 +24,7 @@ const healthRoutes: FastifyPluginAsyncTypebox = async (app) => {
       }
     }
   }, async (request, reply) => {
+    request.log.debug({ url: request.url, remote: request.ip }, 'health check')
     const closing = app.runs.closing
     return reply.code(closing ? 503 : 200).send({
       status: closing ? 'maintenance' : app.isUnderPressure() ? 'degraded' : 'ok',
