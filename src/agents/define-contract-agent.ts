@@ -1,11 +1,11 @@
 import { randomUUID } from 'node:crypto'
-import { AgentOutput as AgentOutputSchema, COMMON_EVENTS, type AgentInput, type AgentOutput, type EventPublication } from '../protocol/contract.js'
+import { AgentOutput as AgentOutputSchema, type AgentInput, type AgentOutput, type EventPublication } from '../protocol/contract.js'
 import type { BusEvent } from '../storage/bus.js'
 import { AH_ERR_AGENT_INVALID, AH_ERR_BACKEND_UNAVAILABLE } from '../errors.js'
 import { CONTRACT_VERSION, incompatibility } from './contract-version.js'
 import type { Agent, AgentHost, JsonObject, ManifestSpec, ResponseHandler } from './contract.js'
 import { defineAgent } from './define-agent.js'
-import { compileSchema } from './json-schema.js'
+import { COMMON_EVENT_DATA, compileSchema } from './json-schema.js'
 import type { ValidateFunction } from 'ajv'
 import { AH_ERR_TASK_AGENT_FAILED as AgentError } from '../errors.js'
 import type { BaseAgent, TaskContext } from '../runtime/base-agent.js'
@@ -91,7 +91,6 @@ export interface ContractAgentSpec {
 }
 
 const validOutput = compileSchema<AgentOutput>(AgentOutputSchema)
-const validCommonData = new Map(Object.entries(COMMON_EVENTS).map(([type, schema]) => [type, compileSchema(schema)]))
 
 function timeoutOf (capability: ContractCapability, constraints: JsonObject | undefined): number | undefined {
   const asked = typeof constraints?.timeout === 'number' && constraints.timeout > 0 ? constraints.timeout * 1000 : undefined
@@ -104,7 +103,7 @@ async function violation (spec: ContractAgentSpec, input: AgentInput, output: Ag
   if (!validOutput(output)) return `its output does not match the AgentOutput schema: ${(validOutput.errors ?? []).map((e) => `${e.instancePath || '/'} ${e.message ?? ''}`).join('; ')}`
   if (output.task_id !== input.task_id) return `its output is for task ${output.task_id}, not ${input.task_id}`
   for (const [i, event] of (output.events ?? []).entries()) {
-    const common = validCommonData.get(event.type)
+    const common = COMMON_EVENT_DATA.get(event.type)
     if (common !== undefined && !common(event.data)) return `its event ${i} (${event.type}) does not carry the common event's data: ${(common.errors ?? []).map((e) => `/events/${i}/data${e.instancePath} ${e.message ?? ''}`).join('; ')}`
   }
   if (spec.validate !== undefined && !(await spec.validate(output))) return 'its own validate() refused its output'

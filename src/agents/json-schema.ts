@@ -1,6 +1,7 @@
 import { Ajv, type ErrorObject, type Options, type ValidateFunction } from 'ajv'
 import addFormatsModule from 'ajv-formats'
 import { SemVer } from '../protocol/manifest.js'
+import { COMMON_EVENTS } from '../protocol/contract.js'
 
 // ajv-formats is CommonJS; under NodeNext its default import is the module namespace.
 const addFormats = addFormatsModule as unknown as typeof addFormatsModule.default
@@ -41,6 +42,9 @@ function readable (e: ErrorObject): string {
   if (pattern === (SemVer as { pattern?: string }).pattern) return 'must be a semantic version such as 1.0.0 (MAJOR.MINOR.PATCH, an optional -pre-release and +build)'
   return pattern.length > 60 ? 'is not in the expected format' : e.message ?? 'is invalid'
 }
+
+/** The typed common events' `data` validators (seed 003 `EVENTS`), by event type: one compiled set for the contract check and the bus. */
+export const COMMON_EVENT_DATA: ReadonlyMap<string, ValidateFunction> = new Map(Object.entries(COMMON_EVENTS).map(([type, schema]) => [type, compileSchema(schema)]))
 
 export function toIssues (errors: ErrorObject[] | null | undefined, root = ''): SchemaIssue[] {
   return (errors ?? []).map((e) => {

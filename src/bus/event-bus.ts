@@ -2,8 +2,8 @@ import { EventEmitter } from 'node:events'
 import { randomUUID } from 'node:crypto'
 import { setTimeout as sleep } from 'node:timers/promises'
 import { AH_ERR_BUS_DEAD_LETTER_NOT_FOUND, AH_ERR_BUS_EVENT_INVALID, AH_ERR_BUS_REDRIVE_REFUSED, withDetails } from '../errors.js'
-import { COMMON_EVENTS, EventPublication, type EventPublication as Publication } from '../protocol/contract.js'
-import { compileSchema } from '../agents/json-schema.js'
+import { EventPublication, type EventPublication as Publication } from '../protocol/contract.js'
+import { COMMON_EVENT_DATA, compileSchema } from '../agents/json-schema.js'
 import type { BusEvent, BusStore, DeadLetter, SubscriptionRecord } from '../storage/bus.js'
 import { filterMatches, typeMatcher } from './match.js'
 
@@ -74,7 +74,6 @@ export interface EventBusOptions {
 }
 
 const validPublication = compileSchema<Publication>(EventPublication)
-const validCommon = new Map(Object.entries(COMMON_EVENTS).map(([type, schema]) => [type, compileSchema(schema)]))
 const BATCH = 16
 const PRUNE_EVERY_MS = 60_000
 
@@ -112,7 +111,7 @@ export class EventBus {
   async publish (publication: Publication, origin: PublishOrigin): Promise<Published> {
     if (!validPublication(publication)) throw invalid('the publication', validPublication.errors)
     const { event } = publication
-    const common = validCommon.get(event.type)
+    const common = COMMON_EVENT_DATA.get(event.type)
     if (common !== undefined && !common(event.data)) throw invalid(`the data of a ${event.type} event`, common.errors, '/event/data')
     const now = this.#now()
     const stored = {

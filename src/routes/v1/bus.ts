@@ -1,4 +1,3 @@
-import type { FastifyRequest } from 'fastify'
 import type { FastifyPluginAsyncTypebox } from '@fastify/type-provider-typebox'
 import { Type } from 'typebox'
 import { visibleOwner } from '../../auth/scopes.js'
@@ -14,9 +13,6 @@ export function busEventRecord (event: BusEvent): BusEventRecord {
   const { owner_key: _owner, published_at: published, expires_at: expires, ...rest } = event
   return { ...rest, published_at: new Date(published).toISOString(), expires_at: new Date(expires).toISOString() }
 }
-
-/** Whose events a caller may see: an admin everyone's (undefined), anyone else their own. */
-const ownerOf = (request: FastifyRequest): string | undefined => visibleOwner(request.identity)
 
 const Patterns = Type.Array(Type.String({ minLength: 1, maxLength: 256 }), { minItems: 1, maxItems: 20, default: ['**'] })
 
@@ -61,7 +57,7 @@ const busRoutes: FastifyPluginAsyncTypebox = async (app) => {
     }
   }, async (request, reply) => {
     const { pattern, follow, limit } = request.query
-    const owner = ownerOf(request)
+    const owner = visibleOwner(request.identity)
     const resumeAt = request.headers['last-event-id']
     let after = resumeAt !== undefined ? Number(resumeAt) : request.query.after ?? (follow ? app.bus.head() : 0)
     if (!follow) {
@@ -106,7 +102,7 @@ const busRoutes: FastifyPluginAsyncTypebox = async (app) => {
       }
     }
   }, async (request, reply) => {
-    await app.bus.redrive(request.params.id, ownerOf(request))
+    await app.bus.redrive(request.params.id, visibleOwner(request.identity))
     app.audit.append({ actor: request.identity.id, action: 'bus.redrive', resource: `dead-letter:${request.params.id}`, success: true, trace_id: request.traceId })
     return await reply.code(202).send({ retried: request.params.id })
   })
@@ -124,7 +120,7 @@ const busRoutes: FastifyPluginAsyncTypebox = async (app) => {
       response: { 200: BusDeadLetterPage }
     }
   }, async (request) => {
-    const owner = ownerOf(request)
+    const owner = visibleOwner(request.identity)
     const { limit } = request.query
     const letters = app.bus.deadLetters({ limit, ...(request.query.after !== undefined ? { after: request.query.after } : {}), ...(owner !== undefined ? { owner } : {}) })
     const last = letters.at(-1)
