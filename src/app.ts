@@ -1,4 +1,4 @@
-import Fastify, { LogController, type FastifyInstance } from 'fastify'
+import Fastify, { type FastifyInstance } from 'fastify'
 import type { IncomingMessage } from 'node:http'
 import type { TypeBoxTypeProvider } from '@fastify/type-provider-typebox'
 import type { Config } from './config.js'
@@ -14,7 +14,7 @@ import busRoutes from './routes/v1/bus.js'
 import storage from './plugins/storage.js'
 import auth from './plugins/auth.js'
 import metrics from './plugins/metrics.js'
-import tracing, { traceContext } from './plugins/tracing.js'
+import tracing, { TraceLogController, traceLogging } from './plugins/tracing.js'
 import pressure from './plugins/pressure.js'
 import limits from './plugins/limits.js'
 import agents from './plugins/agents.js'
@@ -52,12 +52,13 @@ export async function buildApp (config: Config, options: BuildOptions = {}): Pro
     logger: {
       level: config.LOG_LEVEL,
       redact: REDACTED_PATHS,
+      mixin: traceLogging.mixin,
       ...(options.logStream !== undefined ? { stream: options.logStream } : {})
     },
     // health checks come every few seconds from load balancers: logged at debug by their route, not here at info
-    logController: new LogController({ disableRequestLogging: (request: { url?: string }) => request.url === '/health' || request.url?.startsWith('/health?') === true }),
-    // one child logger per request, with the trace id bound in the same call
-    childLoggerFactory: (logger, bindings, options, raw) => logger.child({ ...bindings, traceId: traceContext(raw as IncomingMessage).traceId }, options),
+    logController: new TraceLogController({ disableRequestLogging: (request: { url?: string }) => request.url === '/health' || request.url?.startsWith('/health?') === true }),
+    // one child logger per request, marked with its trace (whose id every line then carries)
+    childLoggerFactory: (logger, bindings, options, raw) => traceLogging.mark(logger.child(bindings, options), raw as IncomingMessage),
     bodyLimit: config.BODY_LIMIT,
     trustProxy: config.TRUST_PROXY,
     onProtoPoisoning: 'error',

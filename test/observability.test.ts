@@ -2,10 +2,11 @@ import t from 'tap'
 import { readdirSync, readFileSync } from 'node:fs'
 import { join } from 'node:path'
 import { buildApp } from '../src/app.js'
-import { AGENTS, build, envelope, testConfig } from './helper.js'
+import { AGENTS, build, envelope, FIXTURE_AGENTS_DIR, testConfig } from './helper.js'
 import { fakeProvider, openai } from './fixtures/providers.js'
 
 const LLM_CHAT = '8a1f7d2e-3c4b-4e5f-9a6b-0c1d2e3f4a06'
+const SCRIPTED = 'f0000000-0000-4000-8000-000000000002'
 
 t.test('traceparent: continued when valid, started when not, on JSON and SSE answers', async (t) => {
   const app = await build(t)
@@ -69,4 +70,38 @@ t.test('health checks are logged at debug, not as two info lines each; other req
     await app.inject({ url: '/v1/agents' })
     t.match(about('/v1/agents').map((l) => l.msg), ['incoming request', 'request completed'], `${level}: other requests are logged as before`)
   }
+})
+
+t.test('one trace id: without traceparent the envelope\'s trace.trace_id names the response header, every log line, the audit row and the run\'s events', async (t) => {
+  const lines: Array<Record<string, unknown>> = []
+  const app = await buildApp(testConfig(t, { LOG_LEVEL: 'info', WORKERS_PER_TYPE: '0', AGENTS_DIR: FIXTURE_AGENTS_DIR }), { logStream: { write: (line: string) => { lines.push(JSON.parse(line) as Record<string, unknown>) } } })
+  t.teardown(() => app.close())
+  const linesOf = (reqId: unknown): Array<Record<string, unknown>> => lines.filter((l) => l.reqId === reqId)
+  for (const accept of ['application/json', 'text/event-stream']) {
+    const body = envelope(SCRIPTED, { script: [{ op: 'emit', event: { specversion: '1.0', id: `e-${accept}`, source: '/t', type: 't.step', data: {} } }, { op: 'markdown', content: 'hi' }] })
+    const traceId = (body.context.trace as { trace_id: string }).trace_id
+    const w3c = traceId.replaceAll('-', '')
+    lines.length = 0
+    const res = await app.inject({ method: 'POST', url: '/v1/assist', headers: { accept }, payload: body })
+    t.equal(res.statusCode, 200)
+    t.match(String(res.headers.traceparent), new RegExp(`^00-${w3c}-[0-9a-f]{16}-01$`), `${accept}: the response header`)
+    const reqId = lines.find((l) => l.msg === 'incoming request')?.reqId
+    t.match(linesOf(reqId).map((l) => l.msg), ['incoming request', 'run ended', 'request completed'], `${accept}: the access log and the run's end`)
+    t.same([...new Set(linesOf(reqId).map((l) => l.traceId))], [w3c], `${accept}: every line of the request`)
+    const audit = (await app.inject({ url: `/v1/audit?request_id=${body.request_id}` })).json() as { rows: Array<{ action: string, trace_id: string }> }
+    t.same(audit.rows.filter((e) => e.action === 'assist').map((e) => e.trace_id.replaceAll('-', '')), [w3c], `${accept}: the audit row`)
+    const events = (await app.inject({ url: `/v1/events?request_id=${body.request_id}` })).json() as { events: Array<{ trace_id: string }> }
+    t.same(events.events.map((e) => e.trace_id.replaceAll('-', '')), [w3c], `${accept}: the run's events`)
+  }
+
+  lines.length = 0
+  const broken = await app.inject({ method: 'POST', url: '/v1/assist', headers: { 'content-type': 'application/json' }, payload: '{"not json' })
+  t.equal(broken.statusCode, 400)
+  const reqId = lines.find((l) => l.msg === 'incoming request')?.reqId
+  t.same(linesOf(reqId).map((l) => l.msg), ['incoming request', 'request rejected', 'request completed'], 'a body that never parsed: the incoming line is still written, first')
+  t.same([...new Set(linesOf(reqId).map((l) => l.traceId))], [String(broken.headers.traceparent).split('-')[1]], 'with the trace id of its response')
+
+  const continued = '4bf92f3577b34da6a3ce929d0e0e4736'
+  const res = await app.inject({ method: 'POST', url: '/v1/assist', headers: { traceparent: `00-${continued}-00f067aa0ba902b7-01` }, payload: envelope(SCRIPTED, { script: [] }) })
+  t.match(String(res.headers.traceparent), new RegExp(`^00-${continued}-`), 'a traceparent header still wins over the envelope')
 })

@@ -5,6 +5,7 @@ import {
   AH_ERR_ROUTE_NOT_FOUND, AH_ERR_STORAGE_BUSY, AH_ERR_VALIDATION, withDetails
 } from '../errors.js'
 import { isBusy } from '../storage/busy.js'
+import { logIncoming } from './tracing.js'
 import { toIssues } from '../agents/json-schema.js'
 import type { ErrorBody } from '../protocol/response.js'
 
@@ -39,6 +40,7 @@ function toHostError (err: FastifyError, request: FastifyRequest): HostError {
  */
 async function errorHandler (app: FastifyInstance): Promise<void> {
   app.setErrorHandler((err: FastifyError, request: FastifyRequest, reply: FastifyReply) => {
+    logIncoming(request)
     const error = toHostError(err, request)
     const statusCode = error.statusCode ?? 500
     if (statusCode === 503) request.log.warn({ code: error.code }, 'request refused: unavailable')

@@ -1,16 +1,24 @@
 import fp from 'fastify-plugin'
 import { randomFillSync } from 'node:crypto'
 import type { IncomingMessage } from 'node:http'
-import type { FastifyInstance } from 'fastify'
+import { LogController, type FastifyInstance, type FastifyReply, type FastifyRequest } from 'fastify'
 
 declare module 'fastify' {
   interface FastifyRequest {
-    /** The W3C trace id of this request: the caller's (`traceparent`) or a new one. */
+    /** The W3C trace id of this request: the caller's (`traceparent`), its envelope's `trace.trace_id`, or a new one. */
     traceId: string
+  }
+  interface FastifyContextConfig {
+    /**
+     * The route's body is a CAP envelope: without a `traceparent` header, its `context.trace.trace_id`
+     * (a UUID: 32 hex digits once its dashes are gone) becomes the request's trace id.
+     */
+    traceFromEnvelope?: boolean
   }
 }
 
 const TRACEPARENT = /^00-([0-9a-f]{32})-([0-9a-f]{16})-([0-9a-f]{2})$/
+const UUID = /^[0-9a-f]{8}-?[0-9a-f]{4}-?[0-9a-f]{4}-?[0-9a-f]{4}-?[0-9a-f]{12}$/
 
 // Ids come from one 4 KiB CSPRNG read per ~170 requests: with two randomBytes() calls per request,
 // randomFillSync took ~45 µs of a ~800 µs request in `node bench/profile.js`; now it is not among the top 30.
@@ -27,39 +35,110 @@ function randomHex (bytes: number): string {
   return pool.toString('hex', offset - bytes, offset)
 }
 
-interface TraceContext { traceId: string, flags: string }
+/** A request's trace: its id may still change once (to its envelope's) until `settled`. */
+interface TraceContext {
+  traceId: string
+  /** Our span: the parent id of what this request calls. */
+  spanId: string
+  flags: string
+  /** The trace id is final: it came from `traceparent`, or the envelope was read. */
+  settled: boolean
+}
 const contexts = new WeakMap<IncomingMessage, TraceContext>()
 
 /**
  * The trace context of a request, read once: a valid incoming `traceparent` is continued (its trace
- * id and flags), otherwise a trace starts here. Used by the request's logger (`app.ts`) and by the
- * plugin below, so both see the same id.
+ * id and flags), otherwise a trace starts here (and may take its envelope's id: see the plugin).
+ * Shared by the request's loggers (`traceLogging`) and the plugin below, so all see the same id.
  */
 export function traceContext (raw: IncomingMessage): TraceContext {
   let context = contexts.get(raw)
   if (context === undefined) {
     const header = raw.headers.traceparent
     const match = typeof header === 'string' ? TRACEPARENT.exec(header.trim().toLowerCase()) : null
+    const continued = match !== null && !/^0+$/.test(match[1] as string)
     context = {
-      traceId: match !== null && !/^0+$/.test(match[1] as string) ? match[1] as string : randomHex(16),
-      flags: match?.[3] ?? '01'
+      traceId: continued ? match[1] as string : randomHex(16),
+      spanId: randomHex(8),
+      flags: match?.[3] ?? '01',
+      settled: continued
     }
     contexts.set(raw, context)
   }
   return context
 }
 
+const TRACE = Symbol('trace')
+type Traced = { [TRACE]?: TraceContext }
+
 /**
- * W3C trace context: every response carries `traceparent` (the request's trace id, a new span of
- * ours), and every log line of the request carries `traceId` next to Fastify's `reqId` (bound
- * when Fastify makes the request's logger: see `childLoggerFactory` in `app.ts`).
+ * The logger options that put `traceId` on every line of a request, the access-log lines included:
+ * `childLoggerFactory` marks the request's logger with its trace, and pino's `mixin` reads the mark
+ * (inherited by the run's child loggers) when a line is written. Read at write time, not bound
+ * once, because an envelope's trace id is known only after the body is parsed, when Fastify has
+ * already made the logger.
+ */
+export const traceLogging = {
+  mixin: (_merge: object, _level: number, logger: unknown): Record<string, string> => {
+    const context = (logger as Traced)[TRACE]
+    return context === undefined ? {} : { traceId: context.traceId }
+  },
+  mark: <L extends object>(logger: L, raw: IncomingMessage): L => {
+    (logger as Traced)[TRACE] = traceContext(raw)
+    return logger
+  }
+}
+
+const deferred = new WeakSet<IncomingMessage>()
+
+/** Write a request's deferred `incoming request` line now (before anything else it logs), if it is still owed. */
+export function logIncoming (request: FastifyRequest): void {
+  if (deferred.delete(request.raw)) request.log.info({ req: request }, 'incoming request')
+}
+
+/**
+ * Fastify's access log, with the `incoming request` line of a `traceFromEnvelope` route written once
+ * its trace id is known (after the body is read), or before `request completed` if the request ended
+ * sooner (refused before its body was read), so both lines carry the trace id the response names.
+ */
+export class TraceLogController extends LogController {
+  override incomingRequest (request: FastifyRequest, reply: FastifyReply): void {
+    if (request.routeOptions.config.traceFromEnvelope === true && !traceContext(request.raw).settled && !this.isLogDisabled(request)) deferred.add(request.raw)
+    else super.incomingRequest(request, reply)
+  }
+
+  override requestCompleted (error: Error | null | undefined, request: FastifyRequest, reply: FastifyReply): void {
+    logIncoming(request)
+    super.requestCompleted(error, request, reply)
+  }
+}
+
+/**
+ * W3C trace context: every response carries `traceparent` (the request's trace id, a span of ours),
+ * and every log line of the request carries `traceId` next to Fastify's `reqId`. A route marked
+ * `traceFromEnvelope` takes its envelope's trace id when the caller sent no `traceparent`, so the
+ * response header, the logs, the audit rows and the run's record name one trace.
  */
 async function tracing (app: FastifyInstance): Promise<void> {
   app.decorateRequest('traceId', '')
   app.addHook('onRequest', async (request, reply) => {
-    const { traceId, flags } = traceContext(request.raw)
-    request.traceId = traceId
-    reply.header('traceparent', `00-${traceId}-${randomHex(8)}-${flags}`)
+    const context = traceContext(request.raw)
+    if (request.routeOptions.config.traceFromEnvelope !== true) context.settled = true
+    request.traceId = context.traceId
+    reply.header('traceparent', `00-${context.traceId}-${context.spanId}-${context.flags}`)
+  })
+  app.addHook('preValidation', async (request, reply) => {
+    const context = traceContext(request.raw)
+    if (context.settled) return
+    context.settled = true
+    const id = (request.body as { context?: { trace?: { trace_id?: unknown } } } | undefined)?.context?.trace?.trace_id
+    const traceId = typeof id === 'string' && UUID.test(id.toLowerCase()) ? id.toLowerCase().replaceAll('-', '') : undefined
+    if (traceId !== undefined && !/^0+$/.test(traceId)) {
+      context.traceId = traceId
+      request.traceId = traceId
+      reply.header('traceparent', `00-${traceId}-${context.spanId}-${context.flags}`)
+    }
+    logIncoming(request)
   })
 }
 

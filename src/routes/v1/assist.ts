@@ -101,8 +101,8 @@ const assistRoutes: FastifyPluginAsyncTypebox = async (app) => {
     headers: AssistHeaders,
     response: { 200: ServiceResponse, ...ASSIST_ERROR_RESPONSES }
   }
-  app.post('/v1/assist', { schema: { ...schema, operationId: 'assist', tags: ['assist'] } }, assist)
-  app.post('/assist', { schema: { ...schema, hide: true } }, assist)
+  app.post('/v1/assist', { schema: { ...schema, operationId: 'assist', tags: ['assist'] }, config: { traceFromEnvelope: true } }, assist)
+  app.post('/assist', { schema: { ...schema, hide: true }, config: { traceFromEnvelope: true } }, assist)
 
   app.post('/v1/assist/:request_id/cancel', {
     schema: {
