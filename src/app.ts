@@ -1,5 +1,7 @@
 import Fastify, { type FastifyInstance } from 'fastify'
 import type { IncomingMessage } from 'node:http'
+import { createRequire } from 'node:module'
+import { AH_ERR_CONFIG_INVALID } from './errors.js'
 import type { TypeBoxTypeProvider } from '@fastify/type-provider-typebox'
 import type { Config } from './config.js'
 import configPlugin from './plugins/config.js'
@@ -37,6 +39,16 @@ export interface BuildOptions {
   logStream?: { write(line: string): void }
 }
 
+/** pino-pretty as a transport (a worker thread), or a clear refusal where it is not installed (`npm ci --omit=dev`). */
+function prettyTransport (): { target: string, options: Record<string, unknown> } {
+  try {
+    createRequire(import.meta.url).resolve('pino-pretty')
+  } catch {
+    throw new AH_ERR_CONFIG_INVALID('LOG_FORMAT=pretty needs pino-pretty, a dev dependency that is not installed here: use LOG_FORMAT=json (the default), or install the dev dependencies')
+  }
+  return { target: 'pino-pretty', options: { translateTime: 'SYS:HH:MM:ss.l', ignore: 'pid,hostname' } }
+}
+
 /** Log paths that are never written: credentials in headers, and the backends' API keys. */
 export const REDACTED_PATHS = [
   'req.headers.authorization', 'req.headers.cookie', 'req.headers["x-api-key"]', 'req.headers["proxy-authorization"]',
@@ -53,7 +65,7 @@ export async function buildApp (config: Config, options: BuildOptions = {}): Pro
       level: config.LOG_LEVEL,
       redact: REDACTED_PATHS,
       mixin: traceLogging.mixin,
-      ...(options.logStream !== undefined ? { stream: options.logStream } : {})
+      ...(options.logStream !== undefined ? { stream: options.logStream } : config.LOG_FORMAT === 'pretty' ? { transport: prettyTransport() } : {})
     },
     // health checks come every few seconds from load balancers: logged at debug by their route, not here at info
     logController: new TraceLogController({ disableRequestLogging: (request: { url?: string }) => request.url === '/health' || request.url?.startsWith('/health?') === true }),

@@ -13,6 +13,8 @@ export const ConfigSchema = Type.Object({
   HOST: Type.String({ default: '127.0.0.1', minLength: 1 }),
   PORT: Type.Integer({ default: 3000, minimum: 0, maximum: 65535 }),
   LOG_LEVEL: Type.Union(['fatal', 'error', 'warn', 'info', 'debug', 'trace', 'silent'].map((l) => Type.Literal(l)), { default: 'info' }),
+  /** `json` (pino's lines, for machines) or `pretty` (pino-pretty, a dev dependency: `npm run dev` sets it). */
+  LOG_FORMAT: Type.Union([Type.Literal('json'), Type.Literal('pretty')], { default: 'json' }),
   /** Where all runtime state lives (relative paths are resolved from the working directory). */
   DATA_DIR: Type.String({ default: 'data', minLength: 1 }),
   /** Folder of drop-in agents; empty means the example agents shipped next to the code. */

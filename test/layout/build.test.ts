@@ -1,10 +1,11 @@
 import t from 'tap'
 import { execFile } from 'node:child_process'
-import { cpSync, existsSync, mkdtempSync, renameSync, rmSync, symlinkSync } from 'node:fs'
+import { cpSync, existsSync, mkdirSync, mkdtempSync, renameSync, rmSync, symlinkSync, writeFileSync } from 'node:fs'
 import { tmpdir } from 'node:os'
 import { join } from 'node:path'
 import { fileURLToPath, pathToFileURL } from 'node:url'
 import { promisify } from 'node:util'
+import { envelope } from '../helper.js'
 
 // Issue 17: after an agent's folder is deleted or renamed, the next build must not serve its old
 // compiled copy (a stale dist/agents/<name> stopped the boot, or doubled an id). The real build
@@ -38,4 +39,55 @@ t.test('the build serves only the agents whose sources are there: a deleted and 
   t.ok(names.includes('echo'), 'the renamed folder still holds the echo agent')
   t.equal(names.filter((n) => n === 'echo').length, 1, 'once')
   t.notOk(taskAgents.some((a) => a.agent.agentType === 'wordcount'), 'no wordcount task agent')
+
+  await t.test('an agent in a folder outside the project imports the authoring API as `agent-host`, with its types', async (t) => {
+    const outside = mkdtempSync(join(tmpdir(), 'agent-host-outside-'))
+    t.teardown(() => { rmSync(outside, { recursive: true, force: true }) })
+    // what `npm install --save-dev <path to agent-host>` makes, or the image's /node_modules/agent-host link
+    mkdirSync(join(outside, 'node_modules'))
+    symlinkSync(copy, join(outside, 'node_modules/agent-host'), 'dir')
+    writeFileSync(join(outside, 'package.json'), JSON.stringify({ type: 'module' }))
+    mkdirSync(join(outside, 'agents/greeter'), { recursive: true })
+    writeFileSync(join(outside, 'agents/greeter/index.ts'), GREETER)
+    writeFileSync(join(outside, 'tsconfig.json'), JSON.stringify({ compilerOptions: { module: 'NodeNext', moduleResolution: 'NodeNext', target: 'ES2022', strict: true, skipLibCheck: true, rootDir: 'agents', outDir: 'dist' }, include: ['agents'] }))
+    // the author's build: the types come from the package's `exports` (dist/src/agents/index.d.ts)
+    await run(process.execPath, [join(ROOT, 'node_modules/typescript/bin/tsc'), '-p', outside], { cwd: outside })
+    t.ok(existsSync(join(outside, 'dist/greeter/index.js')), 'the agent type-checks and compiles against the exported types')
+    writeFileSync(join(outside, 'dist/broken.ts'), 'import { defineAgent } from \'agent-host\'\nexport default defineAgent({ manifest: 42 })\n')
+    const typeError = await run(process.execPath, [join(ROOT, 'node_modules/typescript/bin/tsc'), '--noEmit', '--module', 'NodeNext', '--moduleResolution', 'NodeNext', '--skipLibCheck', join(outside, 'dist/broken.ts')], { cwd: outside }).then(() => '', (err: { stdout: string }) => err.stdout)
+    t.match(typeError, /broken\.ts.*error TS2322|error TS2353|error TS2345/, 'and the types are real: a wrong manifest does not type-check')
+
+    const { buildApp } = await import(pathToFileURL(join(copy, 'dist/src/app.js')).href) as typeof import('../../src/app.js')
+    const { loadConfig } = await import(pathToFileURL(join(copy, 'dist/src/config.js')).href) as typeof import('../../src/config.js')
+    const app = await buildApp(loadConfig({ AGENTS_DIR: join(outside, 'dist'), DATA_DIR: join(outside, 'data'), LOG_LEVEL: 'silent', WORKERS_PER_TYPE: '0', PLAYGROUND: 'false' }))
+    t.teardown(() => app.close())
+    const res = await app.inject({ method: 'POST', url: '/v1/assist', payload: envelope('7c0f4f8e-1b1e-4d7a-9a57-2f6b3f3c9e11', { query: 'Ada' }) })
+    t.equal(res.statusCode, 200, res.body)
+    t.same(res.json().output, { greeting: 'Hello, Ada!' }, 'the built server runs it')
+  })
+
+  await t.test('the build has source maps: a stack trace from the built code names the .ts source and line', async (t) => {
+    const { stderr } = await run(process.execPath, ['--enable-source-maps', '--input-type=module', '-e', `import { loadConfig } from ${JSON.stringify(pathToFileURL(join(copy, 'dist/src/config.js')).href)}; try { loadConfig({ PORT: 'abc' }) } catch (err) { console.error(err.stack) }`], { cwd: copy })
+    t.match(stderr, /src\/config\.ts:\d+:\d+/, 'src/config.ts:<line>:<column>')
+    t.notMatch(stderr, /dist\/src\/config\.js/)
+  })
 })
+
+const GREETER = `import { defineAgent } from 'agent-host'
+
+export default defineAgent({
+  manifest: {
+    metadata: { id: '7c0f4f8e-1b1e-4d7a-9a57-2f6b3f3c9e11', name: 'greeter', version: '1.0.0', author: 'someone else', created_at: '2026-11-25T00:00:00.000Z' },
+    capabilities: [{
+      name: 'greet',
+      description: 'Greets the query',
+      delivery_mode: 'request_response',
+      inputs: { type: 'object', properties: { query: { type: 'string' } }, required: ['query'] },
+      outputs: { type: 'object', properties: { greeting: { type: 'string' } }, required: ['greeting'] }
+    }]
+  },
+  async assist (request, _session, response) {
+    await response.result({ greeting: \`Hello, \${String(request.payload.query)}!\` })
+  }
+})
+`
