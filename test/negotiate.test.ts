@@ -14,7 +14,10 @@ t.test('chooseDeliveryMode follows CAP.md §3', async (t) => {
     ['application/json;q=0, text/event-stream', rr, sse], ['text/event-stream;q=0.0', sse, undefined],
     ['*/*', sse, sse], ['*/*', rr, rr], ['application/*', sse, rr], ['text/*', rr, sse],
     ['application/*, text/*', sse, sse], ['text/html', rr, undefined], ['text/html, image/png', sse, undefined],
-    [',,', rr, undefined], ['text/html;q=1, application/json;q=0', rr, undefined]
+    [',,', rr, undefined], ['text/html;q=1, application/json;q=0', rr, undefined],
+    // a type refused by name stays refused under a wildcard (the more specific range wins)
+    ['text/event-stream;q=0, */*', sse, rr], ['application/json;q=0, */*', rr, sse], ['text/event-stream;q=0, text/*', sse, undefined],
+    ['application/json;q=0, text/event-stream;q=0, */*', rr, undefined], ['application/json;q=0, application/*, text/*', rr, sse]
   ]
   for (const [accept, preferred, expected] of table) t.equal(chooseDeliveryMode(accept, preferred), expected, `${String(accept)} / ${preferred}`)
 })

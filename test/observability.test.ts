@@ -105,3 +105,13 @@ t.test('one trace id: without traceparent the envelope\'s trace.trace_id names t
   const res = await app.inject({ method: 'POST', url: '/v1/assist', headers: { traceparent: `00-${continued}-00f067aa0ba902b7-01` }, payload: envelope(SCRIPTED, { script: [] }) })
   t.match(String(res.headers.traceparent), new RegExp(`^00-${continued}-`), 'a traceparent header still wins over the envelope')
 })
+
+t.test('LOG_FORMAT=pretty logs through pino-pretty, and is refused clearly where pino-pretty is not installed', async (t) => {
+  const app = await buildApp(testConfig(t, { LOG_FORMAT: 'pretty', LOG_LEVEL: 'silent', WORKERS_PER_TYPE: '0' }))
+  t.equal((await app.inject({ url: '/health' })).statusCode, 200)
+  await app.close()
+  const { buildApp: withoutPretty } = await t.mockImport<typeof import('../src/app.js')>('../src/app.js', {
+    'node:module': { createRequire: () => ({ resolve: () => { throw new Error('Cannot find module \'pino-pretty\'') } }) }
+  })
+  await t.rejects(withoutPretty(testConfig(t, { LOG_FORMAT: 'pretty' })), { code: 'AH_ERR_CONFIG_INVALID', message: /LOG_FORMAT=pretty needs pino-pretty, a dev dependency/ })
+})

@@ -59,15 +59,15 @@ export type ParseResult =
 
 /**
  * The unfinished tail of a stream between `parseStream` calls. One per stream: bytes split
- * anywhere (even inside a UTF-8 character) are carried over, never lost.
+ * anywhere (even inside a UTF-8 character) are carried over, never lost. The SSE parser keys
+ * its own reader (the event being read) by this object.
  */
 export class ParseState {
   readonly decoder = new TextDecoder('utf-8')
+  /** Line parsers ({@link takeLines}): the unfinished last line. */
   pending = ''
+  /** The input was ended (`parseStream(null, state)`). */
   ended = false
-  /** SSE parsers: the event being read (its `event:` name and `data:` lines). */
-  event = ''
-  data: string[] = []
 }
 
 /** A tool the model may call; `run` gets the parsed arguments and returns the result text. */

@@ -1,36 +1,45 @@
+// Hand-written because no library expresses CAP.md §3's rule. `negotiator` (and `accepts` and
+// `@fastify/accepts`, built on it) answer "which offered type is best" by q-value, specificity and
+// order. §3 asks something else: does Accept *name* exactly one of the two types (then that one,
+// whatever the q-values and wildcards around it), else do wildcards cover one, both or neither.
+// Negotiator's answer does not say whether a type was named or only covered by a wildcard. It also
+// drops a range whose parameters the offered type lacks (`application/json; charset=utf-8` would be
+// a 406). `@fastify/accept-negotiator` matches plain tokens, not `type/*` ranges.
 import type { DeliveryMode } from '../protocol/manifest.js'
 
 const JSON_TYPE = 'application/json'
 const SSE_TYPE = 'text/event-stream'
 
-/** Media ranges of an `Accept` header that the client accepts (q > 0), lower-cased, without parameters. */
-function acceptedRanges (accept: string): Set<string> {
-  const ranges = new Set<string>()
+/** Media ranges of an `Accept` header, lower-cased, without parameters: those accepted (q > 0) and those refused (q=0). */
+function rangesOf (accept: string): { accepted: Set<string>, refused: Set<string> } {
+  const accepted = new Set<string>()
+  const refused = new Set<string>()
   for (const part of accept.split(',')) {
     const [range, ...params] = part.split(';').map((s) => s.trim().toLowerCase())
     if (range === undefined || range === '') continue
     const q = params.find((p) => p.startsWith('q='))
-    if (q !== undefined && !(Number(q.slice(2)) > 0)) continue
-    ranges.add(range)
+    if (q !== undefined && !(Number(q.slice(2)) > 0)) refused.add(range)
+    else accepted.add(range)
   }
-  return ranges
+  return { accepted, refused }
 }
 
 /**
  * Pick the delivery mode (CAP.md §3): the capability's `delivery_mode`, unless `Accept` names exactly
- * one of `application/json` and `text/event-stream`. Wildcards admit what they cover. Returns
+ * one of `application/json` and `text/event-stream`. Wildcards admit what they cover, except a type
+ * the header refuses by name (`;q=0`, as the more specific range wins: RFC 9110 §12.5.1). Returns
  * `undefined` when the client accepts neither (406).
  */
 export function chooseDeliveryMode (accept: string | undefined, preferred: DeliveryMode): DeliveryMode | undefined {
   if (accept === undefined || accept.trim() === '') return preferred
-  const ranges = acceptedRanges(accept)
-  const json = ranges.has(JSON_TYPE)
-  const sse = ranges.has(SSE_TYPE)
+  const { accepted, refused } = rangesOf(accept)
+  const json = accepted.has(JSON_TYPE)
+  const sse = accepted.has(SSE_TYPE)
   if (json !== sse) return json ? 'request_response' : 'server_sent_events'
   if (json && sse) return preferred
-  if (ranges.has('*/*')) return preferred
-  const anyJson = ranges.has('application/*')
-  const anySse = ranges.has('text/*')
-  if (anyJson !== anySse) return anyJson ? 'request_response' : 'server_sent_events'
-  return anyJson ? preferred : undefined
+  const jsonCovered = !refused.has(JSON_TYPE) && (accepted.has('*/*') || accepted.has('application/*'))
+  const sseCovered = !refused.has(SSE_TYPE) && (accepted.has('*/*') || accepted.has('text/*'))
+  if (jsonCovered && sseCovered) return preferred
+  if (jsonCovered) return 'request_response'
+  return sseCovered ? 'server_sent_events' : undefined
 }

@@ -1,7 +1,7 @@
 import t from 'tap'
-import { readFileSync } from 'node:fs'
+import { mkdirSync, readFileSync, writeFileSync } from 'node:fs'
 import { fileURLToPath } from 'node:url'
-import { join } from 'node:path'
+import { delimiter, join } from 'node:path'
 import { setTimeout as sleep } from 'node:timers/promises'
 import { BackendError } from '../../src/agents/index.js'
 import { LocalAgentProtocol } from '../../src/backends/local/local-agent-protocol.js'
@@ -102,6 +102,9 @@ t.test('parseStream gives the same messages however a recorded stream is split',
   t.same(run([...recorded].map((b) => Buffer.from([b]))), whole, 'one byte at a time')
   t.same(protocol.parseStream('{"type":"text"', new ParseState()), [{ type: 'partial' }])
   t.match(protocol.parseStream('[1,2]\n', new ParseState()), [{ type: 'error' }])
+  const unterminated = new ParseState()
+  t.same(protocol.parseStream('{"type":"text","text":"x"}', unterminated), [{ type: 'partial' }])
+  t.same(protocol.parseStream(null, unterminated), [{ type: 'message', message: { type: 'text', text: 'x' } }, { type: 'eof' }], 'the end of input completes an unterminated last line')
 })
 
 t.test('a crash mid-turn is a TRANSIENT backend_failed with the exit code; the next turn respawns', async (t) => {
@@ -206,4 +209,29 @@ t.test('available() checks the binary', async (t) => {
   t.match(missing.unavailableReason(), /CLI_AGENT_COMMAND/)
   t.equal(await at(['no-such-agent-binary-on-path']).available(), false)
   t.equal(await at([TOY]).available(), false, 'a file that is not executable')
+})
+
+t.test('available() looks in the folders the server\'s PATH lists, never in its working directory, and wants a file', async (t) => {
+  const dir = tempDataDir(t)
+  writeFileSync(join(dir, 'my-agent'), '#!/bin/sh\n', { mode: 0o755 })
+  mkdirSync(join(dir, 'a-folder'))
+  const at = (command: string[]) => new LocalAgentProtocol({ command, dataDir: dir, workspace: 'w', inactivityTimeoutMs: 1000 })
+  const saved = { path: process.env.PATH, cwd: process.cwd() }
+  t.teardown(() => {
+    if (saved.path === undefined) delete process.env.PATH
+    else process.env.PATH = saved.path
+    process.chdir(saved.cwd)
+  })
+  process.chdir(dir)
+  process.env.PATH = `/no/such/folder${delimiter}${dir}`
+  t.equal(await at(['my-agent']).available(), true, 'found in a folder PATH lists')
+  t.equal(await at(['a-folder']).available(), false, 'a folder on PATH is not an executable file')
+  t.equal(await at([join(dir, 'a-folder')]).available(), false, 'nor is a folder named by its path')
+  t.equal(await at(['./my-agent']).available(), true, 'a relative path is taken from the working directory, as spawn takes it')
+  for (const path of [`${delimiter}${delimiter}`, '', undefined]) {
+    if (path === undefined) delete process.env.PATH
+    else process.env.PATH = path
+    t.equal(await at(['my-agent']).available(), false, `PATH ${JSON.stringify(path)} does not mean the working directory`)
+    t.equal(await at([join(dir, 'my-agent')]).available(), true, `PATH ${JSON.stringify(path)}: an absolute path needs no PATH`)
+  }
 })

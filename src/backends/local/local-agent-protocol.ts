@@ -1,9 +1,9 @@
 import { spawn, type ChildProcessWithoutNullStreams } from 'node:child_process'
 import { randomUUID } from 'node:crypto'
-import { constants, mkdirSync, realpathSync } from 'node:fs'
-import { access } from 'node:fs/promises'
+import { mkdirSync, realpathSync } from 'node:fs'
 import { delimiter, isAbsolute, join, relative, resolve, sep } from 'node:path'
 import { createInterface } from 'node:readline'
+import which from 'which'
 import { AH_ERR_BACKEND_CONFIG, AH_ERR_BACKEND_FAILED } from '../../errors.js'
 import {
   BaseProtocol, ParseState, takeLines, type Message, type ParseResult, type ProtocolContext, type ProtocolLog,
@@ -87,25 +87,15 @@ export class LocalAgentProtocol extends BaseProtocol {
   transportType (): 'local_agent' { return 'local_agent' }
 
   override async available (): Promise<boolean> {
-    return await this.#binary() !== undefined
+    const bin = this.#o.command[0] as string
+    // `which` reads an empty PATH entry (or an empty PATH) as the server's working directory: only listed folders count
+    const path = (process.env.PATH ?? '').split(delimiter).filter((d) => d !== '').join(delimiter)
+    if (path === '' && !bin.includes('/') && !bin.includes(sep)) return false
+    return await which(bin, { path, nothrow: true }) !== null
   }
 
   override unavailableReason (): string {
     return `the local agent command "${this.#o.command[0] ?? ''}" is not an executable file: set CLI_AGENT_COMMAND`
-  }
-
-  async #binary (): Promise<string | undefined> {
-    const bin = this.#o.command[0] as string
-    const candidates = bin.includes('/') || bin.includes(sep)
-      ? [resolve(bin)]
-      : (process.env.PATH ?? '').split(delimiter).filter((d) => d !== '').map((d) => join(d, bin))
-    for (const file of candidates) {
-      try {
-        await access(file, constants.X_OK)
-        return file
-      } catch {}
-    }
-    return undefined
   }
 
   async start (config: StartConfig, ctx: ProtocolContext): Promise<string> {
