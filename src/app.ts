@@ -52,7 +52,7 @@ function prettyTransport (): { target: string, options: Record<string, unknown> 
 /** Log paths that are never written: credentials in headers, and the backends' API keys. */
 export const REDACTED_PATHS = [
   'req.headers.authorization', 'req.headers.cookie', 'req.headers["x-api-key"]', 'req.headers["proxy-authorization"]',
-  'res.headers["set-cookie"]', '*.OPENAI_API_KEY', '*.ANTHROPIC_API_KEY', '*.apiKey', '*.api_key'
+  'res.headers["set-cookie"]', '*.OPENAI_API_KEY', '*.ANTHROPIC_API_KEY', '*.apiKey', '*.api_key', '*.BOOTSTRAP_ADMIN_KEY'
 ]
 
 /**

@@ -89,6 +89,8 @@ export const ConfigSchema = Type.Object({
   ALLOW_INSECURE: Type.Boolean({ default: false }),
   /** Keys from configuration, for simple deployments: `[{"name", "key" (24+ characters), "scopes": [...], "agents"?: [...]}]`. */
   API_KEYS: Type.String({ default: '' }),
+  /** A first-run admin key: with AUTH_MODE=apikey, stored once as the key `bootstrap-admin` when no key of that name was ever made. */
+  BOOTSTRAP_ADMIN_KEY: Type.String({ default: '' }),
   /** AUTH_MODE=jwt: the HS256 shared secret (32 or more characters); set this or JWT_JWKS_FILE. */
   JWT_SECRET: Type.String({ default: '' }),
   /** The audit chain's key (32+ characters): each row is an HMAC with it, so a rewrite needs it. Keep it outside DATA_DIR. Empty: a plain hash chain (accidents only). */
@@ -201,6 +203,9 @@ export function loadConfig (env: Record<string, string | undefined>, dotenv = fa
   if (raw.AUTH_MODE === 'jwt') checkJwtConfig(raw)
   for (const key of [raw.AUDIT_KEY, ...auditKeysRetired(raw)].filter((k) => k !== '')) {
     if (key.length < 32) throw new AH_ERR_CONFIG_INVALID('env/AUDIT_KEY and each of env/AUDIT_KEYS_RETIRED must be 32 or more characters (for example `openssl rand -hex 32`)')
+  }
+  if (raw.BOOTSTRAP_ADMIN_KEY !== '' && raw.BOOTSTRAP_ADMIN_KEY.length < 32) {
+    throw new AH_ERR_CONFIG_INVALID('env/BOOTSTRAP_ADMIN_KEY must be 32 or more characters (for example `openssl rand -hex 32`)')
   }
   const origins = corsOrigins(raw.CORS_ORIGINS)
   if (raw.CORS_CREDENTIALS && origins.includes('*')) {

@@ -186,3 +186,53 @@ t.test('the OpenAPI document names the bearer scheme and the 401/403/429 answers
   t.notOk('security' in doc.paths['/health'].get, '/health is public')
   t.notOk('429' in doc.paths['/health'].get.responses, '/health is not rate-limited')
 })
+
+t.test('first run: BOOTSTRAP_ADMIN_KEY makes one admin key, once; with no key at all the boot warns loudly', async (t) => {
+  const { buildApp } = await import('../src/app.js')
+  const dataDir = tempDataDir(t)
+  const boot = async (env: Record<string, string>): Promise<{ app: FastifyInstance, warnings: string[] }> => {
+    const warnings: string[] = []
+    const app = await buildApp(loadConfig({ DATA_DIR: dataDir, AUTH_MODE: 'apikey', WORKERS_PER_TYPE: '0', LOG_LEVEL: 'warn', AUDIT_KEY: 'k'.repeat(32), ...env }), {
+      logStream: { write: (line: string) => { warnings.push(String((JSON.parse(line) as { msg: string }).msg)) } }
+    })
+    return { app, warnings }
+  }
+  const noKey = /AUTH_MODE is apikey but no API key exists: every request but \/health and \/docs will be refused with 401\. Make one with `agent-host keys create --name admin --scopes admin`/
+
+  let { app, warnings } = await boot({})
+  t.match(warnings, [noKey], 'no key: a loud warning that says how to make one')
+  await app.close()
+
+  const chosen = 'operator-chosen-bootstrap-key-0123456789'
+  ;({ app, warnings } = await boot({ BOOTSTRAP_ADMIN_KEY: chosen }))
+  t.match(warnings, [/made the admin key "bootstrap-admin" from BOOTSTRAP_ADMIN_KEY/], 'made, and said so; no "no key" warning')
+  t.notOk(warnings.some((w) => noKey.test(w)))
+  t.equal((await app.inject({ url: '/v1/agents' })).statusCode, 401)
+  t.equal((await app.inject({ url: '/v1/agents', headers: { authorization: `Bearer ${chosen}` } })).statusCode, 200, 'the chosen key works')
+  t.equal((await app.inject({ url: '/metrics', headers: { authorization: `Bearer ${chosen}` } })).statusCode, 200, 'as an admin')
+  t.equal((await app.inject({ url: '/v1/agents', headers: { authorization: `Bearer ${chosen}x` } })).statusCode, 401, 'and only it')
+  const audit = (await app.inject({ url: '/v1/audit?action=key.create', headers: { authorization: `Bearer ${chosen}` } })).json() as { rows: Array<{ actor: string, details: { name: string } }> }
+  t.match(audit.rows, [{ actor: 'bootstrap', details: { name: 'bootstrap-admin' } }], 'audited')
+  t.equal(app.keys.list().length, 1)
+  await app.close()
+
+  ;({ app, warnings } = await boot({ BOOTSTRAP_ADMIN_KEY: chosen }))
+  t.same(warnings, [], 'the next boot makes nothing and warns of nothing')
+  t.equal(app.keys.list().length, 1)
+  t.equal(app.keys.revoke('bootstrap-admin'), 1)
+  await app.close()
+
+  ;({ app, warnings } = await boot({ BOOTSTRAP_ADMIN_KEY: chosen }))
+  t.equal((await app.inject({ url: '/v1/agents', headers: { authorization: `Bearer ${chosen}` } })).statusCode, 401, 'revoked is final: the setting does not bring it back')
+  t.match(warnings, [noKey], 'and with no usable key left, the warning is back')
+  await app.close()
+
+  ;({ app, warnings } = await boot({ BOOTSTRAP_ADMIN_KEY: chosen, API_KEYS: JSON.stringify([{ name: 'cfg', key: CONFIG_KEY, scopes: ['agents:read'] }]) }))
+  t.same(warnings, [], 'a key from API_KEYS is a usable key')
+  await app.close()
+
+  t.throws(() => loadConfig({ BOOTSTRAP_ADMIN_KEY: 'short' }), { message: /BOOTSTRAP_ADMIN_KEY must be 32 or more characters/ })
+  ;({ app, warnings } = await boot({ DATA_DIR: tempDataDir(t), AUTH_MODE: 'jwt', JWT_SECRET: 'x'.repeat(32), JWT_ISSUER: 'i', JWT_AUDIENCE: 'a', BOOTSTRAP_ADMIN_KEY: chosen }))
+  t.same(warnings, [], 'JWT mode: no keys are made or missed')
+  await app.close()
+})

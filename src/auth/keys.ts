@@ -1,4 +1,4 @@
-import { createHmac, randomBytes, timingSafeEqual } from 'node:crypto'
+import { createHash, createHmac, randomBytes, timingSafeEqual } from 'node:crypto'
 import type { Statement } from 'better-sqlite3'
 import type { Db } from '../storage/database.js'
 
@@ -48,6 +48,15 @@ interface KeyRow {
 
 const KEY = /^ahk_([0-9a-f]{16})_([A-Za-z0-9_-]{43})$/
 
+/** The name of the key BOOTSTRAP_ADMIN_KEY makes. */
+export const BOOTSTRAP_KEY_NAME = 'bootstrap-admin'
+
+/** The id and secret of a presented key: its own for `ahk_` keys, derived from the whole key for one an operator chose (BOOTSTRAP_ADMIN_KEY). */
+function split (key: string): { id: string, secret: string } {
+  const match = KEY.exec(key)
+  return match !== null ? { id: match[1] as string, secret: match[2] as string } : { id: createHash('sha256').update(key).digest('hex').slice(0, 16), secret: key }
+}
+
 function digest (salt: string, secret: string): Buffer {
   // the secrets are 256 random bits, so a keyed hash is enough (no password stretching needed)
   return createHmac('sha256', salt).update(secret).digest()
@@ -76,10 +85,12 @@ export class KeyStore {
     })
   }
 
-  /** Make a key. Returns the key (show it once: only its hash is kept) and its record. */
-  create (options: { name: string, scopes: string[], agents?: string[], expiresAt?: Date }): { key: string, record: ApiKeyRecord } {
-    const id = randomBytes(8).toString('hex')
-    const secret = randomBytes(32).toString('base64url')
+  /**
+   * Make a key. Returns the key (show it once: only its hash is kept) and its record. `key` stores a
+   * key the operator chose instead of making one.
+   */
+  create (options: { name: string, scopes: string[], agents?: string[], expiresAt?: Date, key?: string }): { key: string, record: ApiKeyRecord } {
+    const { id, secret } = options.key !== undefined ? split(options.key) : { id: randomBytes(8).toString('hex'), secret: randomBytes(32).toString('base64url') }
     const salt = randomBytes(16).toString('hex')
     const row: KeyRow = {
       id,
@@ -94,7 +105,22 @@ export class KeyStore {
     }
     this.#db.prepare(`INSERT INTO api_keys (id, name, salt, hash, scopes, agents, created_at, expires_at, revoked_at)
       VALUES (@id, @name, @salt, @hash, @scopes, @agents, @created_at, @expires_at, @revoked_at)`).run(row)
-    return { key: `ahk_${id}_${secret}`, record: toRecord(row) }
+    return { key: options.key ?? `ahk_${id}_${secret}`, record: toRecord(row) }
+  }
+
+  /**
+   * The first-run admin key (BOOTSTRAP_ADMIN_KEY): stored as `bootstrap-admin` with the `admin` scope
+   * unless a key of that name was ever made (so revoking it is final). Returns its record when made now.
+   */
+  bootstrap (key: string): ApiKeyRecord | undefined {
+    if (this.#db.prepare('SELECT 1 FROM api_keys WHERE name = ?').get(BOOTSTRAP_KEY_NAME) !== undefined) return undefined
+    return this.create({ name: BOOTSTRAP_KEY_NAME, scopes: ['admin'], key }).record
+  }
+
+  /** How many keys work now: stored ones neither revoked nor expired, and those of API_KEYS. */
+  usable (now = new Date()): number {
+    const row = this.#db.prepare('SELECT count(*) AS n FROM api_keys WHERE revoked_at IS NULL AND (expires_at IS NULL OR expires_at > ?)').get(now.toISOString()) as { n: number }
+    return row.n + this.#config.length
   }
 
   list (): ApiKeyRecord[] {
@@ -112,11 +138,10 @@ export class KeyStore {
     for (const c of this.#config) {
       if (timingSafeEqual(digest(c.salt, presented), c.hash)) return identity(c.record)
     }
-    const match = KEY.exec(presented)
-    if (match === null) return { refused: 'unknown' }
+    const { id, secret } = split(presented)
     this.#byId ??= this.#db.prepare('SELECT * FROM api_keys WHERE id = ?')
-    const row = this.#byId.get(match[1]) as KeyRow | undefined
-    if (row === undefined || !timingSafeEqual(digest(row.salt, match[2] as string), Buffer.from(row.hash, 'hex'))) return { refused: 'unknown' }
+    const row = this.#byId.get(id) as KeyRow | undefined
+    if (row === undefined || !timingSafeEqual(digest(row.salt, secret), Buffer.from(row.hash, 'hex'))) return { refused: 'unknown' }
     if (row.revoked_at !== null) return { refused: 'revoked' }
     if (row.expires_at !== null && Date.parse(row.expires_at) <= now.getTime()) return { refused: 'expired' }
     return identity(toRecord(row))

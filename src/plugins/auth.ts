@@ -2,7 +2,7 @@ import fp from 'fastify-plugin'
 import type { FastifyInstance, FastifyReply, FastifyRequest } from 'fastify'
 import fastifyJwt from '@fastify/jwt'
 import { identityOf, jwtOptions, refusalOf, type Refusal } from '../auth/jwt.js'
-import { ANONYMOUS, KeyStore, type Identity } from '../auth/keys.js'
+import { ANONYMOUS, BOOTSTRAP_KEY_NAME, KeyStore, type Identity } from '../auth/keys.js'
 import { grants, isPublic, ROUTE_SCOPES, routeKey } from '../auth/scopes.js'
 import { parseApiKeys } from '../config.js'
 import { AH_ERR_AUTH_REQUIRED, AH_ERR_FORBIDDEN, AH_ERR_REQUEST_INVALID } from '../errors.js'
@@ -56,6 +56,17 @@ async function auth (app: FastifyInstance): Promise<void> {
       route.schema = { ...route.schema, security: [{ bearerAuth: [] }], response: { 401: ErrorBody, 403: ErrorBody, ...response } } as typeof route.schema
     }
   })
+
+  if (config.AUTH_MODE === 'apikey') {
+    const made = config.BOOTSTRAP_ADMIN_KEY === '' ? undefined : keys.bootstrap(config.BOOTSTRAP_ADMIN_KEY)
+    if (made !== undefined) {
+      app.audit.append({ actor: 'bootstrap', action: 'key.create', resource: made.id, success: true, details: { name: made.name, scopes: made.scopes, from: 'BOOTSTRAP_ADMIN_KEY' } })
+      app.log.warn({ key: made.id }, `made the admin key "${BOOTSTRAP_KEY_NAME}" from BOOTSTRAP_ADMIN_KEY (once: it is not made again, even if revoked). Make your own keys with it, then revoke it (agent-host keys revoke ${BOOTSTRAP_KEY_NAME}) and unset the setting`)
+    }
+    if (keys.usable() === 0) {
+      app.log.warn('AUTH_MODE is apikey but no API key exists: every request but /health and /docs will be refused with 401. Make one with `agent-host keys create --name admin --scopes admin` (in the container: `docker exec <container> node dist/src/cli.js keys create --name admin --scopes admin`), or set BOOTSTRAP_ADMIN_KEY or API_KEYS')
+    }
+  }
 
   if (config.AUTH_MODE === 'off') {
     app.log.warn({ host: config.HOST }, 'AUTH_MODE is off: every caller may do anything. Set AUTH_MODE=apikey before exposing this server')

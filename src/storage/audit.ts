@@ -42,6 +42,9 @@ export interface AuditRow {
   integrity_hash: string
 }
 
+/** How many rows {@link AuditLog.verify} checks between two calls of its `onProgress`. */
+export const AUDIT_PROGRESS_ROWS = 1000
+
 /** The outcome of {@link AuditLog.verify}. */
 export interface AuditVerification {
   ok: boolean
@@ -211,8 +214,10 @@ export class AuditLog {
    * every row well formed and in sequence, every link and hash (HMAC with the key the row names),
    * no plain row after a keyed one, the head, and each checkpoint's row count and head hash (a
    * signed checkpoint must carry a good signature). The first fault found is the answer.
+   * @param options `onProgress(rows, total)`: called every {@link AUDIT_PROGRESS_ROWS} rows checked,
+   *   `total` being the last row's id (what a whole log holds)
    */
-  verify (checkpoints: readonly FoundCheckpoint[] = []): AuditVerification {
+  verify (checkpoints: readonly FoundCheckpoint[] = [], options: { onProgress?: (rows: number, total: number) => void } = {}): AuditVerification {
     const started = process.hrtime.bigint()
     let rows = 0
     let keyedRows = 0
@@ -230,7 +235,9 @@ export class AuditLog {
     const byRow = new Map<number, FoundCheckpoint[]>()
     for (const c of anchors) byRow.set(c.rows, [...(byRow.get(c.rows) ?? []), c])
     let iterator: Iterable<RawRow>
+    let total = 0
     try {
+      if (options.onProgress !== undefined) total = (this.#db.prepare('SELECT max(audit_id) AS n FROM audit_log').get() as { n: number | null }).n ?? 0
       iterator = this.#db.prepare('SELECT * FROM audit_log ORDER BY audit_id').iterate() as Iterable<RawRow>
     } catch (err) {
       return done({ ok: false, reason: `the audit_log table cannot be read: ${(err as Error).message}` })
@@ -262,6 +269,7 @@ export class AuditLog {
       }
       previous = stored
       rows = expected
+      if (rows % AUDIT_PROGRESS_ROWS === 0) options.onProgress?.(rows, total)
     }
     const beyond = anchors.filter((c) => c.rows > rows).sort((a, b) => b.rows - a.rows)[0]
     if (beyond !== undefined) return done({ ok: false, first_bad_row: rows + 1, missing: { from: rows + 1, to: beyond.rows }, reason: `rows ${rows + 1}..${beyond.rows} are missing: the checkpoint ${beyond.source} (${beyond.at}) counted ${beyond.rows}` })
