@@ -1,18 +1,18 @@
 import { parseArgs } from 'node:util'
 import { auditKeysRetired, loadConfig } from './config.js'
-import { DB_FILE, openDatabase } from './storage/database.js'
+import { DB_FILE, openDatabase, type Db } from './storage/database.js'
 import { existsSync } from 'node:fs'
 import { join } from 'node:path'
 import Database from 'better-sqlite3'
 import { CHECKPOINT_FILE, parseCheckpoint, readCheckpoints, type FoundCheckpoint } from './storage/audit-checkpoints.js'
 import { AuditKeyring } from './storage/audit-key.js'
-import { AuditLog } from './storage/audit.js'
+import { AuditLog, type AuditVerification } from './storage/audit.js'
 import { EventStore } from './storage/events.js'
 import { loadAgents } from './agents/loader.js'
 import { FileTaskStore } from './runtime/file-task-store.js'
 import { SqliteTaskStore } from './runtime/sqlite-task-store.js'
 import { WorkerPool } from './runtime/worker-pool.js'
-import { KeyStore } from './auth/keys.js'
+import { KeyStore, type ApiKeyRecord } from './auth/keys.js'
 import { createBackends } from './backends/registry.js'
 import { EventBus } from './bus/event-bus.js'
 import { subscribeAgents } from './bus/agent-subscriptions.js'
@@ -21,6 +21,8 @@ import { retryBusy } from './storage/busy.js'
 import { randomUUID } from 'node:crypto'
 import { userInfo } from 'node:os'
 import { SCOPES } from './auth/scopes.js'
+import { newAgent } from './scaffold.js'
+import type { Progress } from './terminal-progress.js'
 
 const USAGE = `usage: agent-host <command>
 
@@ -33,10 +35,19 @@ commands:
                                                 work the task graph as task agent T until SIGTERM/SIGINT
   keys create --name N --scopes s1,s2 [--agents a,b] [--expires 30d|ISO date]
                                                 make an API key and print it (once: only its hash is kept)
-  keys list                                     the keys: id, name, scopes, agents, expiry, revocation
+  keys list [--json]                            the keys, under a header: id, name, scopes, agents, created,
+                                                expiry, state (never the key); columns aligned on a terminal,
+                                                tab-separated when piped; --json: one JSON array
   keys revoke ID|NAME                           revoke a key
+  new agent NAME [--stream | --task | --contract]
+                                                write a working agent, AGENTS_DIR/NAME/index.ts (default
+                                                agents/), and its test, test/agents/NAME.test.ts: a JSON
+                                                agent; --stream an SSE agent; --task a task agent;
+                                                --contract a contract agent (a task agent too); run it
+                                                from the project's root; it never overwrites
 
-Settings come from the environment as for the server (DATA_DIR, AGENTS_DIR, TASK_STORE, TASK_*).`
+Settings come from the environment as for the server (DATA_DIR, AGENTS_DIR, TASK_STORE, TASK_*).
+On a terminal, long work (audit verify, database migrations) shows its progress on stderr.`
 
 /** Where a command writes, and what stops a long-running one. */
 export interface CommandIo {
@@ -44,6 +55,38 @@ export interface CommandIo {
   err: (line: string) => void
   /** Stops `worker` (the CLI wires SIGTERM and SIGINT to it). */
   signal?: AbortSignal
+  /** The project folder `new` writes into (default: the current directory). */
+  cwd?: string
+  /** Where long work reports how far it got (the CLI gives one only when stderr is a terminal). */
+  progress?: Progress
+  /** `out` goes to a terminal: tables are aligned for reading, not tab-separated. */
+  outIsTerminal?: boolean
+}
+
+/** DATA_DIR's database, its pending migrations (if any) shown on `io.progress`. */
+function openData (dataDir: string, io: CommandIo): Db {
+  const progress = io.progress
+  if (progress === undefined) return openDatabase(dataDir)
+  try {
+    return openDatabase(dataDir, { onMigration: (step, index, pending) => { progress.update(index, pending, `migrating the database (${step.version}: ${step.description})`) } })
+  } finally {
+    progress.end()
+  }
+}
+
+/** Rows under a header: tab-separated, or on a terminal in columns padded to their widest cell. */
+function table (header: string[], rows: string[][], io: CommandIo): void {
+  if (io.outIsTerminal !== true) {
+    for (const row of [header, ...rows]) io.out(row.join('\t'))
+    return
+  }
+  const widths = header.map((h, i) => Math.max(h.length, ...rows.map((r) => (r[i] ?? '').length)))
+  for (const row of [header, ...rows]) io.out(row.map((cell, i) => i === row.length - 1 ? cell : cell.padEnd(widths[i] ?? 0)).join('  '))
+}
+
+/** A key as `keys list --json` prints it: the record's fields, named, never its hash. */
+function keyJson (k: ApiKeyRecord): Pick<ApiKeyRecord, 'id' | 'name' | 'scopes' | 'agents' | 'created_at' | 'expires_at' | 'revoked_at'> {
+  return { id: k.id, name: k.name, scopes: k.scopes, agents: k.agents, created_at: k.created_at, expires_at: k.expires_at, revoked_at: k.revoked_at }
 }
 
 async function worker (type: string | undefined, concurrency: number, env: Record<string, string | undefined>, io: CommandIo): Promise<number> {
@@ -55,7 +98,7 @@ async function worker (type: string | undefined, concurrency: number, env: Recor
     io.err(`no task agent of type "${type}" in ${config.AGENTS_DIR} (found: ${taskAgents.map((a) => a.agent.agentType).join(', ') || 'none'})`)
     return 2
   }
-  const db = openDatabase(config.DATA_DIR)
+  const db = openData(config.DATA_DIR, io)
   const store = config.TASK_STORE === 'sqlite' ? new SqliteTaskStore(db) : new FileTaskStore(config.DATA_DIR, { staleMs: config.TASK_LOCK_STALE_MS })
   const log = {
     info: (obj: object, msg?: string) => { io.out(JSON.stringify({ level: 'info', msg, ...obj })) },
@@ -121,7 +164,14 @@ function auditVerify (values: { checkpoint?: string[], 'checkpoint-file'?: strin
   }
   const db = new Database(file, { readonly: true, fileMustExist: true })
   try {
-    const result = new AuditLog(db, new AuditKeyring(config.AUDIT_KEY, auditKeysRetired(config)), { readOnly: true }).verify(checkpoints)
+    const onProgress = io.progress === undefined ? undefined : (rows: number, total: number) => { io.progress?.update(rows, total, 'verifying audit rows') }
+    let result: AuditVerification
+    // the line is cleared before the verdict, which would otherwise be printed after it on the same row
+    try {
+      result = new AuditLog(db, new AuditKeyring(config.AUDIT_KEY, auditKeysRetired(config)), { readOnly: true }).verify(checkpoints, { onProgress })
+    } finally {
+      io.progress?.end()
+    }
     const verdict = problems.length > 0 && result.ok ? { ...result, ok: false, reason: problems.join('; ') } : result
     io.out(JSON.stringify(verdict))
     if (verdict.ok && verdict.keyed_rows < verdict.rows) io.err(`${verdict.rows - verdict.keyed_rows} rows are not signed (written without AUDIT_KEY): they are checked against accidents and the checkpoints only`)
@@ -139,7 +189,7 @@ function expiry (text: string): Date | undefined {
   return /^\d{4}-\d\d-\d\d/.test(text) && !Number.isNaN(date.getTime()) ? date : undefined
 }
 
-async function keys (sub: string | undefined, target: string | undefined, values: { name?: string, scopes?: string, agents?: string, expires?: string }, env: Record<string, string | undefined>, io: CommandIo): Promise<number> {
+async function keys (sub: string | undefined, target: string | undefined, values: { name?: string, scopes?: string, agents?: string, expires?: string, json?: boolean }, env: Record<string, string | undefined>, io: CommandIo): Promise<number> {
   const list = (v: string | undefined): string[] => (v ?? '').split(',').map((s) => s.trim()).filter((s) => s !== '')
   if (sub !== 'create' && sub !== 'list' && sub !== 'revoke') { io.err(`keys needs create, list or revoke\n\n${USAGE}`); return 2 }
   let expiresAt: Date | undefined
@@ -160,7 +210,7 @@ async function keys (sub: string | undefined, target: string | undefined, values
     const unknown = agents.filter((a) => registry.get(a) === undefined)
     if (unknown.length > 0) { io.err(`no agent ${unknown.map((a) => `"${a}"`).join(', ')} in ${config.AGENTS_DIR} (known: ${registry.list().map((h) => h.manifest.metadata.name).join(', ')})`); return 2 }
   }
-  const db = openDatabase(config.DATA_DIR)
+  const db = openData(config.DATA_DIR, io)
   try {
     const store = new KeyStore(db)
     // who ran the command on this machine: the operating-system user (keys are made outside the HTTP API)
@@ -175,7 +225,11 @@ async function keys (sub: string | undefined, target: string | undefined, values
       return 0
     }
     if (sub === 'list') {
-      for (const k of store.list()) io.out([k.id, k.name, k.scopes.join(','), k.agents?.join(',') ?? '*', k.expires_at ?? 'never', k.revoked_at === null ? 'active' : `revoked ${k.revoked_at}`].join('\t'))
+      const listed = store.list()
+      if (values.json === true) { io.out(JSON.stringify(listed.map(keyJson))); return 0 }
+      table(['ID', 'NAME', 'SCOPES', 'AGENTS', 'CREATED', 'EXPIRES', 'STATE'], listed.map((k) => [
+        k.id, k.name, k.scopes.join(','), k.agents?.join(',') ?? '*', k.created_at, k.expires_at ?? 'never', k.revoked_at === null ? 'active' : `revoked ${k.revoked_at}`
+      ]), io)
       return 0
     }
     const revoked = target === undefined ? 0 : store.revoke(target)
@@ -208,6 +262,10 @@ export async function main (argv: string[], env: Record<string, string | undefin
         expires: { type: 'string' },
         checkpoint: { type: 'string', multiple: true },
         'checkpoint-file': { type: 'string', multiple: true },
+        json: { type: 'boolean' },
+        stream: { type: 'boolean' },
+        task: { type: 'boolean' },
+        contract: { type: 'boolean' },
         help: { type: 'boolean', short: 'h' }
       }
     })
@@ -222,6 +280,7 @@ export async function main (argv: string[], env: Record<string, string | undefin
   }
   const scoped = { ...env, ...(parsed.values['data-dir'] !== undefined ? { DATA_DIR: parsed.values['data-dir'] } : {}) }
   if (command === 'audit' && sub === 'verify') return auditVerify(parsed.values, scoped, io)
+  if (command === 'new') return await newAgent(parsed.positionals.slice(1), parsed.values, { root: io.cwd ?? process.cwd(), env }, io)
   if (command === 'keys') return await keys(sub, parsed.positionals[2], parsed.values, scoped, io)
   if (command === 'worker') {
     const concurrency = Number(parsed.values.concurrency)

@@ -1,0 +1,161 @@
+import t from 'tap'
+import { execFile } from 'node:child_process'
+import { existsSync, mkdirSync, mkdtempSync, readFileSync, rmSync, symlinkSync, writeFileSync } from 'node:fs'
+import { tmpdir } from 'node:os'
+import { join } from 'node:path'
+import { fileURLToPath } from 'node:url'
+import { ESLint } from 'eslint'
+import { main } from '../src/commands.js'
+import type { Teardown } from './helper.js'
+
+// Issue 17: `agent-host new agent NAME` must make a working agent of each style, and a test for it
+// that passes as generated. Each style is generated into a temporary project (the repository's src/,
+// test helpers and node_modules linked in), then linted, typechecked, and its test run by tap in a
+// child process.
+
+const ROOT = fileURLToPath(new URL('../', import.meta.url))
+
+/** A temporary agent-host project: src/ and node_modules linked to the repository's, test helpers, package.json (none: null). */
+function project (t: Teardown, packageJson: unknown = JSON.parse(readFileSync(join(ROOT, 'package.json'), 'utf8'))): string {
+  const dir = mkdtempSync(join(tmpdir(), 'agent-host-scaffold-'))
+  t.teardown(() => { rmSync(dir, { recursive: true, force: true }) })
+  symlinkSync(join(ROOT, 'src'), join(dir, 'src'), 'dir')
+  symlinkSync(join(ROOT, 'node_modules'), join(dir, 'node_modules'), 'dir')
+  mkdirSync(join(dir, 'test'))
+  for (const helper of ['helper.ts', 'sse.ts']) symlinkSync(join(ROOT, 'test', helper), join(dir, 'test', helper))
+  if (packageJson !== null) writeFileSync(join(dir, 'package.json'), JSON.stringify(packageJson))
+  return dir
+}
+
+/** `agent-host new ...` in `cwd`: its exit code and what it printed. */
+async function scaffold (cwd: string | undefined, args: string[], env: Record<string, string> = {}): Promise<{ code: number, out: string, err: string }> {
+  const out: string[] = []
+  const err: string[] = []
+  const code = await main(['new', ...args], env, { out: (l) => { out.push(l) }, err: (l) => { err.push(l) }, ...(cwd !== undefined ? { cwd } : {}) })
+  return { code, out: out.join('\n'), err: err.join('\n') }
+}
+
+/** Run a command; its exit code and output, never a rejection. */
+async function run (command: string, args: string[], cwd: string): Promise<{ code: number, output: string }> {
+  // tap's coverage hooks (NODE_OPTIONS, _TAPJS_*) and its child markers (TAP*) belong to this test's process, not the child's run
+  const env = Object.fromEntries(Object.entries(process.env).filter(([name]) => name !== 'NODE_OPTIONS' && !name.startsWith('_TAPJS_') && !name.startsWith('TAP')))
+  return await new Promise((resolve) => {
+    execFile(command, args, { cwd, env, maxBuffer: 64 * 1024 * 1024 }, (error, stdout, stderr) => {
+      resolve({ code: error === null ? 0 : typeof error.code === 'number' ? error.code : 1, output: `${stdout}${stderr}` })
+    })
+  })
+}
+
+const STYLES = [
+  { name: 'greeter', flags: [], made: 'a JSON agent (request_response)' },
+  { name: 'reverser', flags: ['--stream'], made: 'an SSE agent (server_sent_events)' },
+  { name: 'number-stats', flags: ['--task'], made: 'a task agent of type "number-stats"' },
+  { name: 'text-report', flags: ['--contract'], made: 'a contract agent (seed 003), also a task agent' }
+] as const
+
+t.test('every style is made lint-clean and typed, and its generated test passes under tap', { timeout: 170_000 }, async (t) => {
+  const dir = project(t)
+  const made: string[] = []
+  for (const style of STYLES) {
+    const { code, out, err } = await scaffold(dir, ['agent', style.name, ...style.flags], { USER: 'ada' })
+    t.equal(code, 0, err)
+    const id = /id ([0-9a-f-]{36}):/.exec(out)?.[1]
+    t.match(out, `made ${style.made}`)
+    t.match(out, `agents/${style.name}/index.ts\n  test/agents/${style.name}.test.ts`)
+    t.match(out, `npx tap test/agents/${style.name}.test.ts`)
+    t.match(out, style.name === 'number-stats' ? `curl -s http://127.0.0.1:3000/v1/tasks/${style.name}-1` : `"agent_id":"${id ?? 'no id printed'}"`, 'the curl calls the new agent')
+    t.match(readFileSync(join(dir, 'agents', style.name, 'index.ts'), 'utf8'), style.name === 'number-stats' ? `readonly agentType = '${style.name}'` : `id: '${id ?? ''}'`)
+    made.push(`test/agents/${style.name}.test.ts`)
+  }
+  // AGENTS_DIR inside the project but not agents/: the agent goes there, its test loads that folder
+  const elsewhere = await scaffold(dir, ['agent', 'far-greeter'], { AGENTS_DIR: 'lib/agents', USER: 'Ada O\'Hara "the first"' })
+  t.equal(elsewhere.code, 0, elsewhere.err)
+  t.match(elsewhere.out, 'lib/agents/far-greeter/index.ts')
+  t.match(elsewhere.out, 'note: npm run build compiles only agents/, so npm start does not serve lib/agents/')
+  t.match(readFileSync(join(dir, 'lib/agents/far-greeter/index.ts'), 'utf8'), 'from \'../../../src/agents/index.js\'')
+  t.match(readFileSync(join(dir, 'test/agents/far-greeter.test.ts'), 'utf8'), 'new URL(\'../../lib/agents/\', import.meta.url)')
+  made.push('test/agents/far-greeter.test.ts')
+
+  const options = JSON.parse(readFileSync(join(ROOT, 'tsconfig.json'), 'utf8')) as { compilerOptions: Record<string, unknown> }
+  const { rootDir: _rootDir, outDir: _outDir, ...compilerOptions } = options.compilerOptions
+  writeFileSync(join(dir, 'tsconfig.json'), JSON.stringify({ compilerOptions: { ...compilerOptions, noEmit: true }, include: ['agents', 'lib', 'test/agents'] }))
+  const [tap, tsc, lint] = await Promise.all([
+    run('npx', ['tap', '--disable-coverage', '--reporter=tap', ...made], dir),
+    run(process.execPath, [join(ROOT, 'node_modules/typescript/bin/tsc'), '-p', 'tsconfig.json'], dir),
+    new ESLint({ cwd: dir, overrideConfigFile: join(ROOT, 'eslint.config.js') }).lintFiles(['agents', 'lib', 'test/agents'])
+  ])
+  for (const file of made) t.match(tap.output, new RegExp(`^ok \\d+ - ${file} #`, 'm'), `${file} passes`)
+  t.equal(tap.code, 0, 'tap passes')
+  // src/'s own type errors are `npm run typecheck`'s; here only the generated files' count (and a tsc that could not run)
+  t.ok(tsc.code === 0 || tsc.output.includes('error TS'), `tsc ran: ${tsc.output}`)
+  t.same(tsc.output.split('\n').filter((line) => line.includes('error TS') && !line.startsWith('src/')), [], 'the generated files typecheck')
+  t.equal(lint.length, made.length * 2, 'every generated file was linted')
+  t.same(lint.filter((r) => r.messages.length > 0).map((r) => ({ file: r.filePath, messages: r.messages.map((m) => `${m.line}: ${m.message}`) })), [], 'lint-clean')
+})
+
+t.test('--contract --task is a contract agent (it works the task graph anyway); the usage names new agent', async (t) => {
+  const dir = project(t)
+  const both = await scaffold(dir, ['agent', 'both', '--contract', '--task'])
+  t.equal(both.code, 0, both.err)
+  t.match(both.out, 'made a contract agent')
+  t.match(readFileSync(join(dir, 'agents/both/index.ts'), 'utf8'), 'defineContractAgent({')
+  t.match(readFileSync(join(dir, 'agents/both/index.ts'), 'utf8'), 'author: \'me\'', 'the author is "me" when USER is not set')
+  const help: string[] = []
+  t.equal(await main(['--help'], {}, { out: (l) => { help.push(l) }, err: () => {} }), 0)
+  t.match(help.join('\n'), 'new agent NAME [--stream | --task | --contract]')
+})
+
+t.test('the serve step is npm run dev when the project has that script, else tsx', async (t) => {
+  for (const [packageJson, serve] of [[{ scripts: { dev: 'tsx src/server.ts' } }, 'npm run dev'], [{ name: 'no-scripts' }, 'npx tsx src/server.ts'], [null, 'npx tsx src/server.ts']] as const) {
+    const dir = project(t, packageJson)
+    const made = await scaffold(dir, ['agent', 'greeter'])
+    t.equal(made.code, 0, made.err)
+    t.match(made.out, `\n  ${serve}\n`, JSON.stringify(packageJson))
+  }
+})
+
+t.test('refused: a name that is not lower-case kebab case, a wrong command line, contradictory flags', async (t) => {
+  const dir = project(t)
+  for (const name of ['Greeter', 'greeter_bot', 'greeter bot', 'greeter-', 'greet--er', '1greeter', '.greeter', '_shared', 'a'.repeat(65)]) {
+    const { code, err } = await scaffold(dir, ['agent', name])
+    t.equal(code, 2, name)
+    t.match(err, `agent name "${name}" must be lower-case kebab case: a letter, then letters, digits and single hyphens, at most 64 characters`)
+  }
+  t.equal((await scaffold(undefined, ['agent', 'Bad'])).code, 2, 'the name is checked before the folder')
+  for (const args of [['agent'], ['thing', 'greeter'], [], ['agent', 'one', 'two']]) {
+    t.match(await scaffold(dir, args), { code: 2, err: /^usage: agent-host new agent NAME \[--stream \| --task \| --contract\]$/ }, args.join(' '))
+  }
+  t.match(await scaffold(dir, ['agent', 'x', '--contract', '--stream']), { code: 2, err: /--contract and --stream do not combine: a contract agent answers with one AgentOutput/ })
+  t.match(await scaffold(dir, ['agent', 'x', '--task', '--stream']), { code: 2, err: /--task and --stream do not combine: a task agent answers the task graph, not a client/ })
+  t.match(await scaffold(dir, ['agent', 'x', '--task', '--stream', '--contract']), { code: 2, err: /do not combine/ })
+  t.match(await scaffold(dir, ['agent', 'x', '--shiny']), { code: 2, err: /Unknown option '--shiny'/ })
+  t.notOk(existsSync(join(dir, 'agents')), 'nothing was written')
+})
+
+t.test('refused: outside a project, AGENTS_DIR outside the project', async (t) => {
+  const empty = mkdtempSync(join(tmpdir(), 'agent-host-scaffold-'))
+  t.teardown(() => { rmSync(empty, { recursive: true, force: true }) })
+  t.match(await scaffold(empty, ['agent', 'greeter']), { code: 2, err: `${empty} is not the root of an agent-host project (it has no src/agents/index.ts)` })
+  const dir = project(t)
+  t.match(await scaffold(dir, ['agent', 'greeter'], { AGENTS_DIR: empty }), { code: 2, err: `AGENTS_DIR is ${empty}, outside this project (${dir})` })
+  t.match(await scaffold(dir, ['agent', 'greeter'], { AGENTS_DIR: '../elsewhere' }), { code: 2, err: /outside this project/ })
+  t.notOk(existsSync(join(dir, 'test', 'agents')), 'nothing was written')
+})
+
+t.test('never overwrites: an agent folder or a test already there refuses the name', async (t) => {
+  const dir = project(t)
+  t.equal((await scaffold(dir, ['agent', 'greeter'])).code, 0)
+  const agent = join(dir, 'agents/greeter/index.ts')
+  const test = join(dir, 'test/agents/greeter.test.ts')
+  writeFileSync(agent, '// mine\n')
+  t.match(await scaffold(dir, ['agent', 'greeter', '--stream']), { code: 1, err: 'agents/greeter and test/agents/greeter.test.ts already there: agent-host new never overwrites (pick another name, or remove them first)' })
+  t.equal(readFileSync(agent, 'utf8'), '// mine\n', 'the agent is untouched')
+  rmSync(join(dir, 'agents/greeter'), { recursive: true })
+  const before = readFileSync(test, 'utf8')
+  t.match(await scaffold(dir, ['agent', 'greeter']), { code: 1, err: 'test/agents/greeter.test.ts already there: agent-host new never overwrites (pick another name, or remove it first)' })
+  t.equal(readFileSync(test, 'utf8'), before, 'the test is untouched')
+  t.notOk(existsSync(join(dir, 'agents/greeter')), 'and no agent was made without its test')
+  rmSync(test)
+  mkdirSync(join(dir, 'agents/empty'))
+  t.match(await scaffold(dir, ['agent', 'empty']), { code: 1, err: /^agents\/empty already there/ }, 'an empty folder counts')
+})
