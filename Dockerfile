@@ -1,6 +1,9 @@
 # syntax=docker/dockerfile:1
+# Node.js 24, the current LTS (the package also runs on Node 20: see "Supported runtimes" in the README).
+# test/deploy/dockerfile.test.ts runs this file's steps outside Docker, so a broken step fails CI.
+
 # Build stage: the same steps as CI (npm ci, build), then drop the dev dependencies.
-FROM node:20-bookworm-slim AS build
+FROM node:24-bookworm-slim AS build
 RUN apt-get update \
  && apt-get install -y --no-install-recommends python3 make g++ \
  && rm -rf /var/lib/apt/lists/*
@@ -15,7 +18,11 @@ COPY client ./client
 RUN npm run build && npm prune --omit=dev
 
 # Runtime stage: production dependencies, the compiled server and agents, and the playground, as a non-root user.
-FROM node:20-bookworm-slim
+FROM node:24-bookworm-slim
+# tini is PID 1: it reaps the subprocesses agents spawn (cli-agent) and passes SIGTERM on to node
+RUN apt-get update \
+ && apt-get install -y --no-install-recommends tini \
+ && rm -rf /var/lib/apt/lists/*
 ENV NODE_ENV=production \
     HOST=0.0.0.0 \
     AUTH_MODE=apikey \
@@ -30,11 +37,16 @@ COPY --from=build --chown=node:node /app/client/package.json ./client/package.js
 COPY --from=build --chown=node:node /app/client/dist ./client/dist
 COPY --chown=node:node playground ./playground
 COPY --chown=node:node docs ./docs
-RUN mkdir -p /app/data && chown node:node /app/data
+# the data volume belongs to node (uid 1000): a bind mount must too (the server says so at boot if not);
+# agents mounted anywhere (AGENTS_DIR=/agents) import the authoring API as 'agent-host' through /node_modules
+RUN mkdir -p /app/data /node_modules \
+ && chown node:node /app/data \
+ && ln -s /app /node_modules/agent-host
 USER node
 VOLUME ["/app/data"]
 EXPOSE 3000
 HEALTHCHECK --interval=15s --timeout=3s --start-period=10s --retries=3 \
   CMD ["node", "-e", "fetch('http://127.0.0.1:' + (process.env.PORT || 3000) + '/health').then((r) => process.exit(r.ok ? 0 : 1), () => process.exit(1))"]
-# node, not npm, so that SIGTERM reaches the server and its graceful shutdown.
-CMD ["node", "dist/src/server.js"]
+ENTRYPOINT ["/usr/bin/tini", "--"]
+# node, not npm, so that SIGTERM reaches the server and its graceful shutdown
+CMD ["node", "--enable-source-maps", "dist/src/server.js"]
