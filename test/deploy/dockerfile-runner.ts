@@ -64,7 +64,7 @@ function envOf (args: string): Record<string, string> {
 
 function installed (pkg: string): boolean {
   try {
-    return execFileSync('dpkg-query', ['-W', '-f=' + '${Status}', pkg], { encoding: 'utf8' }).includes('install ok installed')
+    return execFileSync('dpkg', ['-s', pkg], { encoding: 'utf8', stdio: ['ignore', 'pipe', 'ignore'] }).includes('Status: install ok installed')
   } catch {
     return false
   }
