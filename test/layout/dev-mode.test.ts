@@ -1,0 +1,96 @@
+import t from 'tap'
+import { spawn } from 'node:child_process'
+import { mkdirSync, mkdtempSync, rmSync, symlinkSync, writeFileSync } from 'node:fs'
+import { createServer } from 'node:net'
+import { tmpdir } from 'node:os'
+import { join } from 'node:path'
+import { fileURLToPath } from 'node:url'
+import { envelope } from '../helper.js'
+
+// Issue 17: `npm run dev` runs the TypeScript sources, serves a changed agent within ~2 s (on an idle
+// machine; the bound here is for a loaded CI one), logs pretty lines and names .ts files in stacks.
+// The agent lives outside the repository and imports 'agent-host' (the `development` condition: the
+// sources), as an author's own project would.
+
+const ROOT = fileURLToPath(new URL('../../', import.meta.url))
+const ID = '5d7f0c1e-9b2a-4c3d-8e4f-6a7b8c9d0e1f'
+
+const agent = (version: number): string => `import { defineAgent } from 'agent-host'
+
+export default defineAgent({
+  manifest: {
+    metadata: { id: '${ID}', name: 'hello', version: '1.0.${version}', author: 'me', created_at: '2026-11-25T00:00:00.000Z' },
+    capabilities: [{ name: 'hello', description: 'hello', delivery_mode: 'request_response', inputs: { type: 'object', properties: { fail: { type: 'boolean' } } } }]
+  },
+  async assist (request, _session, response) {
+    if (request.payload.fail === true) throw new Error('broken on purpose')
+    await response.result({ version: ${version} })
+  }
+})
+`
+
+async function freePort (): Promise<number> {
+  return await new Promise((resolve) => {
+    const server = createServer().listen(0, '127.0.0.1', () => {
+      const { port } = server.address() as { port: number }
+      server.close(() => { resolve(port) })
+    })
+  })
+}
+
+t.test('npm run dev: an edited agent is served after a restart, logs are pretty, stacks name .ts files', { timeout: 120_000 }, async (t) => {
+  const project = mkdtempSync(join(tmpdir(), 'agent-host-dev-'))
+  t.teardown(() => { rmSync(project, { recursive: true, force: true }) })
+  mkdirSync(join(project, 'node_modules'))
+  symlinkSync(ROOT, join(project, 'node_modules/agent-host'), 'dir')
+  writeFileSync(join(project, 'package.json'), '{"type":"module"}')
+  mkdirSync(join(project, 'agents/hello'), { recursive: true })
+  writeFileSync(join(project, 'agents/hello/index.ts'), agent(1))
+
+  const port = await freePort()
+  const env = Object.fromEntries(Object.entries(process.env).filter(([k]) => k !== 'NODE_OPTIONS' && !k.startsWith('_TAPJS') && !k.startsWith('TAP')))
+  const dev = spawn('npm', ['run', 'dev'], {
+    cwd: ROOT,
+    env: { ...env, PORT: String(port), AGENTS_DIR: join(project, 'agents'), DATA_DIR: join(project, 'data'), AUDIT_KEY: 'k'.repeat(32), WORKERS_PER_TYPE: '0', FORCE_COLOR: '0' },
+    stdio: ['ignore', 'pipe', 'pipe'],
+    detached: true
+  })
+  let output = ''
+  dev.stdout.on('data', (chunk: Buffer) => { output += chunk.toString() })
+  dev.stderr.on('data', (chunk: Buffer) => { output += chunk.toString() })
+  const exited = new Promise((resolve) => dev.once('exit', resolve))
+  t.teardown(async () => {
+    try { process.kill(-(dev.pid as number), 'SIGTERM') } catch {}
+    await exited
+  })
+
+  const call = async (payload: Record<string, unknown> = {}): Promise<{ status: number, body: { output?: { version?: number } } } | undefined> => {
+    try {
+      const res = await fetch(`http://127.0.0.1:${port}/v1/assist`, { method: 'POST', headers: { 'content-type': 'application/json' }, body: JSON.stringify(envelope(ID, payload)) })
+      return { status: res.status, body: await res.json() as { output?: { version?: number } } }
+    } catch {
+      return undefined
+    }
+  }
+  const until = async (what: string, check: () => Promise<boolean>, ms = 60_000): Promise<void> => {
+    for (const deadline = Date.now() + ms; !(await check());) {
+      if (Date.now() > deadline) throw new Error(`${what} not within ${ms} ms:\n${output}`)
+      await new Promise((resolve) => setTimeout(resolve, 50))
+    }
+  }
+
+  await until('the first answer', async () => (await call())?.body.output?.version === 1)
+  t.match(output, /\[\d\d:\d\d:\d\d\.\d{3}\] INFO: agents loaded/, 'pretty log lines, not JSON')
+  t.notMatch(output, /^\{"level"/m)
+
+  const changed = Date.now()
+  writeFileSync(join(project, 'agents/hello/index.ts'), agent(2))
+  await until('the edited agent', async () => (await call())?.body.output?.version === 2)
+  t.comment(`the edited agent answered ${Date.now() - changed} ms after the save (load average ${(await import('node:os')).loadavg()[0]?.toFixed(1) ?? '?'})`)
+  t.pass('the edited agent is served')
+
+  const failed = await call({ fail: true })
+  t.equal(failed?.status, 502)
+  await until('the agent error in the log', async () => /broken on purpose/.test(output), 10_000)
+  t.match(output, /agents\/hello\/index\.ts:\d+:\d+/, 'the stack names the agent\'s .ts file and line')
+})
