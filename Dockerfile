@@ -2,8 +2,11 @@
 # Node.js 24, the current LTS (the package also runs on Node 20: see "Supported runtimes" in the README).
 # test/deploy/dockerfile.test.ts runs this file's steps outside Docker, so a broken step fails CI.
 
-# Build stage: the same steps as CI (npm ci, build), then drop the dev dependencies.
-FROM node:24-bookworm-slim AS build
+# Build stage: the same steps as CI (npm ci, build), then drop the dev dependencies. Node 24.18.1 here,
+# because better-sqlite3 12 compiled against Node >= 24.19's headers aborts in Statement::~Statement
+# (nodejs/node#65446); compiled against 24.18.1's it runs on every 24.x, as in the runtime stage below.
+# (better-sqlite3 13 fixes it but needs Node 22; the package still supports Node 20.)
+FROM node:24.18.1-bookworm-slim AS build
 RUN apt-get update \
  && apt-get install -y --no-install-recommends python3 make g++ \
  && rm -rf /var/lib/apt/lists/*
