@@ -3,6 +3,7 @@ import type { IncomingMessage } from 'node:http'
 import { createRequire } from 'node:module'
 import { AH_ERR_CONFIG_INVALID } from './errors.js'
 import type { TypeBoxTypeProvider } from '@fastify/type-provider-typebox'
+import type { TracerProvider } from '@opentelemetry/api'
 import type { Config } from './config.js'
 import configPlugin from './plugins/config.js'
 import errorHandler from './plugins/error-handler.js'
@@ -17,6 +18,7 @@ import storage from './plugins/storage.js'
 import auth from './plugins/auth.js'
 import metrics from './plugins/metrics.js'
 import tracing, { TraceLogController, traceLogging } from './plugins/tracing.js'
+import telemetry, { TelemetryLogController } from './plugins/telemetry.js'
 import pressure from './plugins/pressure.js'
 import limits from './plugins/limits.js'
 import agents from './plugins/agents.js'
@@ -37,6 +39,11 @@ import taskRoutes from './routes/v1/tasks.js'
 export interface BuildOptions {
   /** Where log lines go (default: stdout). The level and redaction come from the configuration. */
   logStream?: { write(line: string): void }
+  /**
+   * OpenTelemetry: the spans of requests, runs, backend calls and commits go to this provider
+   * (`src/telemetry.ts:startTelemetry` makes it from the `OTEL_*` variables). None: no tracing.
+   */
+  tracerProvider?: TracerProvider
 }
 
 /** pino-pretty as a transport (a worker thread), or a clear refusal where it is not installed (`npm ci --omit=dev`). */
@@ -68,7 +75,7 @@ export async function buildApp (config: Config, options: BuildOptions = {}): Pro
       ...(options.logStream !== undefined ? { stream: options.logStream } : config.LOG_FORMAT === 'pretty' ? { transport: prettyTransport() } : {})
     },
     // health checks come every few seconds from load balancers: logged at debug by their route, not here at info
-    logController: new TraceLogController({ disableRequestLogging: (request: { url?: string }) => request.url === '/health' || request.url?.startsWith('/health?') === true }),
+    logController: new (options.tracerProvider === undefined ? TraceLogController : TelemetryLogController)({ disableRequestLogging: (request: { url?: string }) => request.url === '/health' || request.url?.startsWith('/health?') === true }),
     // one child logger per request, marked with its trace (whose id every line then carries)
     childLoggerFactory: (logger, bindings, options, raw) => traceLogging.mark(logger.child(bindings, options), raw as IncomingMessage),
     bodyLimit: config.BODY_LIMIT,
@@ -85,7 +92,7 @@ export async function buildApp (config: Config, options: BuildOptions = {}): Pro
   }).withTypeProvider<TypeBoxTypeProvider>()
 
   try {
-    await register(app, config)
+    await register(app, config, options.tracerProvider)
   } catch (err) {
     // a plugin that failed (a broken agent, a bad setting) must not leave the ones before it open: the database, its timers
     await app.close().catch(() => {})
@@ -95,9 +102,11 @@ export async function buildApp (config: Config, options: BuildOptions = {}): Pro
 }
 
 /** Every plugin, then every route, in order. */
-async function register (app: FastifyInstance, config: Config): Promise<void> {
+async function register (app: FastifyInstance, config: Config, tracerProvider: TracerProvider | undefined): Promise<void> {
   await app.register(configPlugin, { config })
   await app.register(errorHandler)
+  // before every hook and route: the request's span starts first, and names the trace tracing.ts sends back
+  await app.register(telemetry, tracerProvider === undefined ? {} : { provider: tracerProvider })
   await app.register(crossOrigin)
   await app.register(tracing)
   await app.register(validation)

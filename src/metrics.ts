@@ -1,5 +1,6 @@
 import { Counter, Gauge, Histogram, Registry, Summary, collectDefaultMetrics } from 'prom-client'
-import { AH_ERR_TASK_STALE_CLAIM } from './errors.js'
+import type { RunObserver } from './assist/run-observers.js'
+import { AH_ERR_TASK_STALE_CLAIM, ERROR_CATALOGUE, STREAM_ERROR_CODES } from './errors.js'
 import type { TaskStore } from './runtime/task-store.js'
 import { TASK_STATUSES } from './runtime/task.js'
 
@@ -14,6 +15,13 @@ export interface SseMetrics {
 }
 
 const PREFIX = 'agent_host_'
+const DURATION_BUCKETS = [0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1, 2.5, 5, 10, 30, 60, 300]
+const HTTP_ERROR_CODES: ReadonlySet<string> = new Set(ERROR_CATALOGUE.map((e) => e.code))
+/**
+ * Distinct `model` label values kept; later models are counted as `other`. Agents choose the model
+ * (`start({ model })`), and one that passed its caller's choice through must not grow the series without bound.
+ */
+export const MAX_MODELS = 32
 
 /**
  * The server's Prometheus metrics, in a registry of its own (so two apps in one process do not
@@ -26,9 +34,21 @@ export class HostMetrics {
     name: `${PREFIX}assist_duration_seconds`,
     help: 'Time from the start of a /v1/assist run to its end, by agent and delivery mode',
     labelNames: ['agent', 'mode'],
-    buckets: [0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1, 2.5, 5, 10, 30, 60, 300],
+    buckets: DURATION_BUCKETS,
     registers: [this.registry]
   })
+
+  readonly firstPacket = new Histogram({
+    name: `${PREFIX}assist_first_packet_seconds`,
+    help: 'Time from the start of a /v1/assist run to its first packet journaled and handed to its clients, by agent and delivery mode',
+    labelNames: ['agent', 'mode'],
+    buckets: DURATION_BUCKETS,
+    registers: [this.registry]
+  })
+
+  readonly tokens = new Counter({ name: `${PREFIX}tokens_total`, help: 'Tokens used by /v1/assist runs, by agent, model and direction (input, output); model "unknown" when the agent reported them itself or its backend names none', labelNames: ['agent', 'model', 'direction'], registers: [this.registry] })
+  readonly cost = new Counter({ name: `${PREFIX}cost_usd_total`, help: 'Cost of the tokens of /v1/assist runs in US dollars (LLM_PRICES, or as the agent reported it), by agent and model', labelNames: ['agent', 'model'], registers: [this.registry] })
+  readonly errors = new Counter({ name: `${PREFIX}errors_total`, help: 'Errors by code: AH_ERR_* answers over HTTP (source http) and runs that ended with an ERROR packet, by its stream error code (source run)', labelNames: ['code', 'source'], registers: [this.registry] })
 
   readonly runs = new Counter({ name: `${PREFIX}assist_runs_total`, help: 'Runs of /v1/assist by agent, mode and how they ended', labelNames: ['agent', 'mode', 'end'], registers: [this.registry] })
   /** Per agent, over the last ten minutes: what `GET /v1/agents/:id/metrics` reports as p50/p95/p99. */
@@ -54,6 +74,34 @@ export class HostMetrics {
   readonly busPublished = new Counter({ name: `${PREFIX}bus_events_published_total`, help: 'Publications to the event bus: stored, or duplicates of a live event with the same key', labelNames: ['duplicate'], registers: [this.registry] })
   readonly busDeliveries = new Counter({ name: `${PREFIX}bus_deliveries_total`, help: 'Event bus deliveries this process handled, by outcome: handled, retried, dead_lettered, expired (dropped unhandled past the TTL)', labelNames: ['outcome'], registers: [this.registry] })
   readonly leaseExpiries = new Counter({ name: `${PREFIX}task_lease_expiries_total`, help: 'Claims whose lease expired (found by the reaper)', registers: [this.registry] })
+
+  readonly #models = new Set<string>()
+
+  /** The run engine's side (`AssistEngine.observe`): time to first packet, tokens and cost, errors runs ended with. */
+  readonly runObserver: RunObserver = {
+    firstPacket: ({ agent, mode, seconds }) => { this.firstPacket.observe({ agent, mode }, seconds) },
+    usage: ({ agent, model, input, output, cost }) => {
+      const label = this.#model(model)
+      this.tokens.inc({ agent, model: label, direction: 'input' }, input)
+      this.tokens.inc({ agent, model: label, direction: 'output' }, output)
+      if (cost !== undefined) this.cost.inc({ agent, model: label }, cost)
+    },
+    failed: ({ code }) => {
+      if (Object.hasOwn(STREAM_ERROR_CODES, code)) this.errors.inc({ code, source: 'run' })
+    }
+  }
+
+  /** An answer over HTTP carried the error `code`: counted when it is one of the catalogue's, so that no label comes from elsewhere. */
+  httpError (code: unknown): void {
+    if (typeof code === 'string' && HTTP_ERROR_CODES.has(code)) this.errors.inc({ code, source: 'http' })
+  }
+
+  #model (model: string): string {
+    if (this.#models.has(model)) return model
+    if (this.#models.size >= MAX_MODELS) return 'other'
+    this.#models.add(model)
+    return model
+  }
 
   /** The SSE side, for `SseWriter`. */
   readonly sse: SseMetrics = {

@@ -1,6 +1,7 @@
 import closeWithGrace from 'close-with-grace'
 import { buildApp } from './app.js'
 import { loadConfig, type Config } from './config.js'
+import { startTelemetry, type TelemetryLog } from './telemetry.js'
 
 let config: Config
 try {
@@ -10,18 +11,30 @@ try {
   process.exit(1)
 }
 
+// telemetry starts before the app, which takes its provider: until the app's log exists, what it says goes to stderr
+const stderr = (_obj: object, msg: string): void => { console.error(`agent-host: ${msg}`) }
+let log: TelemetryLog = { warn: stderr, error: stderr }
+const telemetry = startTelemetry(process.env, { warn: (obj, msg) => { log.warn(obj, msg) }, error: (obj, msg) => { log.error(obj, msg) } })
+
 let app
 try {
-  app = await buildApp(config)
+  app = await buildApp(config, telemetry === undefined ? {} : { tracerProvider: telemetry.provider })
 } catch (err) {
   console.error(`agent-host: cannot start: ${(err as Error).message}`)
   process.exit(1)
 }
+log = app.log
+if (telemetry !== undefined) app.log.info({ exporters: telemetry.exporters }, 'exporting OpenTelemetry traces')
 
 closeWithGrace({ delay: config.CLOSE_GRACE_MS, logger: app.log }, async ({ signal, err }) => {
   if (err !== undefined) app.log.error({ err }, 'closing after an uncaught error')
   else app.log.info({ signal }, 'shutting down')
-  await app.close()
+  try {
+    await app.close()
+  } finally {
+    // the spans still buffered (the last runs, the closing commits) are exported before the process exits
+    await telemetry?.shutdown()
+  }
 })
 
 try {

@@ -2,20 +2,9 @@ import t from 'tap'
 import { request } from 'node:http'
 import { setTimeout as sleep } from 'node:timers/promises'
 import { AGENTS, build, envelope, FIXTURE_AGENTS_DIR, listen } from './helper.js'
+import { sample } from './metrics-text.js'
 
 const SCRIPTED = 'f0000000-0000-4000-8000-000000000002'
-
-/** The value of one sample line (`name{labels} value`), or undefined. */
-function sample (text: string, name: string, labels: Record<string, string> = {}): number | undefined {
-  for (const line of text.split('\n')) {
-    if (line.startsWith('#')) continue
-    const match = /^([a-z_:]+)(?:\{(.*)\})? (\S+)$/.exec(line)
-    if (match === null || match[1] !== name) continue
-    const have = Object.fromEntries([...(match[2] ?? '').matchAll(/([a-z_]+)="([^"]*)"/g)].map((m) => [m[1], m[2]]))
-    if (Object.entries(labels).every(([k, v]) => have[k] === v)) return Number(match[3])
-  }
-  return undefined
-}
 
 t.test('GET /metrics after a scripted workload: names, labels and values', async (t) => {
   const { app, url } = await listen(t, { AGENTS_DIR: FIXTURE_AGENTS_DIR, WORKERS_PER_TYPE: '0', SSE_HEARTBEAT_MS: '30', RATE_LIMIT_AGENT_MAX: '3' })

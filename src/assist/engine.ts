@@ -1,10 +1,11 @@
 import { createHash, randomUUID } from 'node:crypto'
 import { setTimeout as sleep } from 'node:timers/promises'
+import type { Span, Tracer } from '@opentelemetry/api'
 import {
   AH_ERR_AGENT_NOT_FOUND, AH_ERR_REQUEST_CONFLICT, AH_ERR_RUN_NOT_FOUND, AH_ERR_SESSION_NOT_FOUND, AH_ERR_SHUTTING_DOWN, AH_ERR_VALIDATION, withDetails
 } from '../errors.js'
 import type { AgentHost, JsonObject } from '../agents/contract.js'
-import type { BusPublisher } from '../backends/protocol.js'
+import type { AgentProtocol, BusPublisher } from '../backends/protocol.js'
 import type { EventPublication } from '../protocol/contract.js'
 import type { HostedAgent, HostedCapability } from '../agents/hosted-agent.js'
 import { toIssues } from '../agents/json-schema.js'
@@ -30,9 +31,15 @@ import { isCloseFrame, resumeGapPackets } from './packets.js'
 import { recoverRun } from './recover.js'
 import { AssistRun, SUMMARY_BYTES, type DisconnectPolicy, type RunLogger } from './run.js'
 import { RunRegistry } from './run-registry.js'
+import { endRunSpan, startRunSpan, type RunTrace } from './run-span.js'
+import { tracedBackend } from './traced-backend.js'
+import { meteredBackend, repeatsBackendUsage } from './metered-backend.js'
+import { RunObservers, UNKNOWN_MODEL, type RunObserver } from './run-observers.js'
 
 export type { RunAnswer } from './answers.js'
 export type { Frame } from './frame-queue.js'
+export type { RunTrace } from './run-span.js'
+export type { RunObserver, RunUsage } from './run-observers.js'
 
 /** SHA-256 of the envelope's canonical JSON (after validation dropped unknown keys and filled defaults). */
 export function envelopeHash (envelope: ServiceRequest): string {
@@ -72,6 +79,8 @@ export interface EngineOptions {
   bus?: { publish(publication: EventPublication, origin: { source: string, owner_key: string, trace_id: string }): ReturnType<BusPublisher['publish']> }
   instanceId: string
   log: RunLogger
+  /** OpenTelemetry: each run is an `assist.run` span, each backend call of its agent a `backend.call` child. None: no spans. */
+  tracer?: Tracer
   settings: EngineSettings
   /** Told when a run this process ran has ended (metrics). */
   onRunEnded?: (run: { agent: string, mode: DeliveryMode, reason: string, seconds: number }) => void
@@ -96,6 +105,8 @@ export interface SubmitOptions {
   admit?: (agent: { id: string, name: string }) => Promise<void>
   /** The request's logger (the run logs through a child of it). */
   log?: RunLogger & { child?: (bindings: JsonObject) => RunLogger }
+  /** Where the run's span goes in the caller's trace (with a tracer; default: under the caller's span its envelope names). */
+  trace?: RunTrace
 }
 
 /** A resume cursor: a stream id, and the last `seq` of it the client has (absent: replay everything). */
@@ -151,11 +162,18 @@ export class AssistEngine {
   readonly #answers = new Map<string, Promise<RunAnswer | undefined>>()
   /** Submissions past the closing check: shutdown waits for them, so that no run starts once storage is closed. */
   readonly #starting = new Set<Promise<unknown>>()
+  readonly #observers: RunObservers
   #timer: NodeJS.Timeout | undefined
 
   constructor (options: EngineOptions) {
     this.#o = options
     this.#s = { pollMs: 50, ...options.settings }
+    this.#observers = new RunObservers(options.log)
+  }
+
+  /** Tell `observer` of this process's runs from now on: first packets, tokens used, errors they ended with. */
+  observe (observer: RunObserver): void {
+    this.#observers.add(observer)
   }
 
   /** Begin the heartbeat: renew this process's leases, pick up cancel requests, recover orphans. */
@@ -219,6 +237,11 @@ export class AssistEngine {
       supportedEvents: resolved.capabilities.supported_events,
       onDisconnect: metadata.on_disconnect ?? this.#s.disconnectPolicy,
       maxOutputBytes: this.#s.maxOutputBytes,
+      onFirstPacket: (seconds) => { this.#observers.tell('firstPacket', { agent: agent.name, mode, seconds }) },
+      onUsage: (usage, cost) => {
+        // the usage a metered backend is handing over was told with its model already
+        if (!repeatsBackendUsage()) this.#observers.tell('usage', { agent: agent.name, model: UNKNOWN_MODEL, input: usage.input_tokens, output: usage.output_tokens, ...(cost !== undefined ? { cost } : {}) })
+      },
       recorder: this.#recorder(requestId, envelope.request_id, resolved, agent.name, envelope.context.trace.trace_id, who.id)
     })
     const token = randomUUID()
@@ -249,7 +272,7 @@ export class AssistEngine {
     }
     // the agent sees only the permissions its caller holds
     resolved.context = { ...resolved.context, permissions: resolved.context.permissions.filter((p) => grants(who.scopes, p)) }
-    this.#launch(run, token, resolved, hosted, mode, envelope, metadata.timeout_ms, who.id)
+    this.#launch(run, token, resolved, hosted, mode, envelope, metadata.timeout_ms, who.id, options.trace)
     return { requestId, mode, outcome: 'started' }
   }
 
@@ -262,25 +285,34 @@ export class AssistEngine {
   }
 
   /** What the agent gets as `host`: the backends, and the bus with its events owned by the run's caller. */
-  #host (agent: string, owner: string, traceId: string): AgentHost {
-    const { backends, bus } = this.#o
-    if (bus === undefined) return backends
+  #host (agent: string, owner: string, traceId: string, span: Span | undefined): AgentHost {
+    const { backends, bus, tracer } = this.#o
+    // every call's tokens are told with the model it used, whether or not the agent reports them
+    const metered = (name: string): AgentProtocol => meteredBackend(backends.backend(name), (usage, cost, model) => {
+      this.#observers.tell('usage', { agent, model: model ?? UNKNOWN_MODEL, input: usage.input, output: usage.output, cost })
+    })
+    const backend = span === undefined || tracer === undefined ? metered : (name: string): AgentProtocol => tracedBackend(metered(name), tracer, span)
+    if (bus === undefined) return { backend }
     return {
-      backend: (name) => backends.backend(name),
+      backend,
       bus: { publish: async (publication) => await bus.publish(publication, { source: `agent:${agent}`, owner_key: owner, trace_id: traceId }) }
     }
   }
 
-  #launch (run: AssistRun, token: string, resolved: ResolvedAgentRequest, hosted: HostedAgent, mode: DeliveryMode, envelope: ServiceRequest, timeoutMs: number | undefined, owner: string): void {
+  #launch (run: AssistRun, token: string, resolved: ResolvedAgentRequest, hosted: HostedAgent, mode: DeliveryMode, envelope: ServiceRequest, timeoutMs: number | undefined, owner: string, trace: RunTrace | undefined): void {
     const requestId = run.requestId
     this.#tokens.set(requestId, token)
     const limit = this.#s.runTimeoutMs
     const timeout = timeoutMs === undefined ? limit : limit === 0 ? timeoutMs : Math.min(timeoutMs, limit)
     if (timeout > 0) run.expireAfter(timeout)
     const session = this.#o.sessions.open(resolved.session_id, envelope.context.user)
-    const answer = run.ended.then(async () => await this.#finish(run, token, resolved, hosted, envelope, mode, owner))
+    const metadata = hosted.manifest.metadata
+    const span = this.#o.tracer === undefined ? undefined : startRunSpan(this.#o.tracer, trace, { agent: metadata, mode, requestId: envelope.request_id, envelopeTrace: envelope.context.trace })
+    const finished = run.ended.then(async () => await this.#finish(run, token, resolved, hosted, envelope, mode, owner))
+    // the run's span ends once the run is recorded
+    const answer = span === undefined ? finished : finished.finally(() => { endRunSpan(span, run) })
     this.#answers.set(requestId, answer)
-    const settled = run.execute(hosted.agent, resolved, session, this.#host(hosted.manifest.metadata.name, owner, envelope.context.trace.trace_id))
+    const settled = run.execute(hosted.agent, resolved, session, this.#host(metadata.name, owner, envelope.context.trace.trace_id, span))
     this.registry.track(run, Promise.all([settled, answer]).then(() => {
       this.#answers.delete(requestId)
       this.#tokens.delete(requestId)
@@ -571,6 +603,9 @@ export class AssistEngine {
     }
     run.log.info({ reason, packets: run.packets, recorded: ours }, 'run ended')
     this.#o.onRunEnded?.({ agent: hosted.manifest.metadata.name, mode, reason, seconds: (performance.now() - run.startedAt) / 1000 })
+    // a run whose lease was taken ended in the journal of whoever recovered it, not with its own error
+    const error = run.fatalError?.code ?? (reason === 'shutdown' ? 'shutting_down' : undefined)
+    if (ours && error !== undefined) this.#observers.tell('failed', { agent: hosted.manifest.metadata.name, mode, code: error })
     if (!ours) {
       let stored: RunRecord | undefined
       try {

@@ -78,6 +78,10 @@ export interface AssistRunOptions {
   maxOutputBytes?: number
   /** How much of the output the run keeps in memory for its summary (the journal has all of it). */
   summaryBytes?: number
+  /** Called once, when the first packet has been journaled and handed to the clients, `seconds` after the run started (metrics). */
+  onFirstPacket?: (seconds: number) => void
+  /** Called with each `usage()` report the agent makes, once it is checked (metrics). */
+  onUsage?: (usage: { input_tokens: number, output_tokens: number }, cost: number | undefined) => void
 }
 
 const checkPresentationEvent = compileSchema<PresentationEvent>(PresentationEventSchema)
@@ -168,6 +172,7 @@ export class AssistRun {
   #usage: { input_tokens: number, output_tokens: number } = { input_tokens: 0, output_tokens: 0 }
   #reportedUsage = false
   #cost: number | undefined
+  readonly #hooks: Pick<AssistRunOptions, 'onFirstPacket' | 'onUsage'>
   readonly handler: ResponseHandler
 
   constructor (options: AssistRunOptions) {
@@ -181,6 +186,7 @@ export class AssistRun {
     this.#recorder = options.recorder
     this.#onDisconnect = options.onDisconnect ?? 'continue'
     this.#maxOutputBytes = options.maxOutputBytes ?? 0
+    this.#hooks = { onFirstPacket: options.onFirstPacket, onUsage: options.onUsage }
     this.#ended = new Promise((resolve) => { this.#resolveEnded = resolve })
     this.handler = this.#makeHandler()
   }
@@ -423,6 +429,7 @@ export class AssistRun {
     // a batch committed early (see #deliver) was already handed over
     if (batch.length > 0 && batch[0]![0] <= this.#written) batch = batch.filter(([ord]) => ord > this.#written)
     if (batch.length === 0 || this.#lost) return
+    if (this.#written === 0) this.#hooks.onFirstPacket?.((performance.now() - this.startedAt) / 1000)
     this.#written = (batch.at(-1) as [number, StreamPacket, string])[0]
     const waits: Array<Promise<void>> = []
     for (const [sink, after] of this.#sinks) {
@@ -625,6 +632,7 @@ export class AssistRun {
         run.#usage.input_tokens += usage.input_tokens
         run.#usage.output_tokens += usage.output_tokens
         if (cost !== undefined) run.#cost = (run.#cost ?? 0) + cost
+        run.#hooks.onUsage?.(usage, cost)
         const data: { input_tokens: number, output_tokens: number, cost?: number } = { input_tokens: usage.input_tokens, output_tokens: usage.output_tokens }
         if (cost !== undefined) data.cost = cost
         return run.#send(run.mainStreamId, 'EVENT', { type: 'USAGE', data })

@@ -48,7 +48,8 @@ export type StreamChunk =
   | { type: 'reasoning', text: string }
   | { type: 'tool_call', call: ToolCall }
   | { type: 'tool_result', callId: string, name: string, content: string, isError: boolean }
-  | { type: 'usage', usage: TokenUsage, cost: number }
+  /** `model`: the model that used the tokens, when the backend knows it (the LLM backends do). */
+  | { type: 'usage', usage: TokenUsage, cost: number, model?: string }
 
 /** What `parseStream` makes of the bytes received so far. */
 export type ParseResult =

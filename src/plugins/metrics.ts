@@ -9,7 +9,20 @@ declare module 'fastify' {
   }
 }
 
-/** The metrics registry, and a count of every answered request by route, method and status. */
+/** The `code` of an error body, if `body` is one. */
+function codeOf (body: string): unknown {
+  try {
+    return (JSON.parse(body) as { code?: unknown } | null)?.code
+  } catch {
+    return undefined
+  }
+}
+
+/**
+ * The metrics registry; a count of every answered request by route, method and status, and of
+ * every error answer by its code; and, once the app is ready, the run engine's observer (time to
+ * first packet, tokens and cost, the errors runs end with).
+ */
 async function metrics (app: FastifyInstance): Promise<void> {
   const host = new HostMetrics({ tasks: () => app.tasks, auditRows: () => app.audit.count() })
   app.decorate('metrics', host)
@@ -19,6 +32,16 @@ async function metrics (app: FastifyInstance): Promise<void> {
     reply.raw.once('close', () => {
       host.requests.inc({ route: request.routeOptions.url ?? 'unmatched', method: request.method, status: String(reply.raw.statusCode) })
     })
+  })
+  // every error answer has the catalogue's body, whoever sent it (the error and not-found handlers,
+  // load shedding, a failed run's JSON answer): its code is read back here rather than at each sender
+  app.addHook('onSend', (_request, reply, payload, done) => {
+    if (reply.statusCode >= 400 && typeof payload === 'string') host.httpError(codeOf(payload))
+    done(null, payload)
+  })
+  // the engine is made by the runs plugin, which comes after this one
+  app.addHook('onReady', async () => {
+    if (app.hasDecorator('assist')) app.assist.observe(host.runObserver)
   })
 }
 

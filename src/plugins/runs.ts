@@ -14,7 +14,7 @@ declare module 'fastify' {
 }
 
 /**
- * The run engine, wired to storage, agents, backends and metrics. Once closing, new requests get
+ * The run engine, wired to storage, agents, backends, metrics and telemetry. Once closing, new requests get
  * 503 `AH_ERR_SHUTTING_DOWN`; open runs get their shutdown packets and agents their abort before
  * the server stops. Recovers runs whose owner's lease lapsed (at boot and on every heartbeat) and
  * prunes journals older than JOURNAL_RETENTION_MS.
@@ -33,6 +33,7 @@ async function runs (app: FastifyInstance): Promise<void> {
     bus: app.bus,
     instanceId: app.instanceId,
     log: app.log,
+    tracer: app.tracer,
     settings: {
       leaseMs: config.RUN_LEASE_MS,
       writeBudgetMs: config.DB_WRITE_BUDGET_MS,
@@ -47,6 +48,8 @@ async function runs (app: FastifyInstance): Promise<void> {
       app.metrics.runs.inc({ agent, mode, end: reason })
     }
   })
+  // the engine's writes are most of what the writer commits: its commits are traced with its runs
+  app.writer.trace(app.tracer)
   app.decorate('assist', engine)
   app.decorate('runs', engine.registry)
 
@@ -75,4 +78,4 @@ async function runs (app: FastifyInstance): Promise<void> {
   })
 }
 
-export default fp(runs, { name: 'runs', fastify: '5.x', dependencies: ['config', 'storage', 'agents', 'backends', 'bus', 'metrics'] })
+export default fp(runs, { name: 'runs', fastify: '5.x', dependencies: ['config', 'storage', 'agents', 'backends', 'bus', 'metrics', 'telemetry'] })

@@ -1,3 +1,5 @@
+import { SpanStatusCode, type Tracer } from '@opentelemetry/api'
+import { ATTR_DB_SYSTEM_NAME, ATTR_ERROR_TYPE } from '@opentelemetry/semantic-conventions'
 import { AH_ERR_STORAGE_BUSY } from '../errors.js'
 import { isBusy } from './busy.js'
 import type Database from 'better-sqlite3'
@@ -28,6 +30,13 @@ export interface GroupWriterOptions {
   onCommit?: (stats: CommitStats) => void
 }
 
+/** The commit span's own attributes (no convention fits them). */
+export const COMMIT_ATTRIBUTES = {
+  writes: 'agent_host.storage.writes',
+  failed: 'agent_host.storage.failed_writes',
+  busyRetries: 'agent_host.storage.busy_retries'
+} as const
+
 /**
  * Group commit: the one way the run engine writes. Every write queued during one turn of the event
  * loop runs in one immediate transaction, each in its own savepoint (a write that throws is rolled
@@ -51,6 +60,9 @@ export class GroupWriter {
   #backoffMs = 0
   #closed = false
   #committing = false
+  #tracer: Tracer | undefined
+  /** Tries since the last commit that found the lock held by another process. */
+  #busyTries = 0
 
   constructor (db: Db, options: GroupWriterOptions) {
     this.#options = options
@@ -79,6 +91,15 @@ export class GroupWriter {
       this.#queue.push({ op, resolve: resolve as (value: unknown) => void, reject, deadline: Date.now() + budgetMs, budgetMs })
       this.#schedule()
     })
+  }
+
+  /**
+   * Trace every transaction as a `storage.commit` span: the writes it held, those rolled back alone,
+   * and how many tries before it found the lock held elsewhere. Each is a root span of its own: one
+   * commit serves the writes of many runs at once, so it is the child of none of them.
+   */
+  trace (tracer: Tracer | undefined): void {
+    this.#tracer = tracer
   }
 
   /** Writes queued and not yet committed. */
@@ -119,10 +140,12 @@ export class GroupWriter {
     this.#queue = []
     if (batch.length === 0) return true
     this.#committing = true
+    const started = this.#tracer === undefined ? 0 : performance.now()
     try {
       this.#commit.immediate(batch)
     } catch (err) {
-      if (isBusy(err) && !final) { this.#retryLater(batch, err); return false }
+      if (isBusy(err) && !final) { this.#busyTries++; this.#retryLater(batch, err); return false }
+      if (this.#tracer !== undefined) this.#span(started, batch.length, 0, err)
       for (const entry of batch) entry.reject(err)
       return false
     } finally {
@@ -135,9 +158,30 @@ export class GroupWriter {
       if (outcome.ok) entry.resolve(outcome.value)
       else { failed++; entry.reject(outcome.error) }
     }
+    if (this.#tracer !== undefined) this.#span(started, batch.length, failed, undefined)
     this.#options.onCommit?.({ writes: batch.length, failed })
     if (this.#queue.length > 0) this.#schedule()
     return true
+  }
+
+  /** Record a transaction that ended (committed, or failed as a whole with `error`) as a span, from `started` to now. */
+  #span (started: number, writes: number, failed: number, error: unknown): void {
+    const span = (this.#tracer as Tracer).startSpan('storage.commit', {
+      root: true,
+      startTime: started,
+      attributes: {
+        [ATTR_DB_SYSTEM_NAME]: 'sqlite',
+        [COMMIT_ATTRIBUTES.writes]: writes,
+        [COMMIT_ATTRIBUTES.failed]: failed,
+        [COMMIT_ATTRIBUTES.busyRetries]: this.#busyTries
+      }
+    })
+    this.#busyTries = 0
+    if (error !== undefined) {
+      span.setAttribute(ATTR_ERROR_TYPE, String((error as { code?: unknown } | null)?.code ?? 'error'))
+      span.setStatus({ code: SpanStatusCode.ERROR, message: String((error as { message?: unknown } | null)?.message ?? error) })
+    }
+    span.end(performance.now())
   }
 
   /** Another process holds the lock: fail the writes out of budget, try the rest again later. */

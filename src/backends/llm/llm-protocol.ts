@@ -254,7 +254,7 @@ export class LlmProtocol extends BaseProtocol {
       session.usage.input += turn.usage.input
       session.usage.output += turn.usage.output
       session.usage.cost += cost
-      await this.streamMessage(session.id, { type: 'usage', usage: turn.usage, cost }, ctx)
+      await this.streamMessage(session.id, { type: 'usage', usage: turn.usage, cost, model: session.model }, ctx)
     }
     return response
   }

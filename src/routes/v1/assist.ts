@@ -7,6 +7,7 @@ import type { Frame } from '../../assist/frame-queue.js'
 import { AH_ERR_NOT_ACCEPTABLE, AH_ERR_RUN_NOT_FOUND } from '../../errors.js'
 import { chooseDeliveryMode } from '../../http/negotiate.js'
 import { SseWriter } from '../../http/sse-writer.js'
+import { runTraceOf } from '../../plugins/telemetry.js'
 import { CancelAccepted } from '../../protocol/cancel.js'
 import { Uuid } from '../../protocol/common.js'
 import { AssistHeaders, ServiceRequest } from '../../protocol/envelope.js'
@@ -78,7 +79,8 @@ const assistRoutes: FastifyPluginAsyncTypebox = async (app) => {
         },
         resuming: after !== undefined,
         admit: async (agent) => { await app.limits.agentRun(request, reply, agent) },
-        log: request.log
+        log: request.log,
+        ...(app.tracer !== undefined ? { trace: runTraceOf(request, request.body.context.trace) } : {})
       })
     } catch (err) {
       slot?.()
