@@ -7,6 +7,7 @@ import { fileURLToPath } from 'node:url'
 import { ESLint } from 'eslint'
 import { main } from '../src/commands.js'
 import type { Teardown } from './helper.js'
+import { harnessFreeEnv } from './child-env.js'
 
 // Issue 17: `agent-host new agent NAME` must make a working agent of each style, and a test for it
 // that passes as generated. Each style is generated into a temporary project (the repository's src/,
@@ -37,8 +38,7 @@ async function scaffold (cwd: string | undefined, args: string[], env: Record<st
 
 /** Run a command; its exit code and output, never a rejection. */
 async function run (command: string, args: string[], cwd: string): Promise<{ code: number, output: string }> {
-  // tap's coverage hooks (NODE_OPTIONS, _TAPJS_*) and its child markers (TAP*) belong to this test's process, not the child's run
-  const env = Object.fromEntries(Object.entries(process.env).filter(([name]) => name !== 'NODE_OPTIONS' && !name.startsWith('_TAPJS_') && !name.startsWith('TAP')))
+  const env = harnessFreeEnv()
   return await new Promise((resolve) => {
     execFile(command, args, { cwd, env, maxBuffer: 64 * 1024 * 1024 }, (error, stdout, stderr) => {
       resolve({ code: error === null ? 0 : typeof error.code === 'number' ? error.code : 1, output: `${stdout}${stderr}` })

@@ -6,6 +6,7 @@ import { tmpdir } from 'node:os'
 import { join } from 'node:path'
 import { fileURLToPath } from 'node:url'
 import { buildImage, parseDockerfile, rewritePaths, type Image } from './dockerfile-runner.js'
+import { harnessFreeEnv } from '../child-env.js'
 
 // Issue 17: the Dockerfile's steps run outside Docker (same npm ci, same build and prune, same
 // files copied, same ENV, ENTRYPOINT and CMD, same HEALTHCHECK command), so a broken step fails CI.
@@ -16,7 +17,7 @@ import { buildImage, parseDockerfile, rewritePaths, type Image } from './dockerf
 t.setTimeout(900_000)
 const ROOT = fileURLToPath(new URL('../../', import.meta.url))
 // tap's hooks and markers are this test's, not the image's
-const HOST_ENV = Object.fromEntries(Object.entries(process.env).filter(([k]) => k !== 'NODE_OPTIONS' && !k.startsWith('_TAPJS') && !k.startsWith('TAP') && k !== 'NODE_ENV') as Array<[string, string]>)
+const HOST_ENV = harnessFreeEnv((name) => name === 'NODE_ENV')
 
 async function freePort (): Promise<number> {
   return await new Promise((resolve) => {

@@ -6,6 +6,7 @@ import { tmpdir } from 'node:os'
 import { join } from 'node:path'
 import { fileURLToPath } from 'node:url'
 import { envelope } from '../helper.js'
+import { harnessFreeEnv } from '../child-env.js'
 
 // Issue 17: `npm run dev` runs the TypeScript sources, serves a changed agent within ~2 s (on an idle
 // machine; the bound here is for a loaded CI one), logs pretty lines and names .ts files in stacks.
@@ -48,7 +49,7 @@ t.test('npm run dev: an edited agent is served after a restart, logs are pretty,
   writeFileSync(join(project, 'agents/hello/index.ts'), agent(1))
 
   const port = await freePort()
-  const env = Object.fromEntries(Object.entries(process.env).filter(([k]) => k !== 'NODE_OPTIONS' && !k.startsWith('_TAPJS') && !k.startsWith('TAP')))
+  const env = harnessFreeEnv()
   const dev = spawn('npm', ['run', 'dev'], {
     cwd: ROOT,
     env: { ...env, PORT: String(port), AGENTS_DIR: join(project, 'agents'), DATA_DIR: join(project, 'data'), AUDIT_KEY: 'k'.repeat(32), WORKERS_PER_TYPE: '0', FORCE_COLOR: '0' },
