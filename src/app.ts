@@ -35,6 +35,7 @@ import auditRoutes from './routes/v1/audit.js'
 import eventRoutes from './routes/v1/events.js'
 import sessionRoutes from './routes/v1/sessions.js'
 import taskRoutes from './routes/v1/tasks.js'
+import a2aRoutes from './routes/a2a.js'
 
 export interface BuildOptions {
   /** Where log lines go (default: stdout). The level and redaction come from the configuration. */
@@ -134,5 +135,6 @@ async function register (app: FastifyInstance, config: Config, tracerProvider: T
   await app.register(taskRoutes)
   await app.register(planRoutes)
   await app.register(busRoutes)
+  await app.register(a2aRoutes)
   await app.register(playgroundRoutes)
 }

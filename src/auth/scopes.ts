@@ -5,8 +5,8 @@ export const SCOPES = [
 ] as const
 export type Scope = typeof SCOPES[number]
 
-/** Routes anyone may call: liveness and the API's own description. */
-export const PUBLIC_ROUTES = new Set(['GET /health', 'GET /openapi.json', 'GET /docs', 'GET /docs/', 'GET /docs/*', 'GET /docs/json', 'GET /docs/yaml', 'GET /docs/static/*', 'HEAD /health'])
+/** Routes anyone may call: liveness, the API's own description, and the A2A agent cards (discovery is public in A2A). */
+export const PUBLIC_ROUTES = new Set(['GET /health', 'GET /openapi.json', 'GET /.well-known/agent-card.json', 'GET /a2a/:agent_id/.well-known/agent-card.json', 'GET /docs', 'GET /docs/', 'GET /docs/*', 'GET /docs/json', 'GET /docs/yaml', 'GET /docs/static/*', 'HEAD /health'])
 
 /**
  * The scope each route needs, by `METHOD /route/pattern`. Every route the server registers is
@@ -40,6 +40,14 @@ export const ROUTE_SCOPES: Readonly<Record<string, Scope>> = {
   'GET /v1/bus/subscriptions': 'bus:read',
   'GET /v1/bus/dead-letters': 'bus:read',
   'POST /v1/bus/dead-letters/:id/retry': 'bus:publish',
+  'POST /a2a/:agent_id': 'assist:invoke',
+  'POST /a2a/:agent_id/rest/message::send': 'assist:invoke',
+  'POST /a2a/:agent_id/rest/message::stream': 'assist:invoke',
+  'GET /a2a/:agent_id/rest/tasks': 'assist:invoke',
+  'GET /a2a/:agent_id/rest/tasks/:task': 'assist:invoke',
+  'POST /a2a/:agent_id/rest/tasks/:task': 'assist:invoke',
+  'GET /a2a/:agent_id/rest/tasks/:task/pushNotificationConfigs': 'assist:invoke',
+  'POST /a2a/:agent_id/rest/tasks/:task/pushNotificationConfigs': 'assist:invoke',
   'GET /metrics': 'admin'
 }
 

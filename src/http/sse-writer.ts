@@ -75,6 +75,14 @@ export class SseWriter {
     return this.#write(text, packets.length)
   }
 
+  /**
+   * Send one event without an id: a `data:` line alone (a plain `message` event), or under an
+   * `event:` name. A2A's streams are sent this way (the SDKs' own servers do the same).
+   */
+  sendData (data: string, event?: string): Promise<void> | undefined {
+    return this.#write(`${event !== undefined ? `event: ${event}\n` : ''}data: ${data}\n\n`, 1)
+  }
+
   #write (text: string, events: number): Promise<void> | undefined {
     if (this.#finished) return undefined
     const ok = this.#res.write(text)

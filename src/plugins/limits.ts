@@ -82,8 +82,10 @@ async function limits (app: FastifyInstance): Promise<void> {
     })
   }
 
+  // the agent a request's run is for, whatever protocol its body speaks (CAP, A2A, MCP)
+  const runFor = new WeakMap<FastifyRequest, string>()
   const perAgent = config.RATE_LIMIT_AGENT_MAX > 0
-    ? app.createRateLimit({ max: config.RATE_LIMIT_AGENT_MAX, keyGenerator: (request) => `agent:${(request.body as { context: { agent_id: string } }).context.agent_id}` })
+    ? app.createRateLimit({ max: config.RATE_LIMIT_AGENT_MAX, keyGenerator: (request) => `agent:${runFor.get(request) ?? ''}` })
     : undefined
   const authFailures = config.AUTH_FAILURE_MAX > 0
     ? app.createRateLimit({ max: config.AUTH_FAILURE_MAX, keyGenerator: (request) => `auth:${request.ip}` })
@@ -98,6 +100,7 @@ async function limits (app: FastifyInstance): Promise<void> {
     },
     async agentRun (request, reply, agent) {
       if (perAgent === undefined) return
+      runFor.set(request, agent.id)
       const state = await perAgent(request)
       if (!state.isAllowed && state.isExceeded) refuse(request, reply, 'agent', state.max, state.ttlInSeconds, agent.name)
     },

@@ -352,5 +352,12 @@ ALTER TABLE events ADD COLUMN owner_key TEXT;
 UPDATE events SET owner_key = (SELECT owner_key FROM runs WHERE runs.request_id = events.request_id) WHERE request_id IS NOT NULL;
 CREATE INDEX events_by_owner ON events(owner_key, seq) WHERE owner_key IS NOT NULL;
 `
+  },
+  {
+    version: 13,
+    description: 'runs are listed by agent and caller, newest first (A2A ListTasks)',
+    sql: `
+CREATE INDEX runs_by_agent ON runs(agent_id, owner_key, started_at, run_id);
+`
   }
 ]

@@ -47,6 +47,18 @@ interface StoredBatch { ord: number, count: number, frames: string }
 const FRAME_HEAD = /^\{"stream_id":"([^"]+)"(?:,"seq":(\d+))?/
 
 /** What a new run is stored with. */
+/** Which runs {@link RunStore.list} returns. */
+export interface RunFilter {
+  agentId: string
+  /** Only this principal's runs. */
+  ownerKey?: string
+  sessionId?: string
+  /** Only runs in one of these states (an ended one with one of the end reasons, when given). */
+  states?: Array<{ state: 'running' | 'ended', endReason?: string[] }>
+  /** Only runs started or ended after this time (ms since epoch). */
+  changedAfter?: number
+}
+
 export type NewRun = Pick<RunRecord, 'request_id' | 'envelope_hash' | 'envelope' | 'session_id' | 'agent_id' | 'main_stream_id' | 'owner_instance' | 'owner_pid' | 'owner_key' | 'lease_token' | 'lease_expires_at'>
 
 /** The outcome of renewing this process's leases. */
@@ -118,6 +130,11 @@ export class RunStore {
     return this.#db.prepare("SELECT * FROM runs WHERE state = 'running' AND json_extract(envelope, '$.request_id') = ?").all(wireId) as RunRecord[]
   }
 
+  /** The newest run of an agent whose envelope carries this request id, whoever sent it (an admin's lookup). */
+  byWireId (agentId: string, wireId: string): RunRecord | undefined {
+    return this.#db.prepare("SELECT * FROM runs WHERE agent_id = ? AND json_extract(envelope, '$.request_id') = ? ORDER BY started_at DESC LIMIT 1").get(agentId, wireId) as RunRecord | undefined
+  }
+
   /** Record a new run. Returns false (and changes nothing) when the request id is taken. */
   start (run: NewRun): boolean {
     return this.#start.run({ ...run, started_at: Date.now() }).changes === 1
@@ -165,6 +182,36 @@ export class RunStore {
       }
     }
     return out
+  }
+
+  /**
+   * An agent's runs, newest first (A2A `ListTasks`): optionally only one owner's, one session's,
+   * in some states and end reasons, or changed (started, or ended) after `changedAfter`; `limit` of
+   * them after the `before` cursor (the last page's last run), and how many match in all.
+   */
+  list (filter: RunFilter, page: { limit: number, before?: { startedAt: number, runId: number } }): { runs: RunRecord[], total: number } {
+    const where = ['agent_id = @agentId']
+    const params: Record<string, unknown> = { agentId: filter.agentId }
+    if (filter.ownerKey !== undefined) { where.push('owner_key = @ownerKey'); params.ownerKey = filter.ownerKey }
+    if (filter.sessionId !== undefined) { where.push('session_id = @sessionId'); params.sessionId = filter.sessionId }
+    if (filter.states !== undefined) {
+      const states = filter.states.map((state, i) => {
+        params[`state${i}`] = state.state
+        if (state.endReason === undefined) return `state = @state${i}`
+        params[`reasons${i}`] = JSON.stringify(state.endReason)
+        return `(state = @state${i} AND end_reason IN (SELECT value FROM json_each(@reasons${i})))`
+      })
+      where.push(states.length === 0 ? '0' : `(${states.join(' OR ')})`)
+    }
+    if (filter.changedAfter !== undefined) { where.push('COALESCE(ended_at, started_at) > @changedAfter'); params.changedAfter = filter.changedAfter }
+    const total = this.#db.prepare(`SELECT count(*) FROM runs WHERE ${where.join(' AND ')}`).pluck().get(params) as number
+    if (page.before !== undefined) {
+      where.push('(started_at < @startedAt OR (started_at = @startedAt AND run_id < @runId))')
+      Object.assign(params, { startedAt: page.before.startedAt, runId: page.before.runId })
+    }
+    const runs = this.#db.prepare(`SELECT * FROM runs WHERE ${where.join(' AND ')} ORDER BY started_at DESC, run_id DESC LIMIT @limit`)
+      .all({ ...params, limit: page.limit }) as RunRecord[]
+    return { runs, total }
   }
 
   /** Append rows directly (recovery, inside its own transaction). */

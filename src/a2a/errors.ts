@@ -1,0 +1,61 @@
+import { A2AError, RequestMalformedError } from '@a2a-js/sdk/errors'
+
+/** HTTP statuses of CAP errors that stay HTTP answers on every A2A binding: who may call, and load. */
+const HTTP_LEVEL = new Set([401, 403, 413, 429, 503])
+
+/** CAP error codes that are the caller's mistake in the message: A2A's "invalid params". */
+const MALFORMED = new Set(['AH_ERR_VALIDATION', 'AH_ERR_SESSION_NOT_FOUND', 'AH_ERR_BODY_MALFORMED'])
+
+/** A CAP error that must be the HTTP answer itself (401, 403, 413, 429, 503), not an A2A error inside one. */
+export class HttpLevelError extends Error {
+  constructor (readonly error: Error) {
+    super(error.message, { cause: error })
+  }
+}
+
+/**
+ * The A2A error for an error the engine raised (the mapping table is `docs/a2a-and-mcp.md`):
+ * A2A errors as they are; a CAP refusal of who is calling or of load (401, 403, 413, 429, 503)
+ * wrapped so the transport answers it as HTTP, with its `AH_ERR_*` body and headers; a
+ * validation error, or a context that is not the caller's, as `RequestMalformedError` (JSON-RPC
+ * -32602, HTTP+JSON 400) with the CAP code in its message; anything else as it is (an internal
+ * error, whose message the transports pass on).
+ */
+export function toA2AError (err: unknown): unknown {
+  if (err instanceof A2AError || err instanceof HttpLevelError) return err
+  const e = err as { statusCode?: unknown, code?: unknown, message?: unknown } | null
+  if (e !== null && typeof e === 'object' && typeof e.statusCode === 'number' && HTTP_LEVEL.has(e.statusCode)) return new HttpLevelError(err as Error)
+  if (e !== null && typeof e === 'object' && typeof e.code === 'string' && MALFORMED.has(e.code)) {
+    return new RequestMalformedError(`${String(e.message)} (${e.code})`)
+  }
+  return err
+}
+
+/** Where a call keeps the HTTP-level error its transport must answer with (the JSON-RPC transport maps every error it sees). */
+export interface HttpErrorSlot {
+  httpError?: Error
+}
+
+function translate (err: unknown, slot: HttpErrorSlot): unknown {
+  const translatedError = toA2AError(err)
+  if (translatedError instanceof HttpLevelError) slot.httpError = translatedError.error
+  return translatedError
+}
+
+/** `fn`, its errors translated by {@link toA2AError}; an HTTP-level one is kept in `slot` too. */
+export async function translated<T> (slot: HttpErrorSlot, fn: () => Promise<T>): Promise<T> {
+  try {
+    return await fn()
+  } catch (err) {
+    throw translate(err, slot)
+  }
+}
+
+/** `events`, its errors translated by {@link toA2AError}; an HTTP-level one is kept in `slot` too. */
+export async function * translatedStream<T> (slot: HttpErrorSlot, events: () => AsyncGenerator<T, void, undefined>): AsyncGenerator<T, void, undefined> {
+  try {
+    yield * events()
+  } catch (err) {
+    throw translate(err, slot)
+  }
+}

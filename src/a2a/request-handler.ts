@@ -1,0 +1,289 @@
+import { TaskState, type AgentCard, type Message, type StreamResponse, type Task } from '@a2a-js/sdk'
+import {
+  ExtendedAgentCardNotConfiguredError, PushNotificationNotSupportedError, RequestMalformedError, TaskNotCancelableError, TaskNotFoundError, UnsupportedOperationError
+} from '@a2a-js/sdk/errors'
+import type {
+  A2ARequestHandler, ServerCallContext
+} from '@a2a-js/sdk/server'
+import type {
+  CancelTaskRequest, DeleteTaskPushNotificationConfigRequest, GetTaskPushNotificationConfigRequest, GetTaskRequest, ListTaskPushNotificationConfigsRequest,
+  ListTaskPushNotificationConfigsResponse, ListTasksRequest, ListTasksResponse, SendMessageRequest, SubscribeToTaskRequest, TaskPushNotificationConfig
+} from '@a2a-js/sdk'
+import type { AssistEngine, Cursor } from '../assist/engine.js'
+import type { Frame } from '../assist/frame-queue.js'
+import { runKey } from '../assist/run-key.js'
+import type { HostedAgent } from '../agents/hosted-agent.js'
+import type { Identity } from '../auth/keys.js'
+import { visibleOwner } from '../auth/scopes.js'
+import { AH_ERR_REQUEST_CONFLICT, AH_ERR_RUN_NOT_FOUND } from '../errors.js'
+import type { ServiceRequest } from '../protocol/envelope.js'
+import type { DeliveryMode } from '../protocol/manifest.js'
+import type { StreamPacket } from '../protocol/packets.js'
+import type { RunFilter, RunRecord, RunStore } from '../storage/runs.js'
+import { envelopeOf, isUuid, requestIdOf, requestMessage, sameAsk } from './message-envelope.js'
+import { translated, translatedStream, type HttpErrorSlot } from './errors.js'
+import { TaskProjection, TERMINAL_STATES } from './task-projection.js'
+
+/** What the transport knows of one call, handed to the handler in its `ServerCallContext.state`. */
+export interface A2ACall extends HttpErrorSlot {
+  identity: Identity
+  /** The request's W3C trace id (the run's envelope carries it). */
+  traceId: string
+  /** Refuse a new run (per-agent rate limit): throw to refuse. */
+  admit: (agent: { id: string, name: string }) => Promise<void>
+  /** Aborted when the client goes away. */
+  signal: AbortSignal
+}
+
+/** The key of the {@link A2ACall} in a `ServerCallContext`'s state. */
+export const A2A_CALL = 'agent-host.a2a.call'
+
+/** How long `CancelTask` waits for a cancelled run to be recorded before it answers with the task as it is. */
+const CANCEL_WAIT_MS = 5000
+const DEFAULT_PAGE_SIZE = 50
+
+function callOf (context: ServerCallContext): A2ACall {
+  const call = context.state.get(A2A_CALL) as A2ACall | undefined
+  if (call === undefined) throw new Error('an A2A call without its transport\'s context')
+  return call
+}
+
+/** The A2A statuses a run in the store can have, as store filters. */
+const STATE_FILTERS: Partial<Record<TaskState, NonNullable<RunFilter['states']>>> = {
+  [TaskState.TASK_STATE_WORKING]: [{ state: 'running' }],
+  [TaskState.TASK_STATE_COMPLETED]: [{ state: 'ended', endReason: ['done'] }],
+  [TaskState.TASK_STATE_CANCELED]: [{ state: 'ended', endReason: ['cancelled'] }],
+  [TaskState.TASK_STATE_FAILED]: [{ state: 'ended', endReason: ['aborted', 'shutdown', 'interrupted'] }]
+}
+
+/** A page token: where the last page ended (its last run's start and id), opaque to the client. */
+function pageToken (record: RunRecord): string {
+  return Buffer.from(`${record.started_at}:${record.run_id}`).toString('base64url')
+}
+
+function cursorOf (token: string): { startedAt: number, runId: number } {
+  const match = /^(\d{1,16}):(\d{1,16})$/.exec(Buffer.from(token, 'base64url').toString())
+  if (match === null) throw new RequestMalformedError('pageToken is not one this server issued')
+  return { startedAt: Number(match[1]), runId: Number(match[2]) }
+}
+
+/**
+ * One hosted agent as an A2A server (the `A2ARequestHandler` the SDK's transports call): an A2A
+ * task **is** a run of the engine. `SendMessage` and `SendStreamingMessage` submit the message as a
+ * CAP envelope (same journal, idempotency by message id, auth, tenant isolation, limits, audit and
+ * metrics as `POST /v1/assist`); `GetTask`, `ListTasks` and `SubscribeToTask` read the run's record
+ * and journal through {@link TaskProjection}; `CancelTask` is the engine's cancel. A caller sees only
+ * its own tasks (an admin everyone's); another's is "not found". No run logic lives here: only the
+ * translation of shapes and errors.
+ */
+export class AgentA2AHandler implements A2ARequestHandler {
+  readonly #engine: AssistEngine
+  readonly #store: RunStore
+  readonly #hosted: HostedAgent
+  readonly #card: () => AgentCard
+
+  constructor (options: { engine: AssistEngine, store: RunStore, hosted: HostedAgent, card: () => AgentCard }) {
+    this.#engine = options.engine
+    this.#store = options.store
+    this.#hosted = options.hosted
+    this.#card = options.card
+  }
+
+  async getAgentCard (): Promise<AgentCard> {
+    return this.#card()
+  }
+
+  async getAuthenticatedExtendedAgentCard (): Promise<AgentCard> {
+    throw new ExtendedAgentCardNotConfiguredError('This agent has no extended agent card')
+  }
+
+  async sendMessage (params: SendMessageRequest, context: ServerCallContext): Promise<Message | Task> {
+    const call = callOf(context)
+    return await translated(call, async () => {
+      const { requestId } = await this.#submit(params, call, 'request_response')
+      if (params.configuration?.returnImmediately !== true) {
+        // the run's answer is recorded: its journal is whole
+        await this.#engine.answer(requestId, { signal: call.signal })
+      }
+      return this.#task(this.#record(requestId), { historyLength: params.configuration?.historyLength })
+    })
+  }
+
+  sendMessageStream (params: SendMessageRequest, context: ServerCallContext): AsyncGenerator<StreamResponse, void, undefined> {
+    const call = callOf(context)
+    const handler = this
+    return translatedStream(call, async function * () {
+      const { requestId } = await handler.#submit(params, call, 'server_sent_events')
+      const projection = handler.#projection(handler.#record(requestId))
+      yield { payload: { $case: 'task', value: projection.task({ historyLength: params.configuration?.historyLength }) } }
+      yield * handler.#follow(requestId, projection, undefined, call.signal)
+    })
+  }
+
+  async getTask (params: GetTaskRequest, context: ServerCallContext): Promise<Task> {
+    const record = this.#visible(params.id, callOf(context).identity)
+    return this.#task(record, { historyLength: params.historyLength })
+  }
+
+  async listTasks (params: ListTasksRequest, context: ServerCallContext): Promise<ListTasksResponse> {
+    const identity = callOf(context).identity
+    const pageSize = params.pageSize ?? DEFAULT_PAGE_SIZE
+    if (!Number.isInteger(pageSize) || pageSize < 1 || pageSize > 100) throw new RequestMalformedError('pageSize must be between 1 and 100')
+    const changedAfter = params.statusTimestampAfter !== undefined && params.statusTimestampAfter !== '' ? Date.parse(params.statusTimestampAfter) : undefined
+    if (changedAfter !== undefined && Number.isNaN(changedAfter)) throw new RequestMalformedError('statusTimestampAfter must be an ISO 8601 date-time')
+    if (params.contextId !== '' && !isUuid(params.contextId)) return { tasks: [], nextPageToken: '', pageSize, totalSize: 0 }
+    const status = params.status
+    const owner = visibleOwner(identity)
+    const filter: RunFilter = {
+      agentId: this.#hosted.manifest.metadata.id,
+      ...(owner !== undefined ? { ownerKey: owner } : {}),
+      ...(params.contextId !== '' ? { sessionId: params.contextId.toLowerCase() } : {}),
+      ...(status !== undefined && status !== TaskState.TASK_STATE_UNSPECIFIED ? { states: STATE_FILTERS[status] ?? [] } : {}),
+      ...(changedAfter !== undefined ? { changedAfter } : {})
+    }
+    const { runs, total } = this.#store.list(filter, { limit: pageSize, ...(params.pageToken !== '' ? { before: cursorOf(params.pageToken) } : {}) })
+    const tasks = runs.map((record) => this.#task(record, { historyLength: params.historyLength, artifacts: params.includeArtifacts === true }))
+    const last = runs.at(-1)
+    return { tasks, nextPageToken: runs.length === pageSize && last !== undefined ? pageToken(last) : '', pageSize, totalSize: total }
+  }
+
+  async cancelTask (params: CancelTaskRequest, context: ServerCallContext): Promise<Task> {
+    const call = callOf(context)
+    return await translated(call, async () => await this.#cancel(params, call.identity))
+  }
+
+  async #cancel (params: CancelTaskRequest, identity: Identity): Promise<Task> {
+    const record = this.#visible(params.id, identity)
+    const before = this.#task(record)
+    if (before.status?.state === TaskState.TASK_STATE_CANCELED) return before
+    if (record.state === 'ended') throw new TaskNotCancelableError(`Task ${params.id} has ended (${String(record.end_reason)}) and cannot be canceled`)
+    try {
+      await this.#engine.cancel(params.id, identity)
+    } catch (err) {
+      if (!(err instanceof AH_ERR_RUN_NOT_FOUND)) throw err
+      // it ended between the look and the cancel
+      const now = this.#task(this.#record(record.request_id))
+      if (now.status?.state === TaskState.TASK_STATE_CANCELED) return now
+      throw new TaskNotCancelableError(`Task ${params.id} has ended and cannot be canceled`)
+    }
+    await this.#engine.answer(record.request_id, { signal: AbortSignal.timeout(CANCEL_WAIT_MS) }).catch(() => {})
+    return this.#task(this.#record(record.request_id))
+  }
+
+  resubscribe (params: SubscribeToTaskRequest, context: ServerCallContext): AsyncGenerator<StreamResponse, void, undefined> {
+    const call = callOf(context)
+    const handler = this
+    return translatedStream(call, async function * () {
+      const record = handler.#visible(params.id, call.identity)
+      // the task as the journal has it now, then the packets after the last of them: nothing missed, nothing twice
+      const projection = handler.#projection(record)
+      let last: Cursor | undefined
+      for (const row of handler.#store.rows(record.request_id)) {
+        if (row.seq === null) continue
+        projection.apply(JSON.parse(row.frame) as StreamPacket)
+        last = { streamId: row.stream_id, seq: row.seq }
+      }
+      if (projection.ended || record.state === 'ended') {
+        throw new UnsupportedOperationError(`Task ${params.id} is in a terminal state and cannot be subscribed to`)
+      }
+      yield { payload: { $case: 'task', value: projection.task() } }
+      yield * handler.#follow(record.request_id, projection, last, call.signal)
+    })
+  }
+
+  async createTaskPushNotificationConfig (_params: TaskPushNotificationConfig): Promise<TaskPushNotificationConfig> {
+    throw new PushNotificationNotSupportedError('Push notifications are not supported yet')
+  }
+
+  async getTaskPushNotificationConfig (_params: GetTaskPushNotificationConfigRequest): Promise<TaskPushNotificationConfig> {
+    throw new PushNotificationNotSupportedError('Push notifications are not supported yet')
+  }
+
+  async listTaskPushNotificationConfigs (_params: ListTaskPushNotificationConfigsRequest): Promise<ListTaskPushNotificationConfigsResponse> {
+    throw new PushNotificationNotSupportedError('Push notifications are not supported yet')
+  }
+
+  async deleteTaskPushNotificationConfig (_params: DeleteTaskPushNotificationConfigRequest): Promise<void> {
+    throw new PushNotificationNotSupportedError('Push notifications are not supported yet')
+  }
+
+  /**
+   * Submit the message as a run (or join the run its message id already started). A message sent
+   * again is the same run when it asks the same thing; its stored envelope is submitted again, so
+   * the engine's idempotency check (the envelope's hash) holds.
+   */
+  async #submit (params: SendMessageRequest, call: A2ACall, mode: DeliveryMode): Promise<{ requestId: string }> {
+    const message = params.message
+    if (message === undefined) throw new RequestMalformedError('message is required')
+    if (message.taskId !== '') {
+      const task = this.#task(this.#visible(message.taskId, call.identity))
+      throw new UnsupportedOperationError(TERMINAL_STATES.has(task.status?.state ?? TaskState.TASK_STATE_WORKING)
+        ? `Task ${message.taskId} has ended: send a new message (with its contextId, to stay in its context) to start another task`
+        : `Task ${message.taskId} is still running and takes no more input: wait for it, or cancel it`)
+    }
+    const agent = this.#hosted.manifest.metadata
+    const key = runKey(call.identity.id, requestIdOf(message.messageId))
+    const envelope = (): ServiceRequest => {
+      const known = this.#store.get(key)
+      const stored = known === undefined ? undefined : JSON.parse(known.envelope) as ServiceRequest
+      const fresh = envelopeOf(message, { agentId: agent.id, userId: call.identity.id, traceId: call.traceId, ...(stored !== undefined ? { sessionId: stored.context.session_id } : {}) })
+      if (stored === undefined) return fresh
+      if (!sameAsk(stored, fresh)) throw new RequestMalformedError(`messageId "${message.messageId}" was already sent with another message: a new message needs a new messageId`)
+      return stored
+    }
+    const submit = async (): Promise<{ requestId: string }> => await this.#engine.submit(envelope(), { identity: call.identity, chooseMode: () => mode, admit: call.admit })
+    try {
+      return await submit()
+    } catch (err) {
+      // the same message raced itself: the other submission's envelope is stored now
+      if (err instanceof AH_ERR_REQUEST_CONFLICT) return await submit()
+      throw err
+    }
+  }
+
+  /** The run `requestId` (a run key) names; it exists: it was just submitted or looked up. */
+  #record (requestId: string): RunRecord {
+    return this.#store.get(requestId) as RunRecord
+  }
+
+  /** The caller's task `taskId` of this agent (an admin's: anyone's). */
+  #visible (taskId: string, identity: Identity): RunRecord {
+    const agentId = this.#hosted.manifest.metadata.id
+    if (!isUuid(taskId)) throw new TaskNotFoundError(`Task not found: ${taskId}`)
+    const own = this.#store.get(runKey(identity.id, taskId.toLowerCase()))
+    const record = own ?? (visibleOwner(identity) === undefined ? this.#store.byWireId(agentId, taskId.toLowerCase()) : undefined)
+    if (record === undefined || record.agent_id !== agentId) throw new TaskNotFoundError(`Task not found: ${taskId}`)
+    return record
+  }
+
+  #projection (record: RunRecord): TaskProjection {
+    const envelope = JSON.parse(record.envelope) as ServiceRequest
+    return new TaskProjection({
+      taskId: envelope.request_id,
+      contextId: record.session_id,
+      mainStreamId: record.main_stream_id,
+      request: requestMessage(envelope),
+      submittedAt: new Date(record.started_at).toISOString(),
+      metadata: { agent: this.#hosted.manifest.metadata.name, ...(envelope.payload.metadata?.capability !== undefined ? { capability: envelope.payload.metadata.capability } : {}) }
+    })
+  }
+
+  /** The task a run is now: its journal replayed. */
+  #task (record: RunRecord, options: { historyLength?: number | undefined, artifacts?: boolean } = {}): Task {
+    const projection = this.#projection(record)
+    for (const row of this.#store.rows(record.request_id)) {
+      if (row.seq !== null) projection.apply(JSON.parse(row.frame) as StreamPacket)
+    }
+    return projection.task(options)
+  }
+
+  /** The run's packets after `after` as A2A stream events, until the task ends or the client goes. */
+  async * #follow (requestId: string, projection: TaskProjection, after: Cursor | undefined, signal: AbortSignal): AsyncGenerator<StreamResponse, void, undefined> {
+    for await (const frames of this.#engine.follow(requestId, { ...(after !== undefined ? { after } : {}), signal })) {
+      for (const frame of frames as Frame[]) {
+        for (const event of projection.apply(JSON.parse(frame.json) as StreamPacket)) yield event
+      }
+      if (projection.ended) return
+    }
+  }
+}

@@ -1,0 +1,284 @@
+import type { FastifyPluginAsyncTypebox } from '@fastify/type-provider-typebox'
+import type { OutgoingHttpHeaders } from 'node:http'
+import type { FastifyReply, FastifyRequest } from 'fastify'
+import { Type } from 'typebox'
+import {
+  A2A_CONTENT_TYPE, A2A_VERSION_HEADER, AgentCard, ListTasksRequest, ListTasksResponse, SendMessageRequest, SendMessageResponse, StreamResponse, Task, type TaskPushNotificationConfig
+} from '@a2a-js/sdk'
+import { A2AError, RequestMalformedError, restStatusFor, toRestErrorBody } from '@a2a-js/sdk/errors'
+import { JsonRpcTransportHandler, ServerCallContext, validateVersion } from '@a2a-js/sdk/server'
+import pkg from '../../package.json' with { type: 'json' }
+import { agentCard, hostCard } from '../a2a/agent-card.js'
+import { HttpLevelError } from '../a2a/errors.js'
+import { A2A_CALL, AgentA2AHandler, type A2ACall } from '../a2a/request-handler.js'
+import type { HostedAgent } from '../agents/hosted-agent.js'
+import { agentRefusal } from '../auth/agent-access.js'
+import { AH_ERR_AGENT_NOT_FOUND } from '../errors.js'
+import { SseWriter } from '../http/sse-writer.js'
+import { JsonObject } from '../protocol/common.js'
+import { ECHO_AGENT_ID, errorResponse } from '../protocol/openapi.js'
+
+const AgentParams = Type.Object({ agent_id: Type.String({ minLength: 1, maxLength: 256, description: 'The agent\'s `metadata.id` or `metadata.name`', examples: [ECHO_AGENT_ID] }) })
+const TaskParams = Type.Object({
+  agent_id: AgentParams.properties.agent_id,
+  task: Type.String({ minLength: 1, maxLength: 256, description: 'A task id, then `:cancel` or `:subscribe` where the method asks for one' })
+})
+const VersionHeaders = Type.Object({ 'a2a-version': Type.Optional(Type.String({ description: 'The A2A protocol version the client speaks: `1.0` (absent means 0.3, which is not served)' })) })
+const A2ABody = Type.Unsafe<Record<string, unknown>>({ ...JsonObject, description: 'An A2A v1.0 message, as the A2A specification defines it' })
+const A2AAnswer = Type.Unsafe<Record<string, unknown>>({ ...JsonObject, description: 'An A2A v1.0 answer; `text/event-stream` for the streaming methods' })
+const agentNotFound = errorResponse('No agent has this id or name', new AH_ERR_AGENT_NOT_FOUND('nobody'))
+const RestError = (description: string): ReturnType<typeof Type.Unsafe<Record<string, unknown>>> => Type.Unsafe<Record<string, unknown>>({ ...JsonObject, description })
+/** The HTTP+JSON binding's errors: A2A's REST error bodies (`{ error: { code, status, message, details } }`), or this server's for an unknown agent. */
+const REST_ERRORS = {
+  400: RestError('An A2A error (`error.status`: `INVALID_ARGUMENT`, `FAILED_PRECONDITION`): a malformed request, an unsupported version or operation, a task that cannot be canceled'),
+  404: RestError('No such task (A2A `NOT_FOUND`), or no agent has this id or name (`AH_ERR_AGENT_NOT_FOUND`)')
+}
+const ListQuery = Type.Object({
+  contextId: Type.Optional(Type.String()),
+  status: Type.Optional(Type.String()),
+  pageSize: Type.Optional(Type.Integer()),
+  pageToken: Type.Optional(Type.String()),
+  historyLength: Type.Optional(Type.Integer()),
+  statusTimestampAfter: Type.Optional(Type.String()),
+  includeArtifacts: Type.Optional(Type.Boolean())
+})
+
+/**
+ * The A2A v1.0 binding (the mapping is `docs/a2a-and-mcp.md`): every hosted agent is an A2A agent
+ * with its card at `/a2a/{agent}/.well-known/agent-card.json`, its JSON-RPC binding at
+ * `POST /a2a/{agent}` and its HTTP+JSON binding under `/a2a/{agent}/rest`; the host's card at
+ * `/.well-known/agent-card.json` lists them. The methods are `AgentA2AHandler`'s, over the run
+ * engine; the JSON-RPC framing is the SDK's `JsonRpcTransportHandler`. A refusal of who is calling
+ * or of load (401, 403, 429, 503) is the HTTP answer itself, as on `/v1/assist`.
+ */
+const a2aRoutes: FastifyPluginAsyncTypebox = async (app) => {
+  const config = app.config
+  const handlers = new Map<string, { handler: AgentA2AHandler, jsonRpc: JsonRpcTransportHandler }>()
+  const origin = (request: FastifyRequest): string => `${request.protocol}://${request.host}`
+
+  const hostedAgent = (id: string): HostedAgent => {
+    const hosted = app.agents.get(id)
+    if (hosted === undefined) throw new AH_ERR_AGENT_NOT_FOUND(id)
+    return hosted
+  }
+
+  /** The agent's handler; its card names the URLs the request reached this server by. */
+  const bindingOf = (hosted: HostedAgent, request: FastifyRequest): { handler: AgentA2AHandler, jsonRpc: JsonRpcTransportHandler, card: AgentCard } => {
+    const card = agentCard(hosted, origin(request), config.AUTH_MODE)
+    const id = hosted.manifest.metadata.id
+    let binding = handlers.get(id)
+    if (binding === undefined) {
+      const handler = new AgentA2AHandler({ engine: app.assist, store: app.runStore, hosted, card: () => agentCard(hosted, '', config.AUTH_MODE) })
+      binding = { handler, jsonRpc: new JsonRpcTransportHandler(handler) }
+      handlers.set(id, binding)
+    }
+    return { ...binding, card }
+  }
+
+  /**
+   * The call's context: the caller, the trace, the rate limit, the client's signal. The agent must
+   * be one the caller may invoke (403 otherwise), and the A2A version one the card declares.
+   */
+  const contextOf = (request: FastifyRequest, reply: FastifyReply, hosted: HostedAgent, card: AgentCard, binding: 'JSONRPC' | 'HTTP+JSON'): { context: ServerCallContext, call: A2ACall } => {
+    const agent = hosted.manifest.metadata
+    const refusal = agentRefusal(request.identity, { id: agent.id, name: agent.name, requiresAuth: agent.requires_auth })
+    if (refusal !== undefined) throw refusal.error
+    const controller = new AbortController()
+    reply.raw.on('close', () => { if (!reply.raw.writableFinished) controller.abort('client_disconnected') })
+    const call: A2ACall = {
+      identity: request.identity,
+      traceId: request.traceId,
+      admit: async (target) => { await app.limits.agentRun(request, reply, target) },
+      signal: controller.signal
+    }
+    const header = request.headers[A2A_VERSION_HEADER.toLowerCase()]
+    const context = new ServerCallContext({ ...(typeof header === 'string' && header !== '' ? { requestedVersion: header } : {}), state: new Map([[A2A_CALL, call]]) })
+    validateVersion(context.requestedVersion, card, binding)
+    return { context, call }
+  }
+
+  /**
+   * Stream `events` as SSE. The first event is awaited before any header is sent, so a refusal is
+   * still a plain answer; an error later is an `error` event, then the end.
+   */
+  const stream = async <T>(request: FastifyRequest, reply: FastifyReply, call: A2ACall, events: AsyncGenerator<T, void, undefined>, frame: (event: T) => string, errorFrame: (err: unknown) => string, early: (err: unknown) => Promise<FastifyReply>): Promise<FastifyReply> => {
+    let first: IteratorResult<T, void>
+    try {
+      first = await events.next()
+    } catch (err) {
+      if (call.httpError !== undefined) throw call.httpError
+      return await early(err)
+    }
+    const release = app.limits.openStream(request, reply)
+    reply.hijack()
+    const writer = new SseWriter(reply.raw, {
+      headers: reply.getHeaders() as OutgoingHttpHeaders,
+      heartbeatMs: config.SSE_HEARTBEAT_MS,
+      retryMs: 0,
+      stallMs: config.SSE_STALL_TIMEOUT_MS,
+      onGone: () => {},
+      metrics: app.metrics.sse,
+      onFinished: release
+    })
+    try {
+      for (let next = first; next.done !== true; next = await events.next()) {
+        const drained = writer.sendData(frame(next.value))
+        if (drained !== undefined) await drained
+        if (writer.finished) break
+      }
+    } catch (err) {
+      request.log.warn({ err }, 'an A2A stream ended with an error')
+      writer.sendData(errorFrame(err), 'error')
+    } finally {
+      await events.return(undefined).catch(() => {})
+      writer.end()
+    }
+    return reply
+  }
+
+  app.get('/.well-known/agent-card.json', {
+    schema: {
+      operationId: 'a2aHostCard',
+      tags: ['a2a'],
+      summary: 'The host\'s A2A agent card: a directory of its agents\' cards',
+      response: { 200: A2AAnswer }
+    }
+  }, async (request) => AgentCard.toJSON(hostCard(app.agents.list(), origin(request), config.AUTH_MODE, pkg.version)) as Record<string, unknown>)
+
+  app.get('/a2a/:agent_id/.well-known/agent-card.json', {
+    schema: {
+      operationId: 'a2aAgentCard',
+      tags: ['a2a'],
+      summary: 'An agent\'s A2A agent card (v1.0)',
+      description: 'Name, version, skills (the agent\'s capabilities), streaming, the security scheme of `AUTH_MODE`, and the JSON-RPC (`/a2a/{agent_id}`) and HTTP+JSON (`/a2a/{agent_id}/rest`) interfaces.',
+      params: AgentParams,
+      response: { 200: A2AAnswer, 404: agentNotFound }
+    }
+  }, async (request) => AgentCard.toJSON(agentCard(hostedAgent(request.params.agent_id), origin(request), config.AUTH_MODE)) as Record<string, unknown>)
+
+  app.post('/a2a/:agent_id', {
+    schema: {
+      operationId: 'a2aJsonRpc',
+      tags: ['a2a'],
+      summary: 'A2A v1.0 JSON-RPC binding of an agent',
+      description: 'JSON-RPC 2.0: `SendMessage`, `SendStreamingMessage` and `SubscribeToTask` (answered as `text/event-stream`), `GetTask`, `ListTasks`, `CancelTask`. Send `A2A-Version: 1.0`. A2A errors are JSON-RPC errors (HTTP 200); who is calling and load are HTTP answers (401, 403, 429, 503).',
+      params: AgentParams,
+      headers: VersionHeaders,
+      body: A2ABody,
+      response: { 200: A2AAnswer, 404: agentNotFound }
+    }
+  }, async (request, reply) => {
+    const hosted = hostedAgent(request.params.agent_id)
+    const { jsonRpc, card } = bindingOf(hosted, request)
+    const id = (request.body.id ?? null) as string | number | null
+    let context: ServerCallContext
+    let call: A2ACall
+    try {
+      ({ context, call } = contextOf(request, reply, hosted, card, 'JSONRPC'))
+    } catch (err) {
+      if (!(err instanceof A2AError)) throw err
+      return { jsonrpc: '2.0', id, error: JsonRpcTransportHandler.mapToJSONRPCError(err) }
+    }
+    const answer = await jsonRpc.handle(request.body, context)
+    if (call.httpError !== undefined) throw call.httpError
+    if (!(Symbol.asyncIterator in answer)) return answer as unknown as Record<string, unknown>
+    return await stream(request, reply, call, answer, (event) => JSON.stringify(event),
+      (err) => JSON.stringify({ jsonrpc: '2.0', id, error: JsonRpcTransportHandler.mapToJSONRPCError(err) }),
+      async (err) => await reply.send({ jsonrpc: '2.0', id, error: JsonRpcTransportHandler.mapToJSONRPCError(err) }))
+  })
+
+  /** An HTTP+JSON method: the A2A error of a failure as its REST error body and status; a refusal of the caller or of load as itself. */
+  // (typed as the routes' 200 answer: Fastify's types do not know a handler may return the reply it sent)
+  const rest = async (reply: FastifyReply, call: () => Promise<unknown>): Promise<Record<string, unknown>> => {
+    try {
+      return await call() as Record<string, unknown>
+    } catch (err) {
+      if (err instanceof HttpLevelError) throw err.error
+      if (!(err instanceof A2AError)) throw err
+      const status = restStatusFor(err)
+      return await reply.code(status).type(A2A_CONTENT_TYPE).send(toRestErrorBody(err, status)) as unknown as Record<string, unknown>
+    }
+  }
+
+  const restStream = async (request: FastifyRequest, reply: FastifyReply, call: A2ACall, events: AsyncGenerator<StreamResponse, void, undefined>): Promise<FastifyReply> =>
+    await stream(request, reply, call, events, (event) => JSON.stringify(StreamResponse.toJSON(event)),
+      (err) => JSON.stringify(toRestErrorBody(err, restStatusFor(err))),
+      async (err) => {
+        if (!(err instanceof A2AError)) throw err
+        const status = restStatusFor(err)
+        return await reply.code(status).type(A2A_CONTENT_TYPE).send(toRestErrorBody(err, status))
+      })
+
+  const restSchema = <T extends object>(operationId: string, summary: string, extra: T) => ({
+    operationId,
+    tags: ['a2a'],
+    summary,
+    headers: VersionHeaders,
+    response: { 200: A2AAnswer, ...REST_ERRORS },
+    ...extra
+  })
+
+  /** The call's handler and context for an HTTP+JSON method (its errors are the REST binding's). */
+  const restCall = (request: FastifyRequest, reply: FastifyReply): { handler: AgentA2AHandler, context: ServerCallContext, call: A2ACall } => {
+    const hosted = hostedAgent((request.params as { agent_id: string }).agent_id)
+    const { handler, card } = bindingOf(hosted, request)
+    return { handler, ...contextOf(request, reply, hosted, card, 'HTTP+JSON') }
+  }
+
+  app.post('/a2a/:agent_id/rest/message::send', { schema: restSchema('a2aRestSendMessage', 'A2A HTTP+JSON: send a message, wait for its task', { params: AgentParams, body: A2ABody }) }, async (request, reply) =>
+    await rest(reply, async () => {
+      const { handler, context } = restCall(request, reply)
+      const result = await handler.sendMessage(SendMessageRequest.fromJSON(request.body), context)
+      return SendMessageResponse.toJSON({ payload: 'messageId' in result ? { $case: 'message', value: result } : { $case: 'task', value: result } })
+    }))
+
+  app.post('/a2a/:agent_id/rest/message::stream', { schema: restSchema('a2aRestStreamMessage', 'A2A HTTP+JSON: send a message, stream its task (`text/event-stream`)', { params: AgentParams, body: A2ABody }) }, async (request, reply) =>
+    await rest(reply, async () => {
+      const { handler, context, call } = restCall(request, reply)
+      return await restStream(request, reply, call, handler.sendMessageStream(SendMessageRequest.fromJSON(request.body), context))
+    }))
+
+  app.get('/a2a/:agent_id/rest/tasks', { schema: restSchema('a2aRestListTasks', 'A2A HTTP+JSON: the caller\'s tasks of this agent, newest first', { params: AgentParams, querystring: ListQuery }) }, async (request, reply) =>
+    await rest(reply, async () => {
+      const { handler, context } = restCall(request, reply)
+      const params = ListTasksRequest.fromJSON(request.query)
+      const listed = await handler.listTasks(params, context)
+      return ListTasksResponse.toJSON(listed)
+    }))
+
+  /** `{id}`, `{id}:cancel` or `{id}:subscribe`: the task id and the verb. */
+  const taskRef = (ref: string): { id: string, verb: string } => {
+    const at = ref.indexOf(':')
+    return at < 0 ? { id: ref, verb: '' } : { id: ref.slice(0, at), verb: ref.slice(at + 1) }
+  }
+  const unknownVerb = (verb: string): never => { throw new RequestMalformedError(`Unknown method ":${verb}" of a task`) }
+
+  app.get('/a2a/:agent_id/rest/tasks/:task', { schema: restSchema('a2aRestGetTask', 'A2A HTTP+JSON: a task (`GET /tasks/{id}`), or a re-subscription to it (`GET /tasks/{id}:subscribe`, `text/event-stream`)', { params: TaskParams, querystring: Type.Object({ historyLength: Type.Optional(Type.Integer()) }) }) }, async (request, reply) =>
+    await rest(reply, async () => {
+      const { id, verb } = taskRef(request.params.task)
+      const { handler, context, call } = restCall(request, reply)
+      if (verb === 'subscribe') return await restStream(request, reply, call, handler.resubscribe({ tenant: '', id }, context))
+      if (verb !== '') unknownVerb(verb)
+      return Task.toJSON(await handler.getTask({ tenant: '', id, historyLength: request.query.historyLength }, context))
+    }))
+
+  app.post('/a2a/:agent_id/rest/tasks/:task', { config: { emptyJsonBody: true }, schema: restSchema('a2aRestTaskMethod', 'A2A HTTP+JSON: cancel a task (`POST /tasks/{id}:cancel`) or re-subscribe to it (`POST /tasks/{id}:subscribe`)', { params: TaskParams }) }, async (request, reply) =>
+    await rest(reply, async () => {
+      const { id, verb } = taskRef(request.params.task)
+      const { handler, context, call } = restCall(request, reply)
+      if (verb === 'subscribe') return await restStream(request, reply, call, handler.resubscribe({ tenant: '', id }, context))
+      if (verb !== 'cancel') unknownVerb(verb)
+      return Task.toJSON(await handler.cancelTask({ tenant: '', id, metadata: undefined }, context))
+    }))
+
+  const pushConfigs = async (request: FastifyRequest, reply: FastifyReply): Promise<Record<string, unknown>> =>
+    await rest(reply, async () => {
+      const { handler } = restCall(request, reply)
+      return await handler.createTaskPushNotificationConfig({} as TaskPushNotificationConfig)
+    })
+  for (const method of ['GET', 'POST'] as const) {
+    app.route({ method, url: '/a2a/:agent_id/rest/tasks/:task/pushNotificationConfigs', schema: restSchema(`a2aRestPushConfigs${method}`, 'A2A HTTP+JSON: push notification configs (not supported yet)', { params: TaskParams }), handler: pushConfigs })
+  }
+}
+
+export default a2aRoutes
