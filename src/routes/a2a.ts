@@ -1,11 +1,11 @@
 import type { FastifyPluginAsyncTypebox } from '@fastify/type-provider-typebox'
 import type { OutgoingHttpHeaders } from 'node:http'
-import type { FastifyReply, FastifyRequest } from 'fastify'
+import type { FastifyError, FastifyReply, FastifyRequest } from 'fastify'
 import { Type } from 'typebox'
 import {
   A2A_CONTENT_TYPE, A2A_VERSION_HEADER, AgentCard, ListTasksRequest, ListTasksResponse, SendMessageRequest, SendMessageResponse, StreamResponse, Task, type TaskPushNotificationConfig
 } from '@a2a-js/sdk'
-import { A2AError, RequestMalformedError, restStatusFor, toRestErrorBody } from '@a2a-js/sdk/errors'
+import { A2A_ERROR_CODE, A2AError, RequestMalformedError, restStatusFor, toRestErrorBody } from '@a2a-js/sdk/errors'
 import { JsonRpcTransportHandler, ServerCallContext, validateVersion } from '@a2a-js/sdk/server'
 import pkg from '../../package.json' with { type: 'json' }
 import { agentCard, hostCard } from '../a2a/agent-card.js'
@@ -156,7 +156,15 @@ const a2aRoutes: FastifyPluginAsyncTypebox = async (app) => {
     }
   }, async (request) => AgentCard.toJSON(agentCard(hostedAgent(request.params.agent_id), origin(request), config.AUTH_MODE)) as Record<string, unknown>)
 
+  // a body that is not JSON, or not an object, is JSON-RPC's parse error or invalid request (HTTP 200), as a JSON-RPC client expects
+  const jsonRpcErrorHandler = (err: FastifyError, request: FastifyRequest, reply: FastifyReply): unknown => {
+    const parse = err instanceof SyntaxError || err.code === 'FST_ERR_CTP_INVALID_JSON_BODY' || err.code === 'FST_ERR_CTP_EMPTY_JSON_BODY' || err.code === 'AH_ERR_BODY_MALFORMED'
+    if (!parse && err.validationContext !== 'body') return app.errorHandler(err, request, reply)
+    return reply.code(200).send({ jsonrpc: '2.0', id: null, error: { code: parse ? A2A_ERROR_CODE.PARSE_ERROR : A2A_ERROR_CODE.INVALID_REQUEST, message: parse ? `Parse error: ${err.message}` : 'Invalid Request: the body must be a JSON-RPC request object' } })
+  }
+
   app.post('/a2a/:agent_id', {
+    errorHandler: jsonRpcErrorHandler,
     schema: {
       operationId: 'a2aJsonRpc',
       tags: ['a2a'],

@@ -127,7 +127,7 @@ for (const binding of BINDINGS) {
     await until('the run to start', () => app.runs.size === 1)
     const cancelled = await a2a.cancelTask({ tenant: '', id, metadata: undefined })
     t.equal(cancelled.status?.state, TaskState.TASK_STATE_CANCELED)
-    await t.rejects(a2a.cancelTask({ tenant: '', id: (await a2a.sendMessage(send(message([data({ script: [] })])))  as Task).id, metadata: undefined }), { name: /TaskNotCancelableError/ }, 'an ended task is not cancelable')
+    await t.rejects(a2a.cancelTask({ tenant: '', id: (await a2a.sendMessage(send(message([data({ script: [] })]))) as Task).id, metadata: undefined }), { name: /TaskNotCancelableError/ }, 'an ended task is not cancelable')
     await t.rejects(a2a.getTask({ tenant: '', id: randomUUID(), historyLength: undefined }), { name: /TaskNotFoundError/ })
   })
 }
