@@ -36,7 +36,7 @@ const rpc = (method: string, params: Record<string, unknown>) => ({ jsonrpc: '2.
 
 for (const binding of ['JSONRPC', 'HTTP+JSON'] as const) {
   t.test(`${binding}, auth on: a task is its caller's; another key cannot get, list, cancel or re-subscribe to it; an admin can`, async (t) => {
-    const { app, url } = await listen(t, { AUTH_MODE: 'apikey', API_KEYS: KEYS, AGENTS_DIR: FIXTURE_AGENTS_DIR, WORKERS_PER_TYPE: '0' })
+    const { app, url } = await listen(t, { AUTH_MODE: 'apikey', API_KEYS: KEYS, AGENTS_DIR: FIXTURE_AGENTS_DIR, WORKERS_PER_TYPE: '0', MAX_EVENT_LOOP_DELAY_MS: '0' })
     const alice = await client(url, SCRIPTED, binding, ALICE)
     const bob = await client(url, SCRIPTED, binding, BOB)
     const admin = await client(url, SCRIPTED, binding, ADMIN)
@@ -60,7 +60,7 @@ for (const binding of ['JSONRPC', 'HTTP+JSON'] as const) {
 }
 
 t.test('auth on: no key is a 401 on both bindings; a key that may not invoke the agent is a 403; the cards stay public and name the scheme', async (t) => {
-  const app = await build(t, { AUTH_MODE: 'apikey', API_KEYS: KEYS, WORKERS_PER_TYPE: '0' })
+  const app = await build(t, { AUTH_MODE: 'apikey', API_KEYS: KEYS, WORKERS_PER_TYPE: '0', MAX_EVENT_LOOP_DELAY_MS: '0' })
   const body = rpc('SendMessage', { message: { messageId: randomUUID(), role: 'ROLE_USER', parts: [{ text: 'hi' }] } })
   const headers = { 'a2a-version': '1.0' }
   const anonymous = await app.inject({ method: 'POST', url: `/a2a/${AGENTS.echo}`, headers, payload: body })
@@ -81,7 +81,7 @@ t.test('auth on: no key is a 401 on both bindings; a key that may not invoke the
 })
 
 t.test('cards: the host\'s lists every agent\'s card; an agent\'s names its bindings, version, skills and streaming; auth off has no scheme', async (t) => {
-  const app = await build(t, { WORKERS_PER_TYPE: '0' })
+  const app = await build(t, { WORKERS_PER_TYPE: '0', MAX_EVENT_LOOP_DELAY_MS: '0' })
   const host = (await app.inject({ url: '/.well-known/agent-card.json', headers: { host: 'agents.example:8080' } })).json()
   const listed = host.capabilities.extensions[0].params.agents as Array<{ id: string, name: string, card: string }>
   t.equal(listed.length, app.agents.size, 'every agent')
@@ -105,7 +105,7 @@ t.test('cards: the host\'s lists every agent\'s card; an agent\'s names its bind
 })
 
 t.test('A2A-Version: absent means 0.3, which is refused as the specification says; 1.0 is served', async (t) => {
-  const app = await build(t, { WORKERS_PER_TYPE: '0' })
+  const app = await build(t, { WORKERS_PER_TYPE: '0', MAX_EVENT_LOOP_DELAY_MS: '0' })
   const body = rpc('GetTask', { id: randomUUID() })
   const none = (await app.inject({ method: 'POST', url: `/a2a/${AGENTS.echo}`, payload: body })).json()
   t.match(none, { jsonrpc: '2.0', id: 7, error: { code: -32009, message: /'0\.3' is not supported.*1\.0/ } })
@@ -117,7 +117,7 @@ t.test('A2A-Version: absent means 0.3, which is refused as the specification say
 })
 
 t.test('errors: CAP\'s refusals as A2A errors (invalid params, content type), bad JSON-RPC as JSON-RPC errors, rate limits as HTTP 429', async (t) => {
-  const app = await build(t, { WORKERS_PER_TYPE: '0', AGENTS_DIR: FIXTURE_AGENTS_DIR, RATE_LIMIT_AGENT_MAX: '2' })
+  const app = await build(t, { WORKERS_PER_TYPE: '0', MAX_EVENT_LOOP_DELAY_MS: '0', AGENTS_DIR: FIXTURE_AGENTS_DIR, RATE_LIMIT_AGENT_MAX: '2' })
   const headers = { 'a2a-version': '1.0' }
   const call = async (payload: unknown, agent = SCRIPTED): Promise<{ status: number, body: Record<string, any> }> => {
     const res = await app.inject({ method: 'POST', url: `/a2a/${agent}`, headers, payload: payload as Record<string, unknown> })
@@ -149,7 +149,7 @@ t.test('errors: CAP\'s refusals as A2A errors (invalid params, content type), ba
 })
 
 t.test('a message sent again (same messageId) is the same task; the same id with another message is refused', async (t) => {
-  const app = await build(t, { WORKERS_PER_TYPE: '0' })
+  const app = await build(t, { WORKERS_PER_TYPE: '0', MAX_EVENT_LOOP_DELAY_MS: '0' })
   const headers = { 'a2a-version': '1.0' }
   const messageId = 'client-chosen-id-1'
   const sendIt = async (text: string, contextId?: string): Promise<Record<string, any>> => (await app.inject({ method: 'POST', url: `/a2a/${AGENTS.echo}`, headers, payload: rpc('SendMessage', { message: { messageId, role: 'ROLE_USER', parts: [{ text }], ...(contextId !== undefined ? { contextId } : {}) } }) })).json()

@@ -59,7 +59,7 @@ function merge (events: StreamResponse[], into?: Task): Task {
 
 for (const binding of BINDINGS) {
   t.test(`${binding}: SendMessage runs the agent and answers with its completed task; GetTask and ListTasks find it`, async (t) => {
-    const { url } = await listen(t, { WORKERS_PER_TYPE: '0' })
+    const { url } = await listen(t, { WORKERS_PER_TYPE: '0', MAX_EVENT_LOOP_DELAY_MS: '0' })
     const a2a = await client(url, AGENTS.echo, binding)
     const result = await a2a.sendMessage(send(message([text('hello world')])))
     t.ok('status' in result, 'a task')
@@ -82,7 +82,7 @@ for (const binding of BINDINGS) {
   })
 
   t.test(`${binding}: SendStreamingMessage streams the task: a task, appended artifact chunks for the deltas, the final status`, async (t) => {
-    const { url } = await listen(t, { WORKERS_PER_TYPE: '0' })
+    const { url } = await listen(t, { WORKERS_PER_TYPE: '0', MAX_EVENT_LOOP_DELAY_MS: '0' })
     const a2a = await client(url, AGENTS.echoStream, binding)
     const events: StreamResponse[] = []
     for await (const event of a2a.sendMessageStream(send(message([text('one two three')]), false))) events.push(event)
@@ -99,7 +99,7 @@ for (const binding of BINDINGS) {
   })
 
   t.test(`${binding}: CancelTask cancels the run; a dropped stream resubscribes with no gap and no duplicate`, async (t) => {
-    const { app, url } = await listen(t, { WORKERS_PER_TYPE: '0', AGENTS_DIR: FIXTURE_AGENTS_DIR })
+    const { app, url } = await listen(t, { WORKERS_PER_TYPE: '0', MAX_EVENT_LOOP_DELAY_MS: '0', AGENTS_DIR: FIXTURE_AGENTS_DIR })
     const a2a = await client(url, SCRIPTED, binding)
     const dropped = new AbortController()
     const first: StreamResponse[] = []

@@ -12,7 +12,7 @@ function results (body: string): Array<Record<string, any>> {
 }
 
 t.test('CAP packets as A2A stream events: thoughts and progress as working statuses, data, citations, media and result as artifacts, a warning as a status, usage in the task', async (t) => {
-  const app = await build(t, { AGENTS_DIR: FIXTURE_AGENTS_DIR, WORKERS_PER_TYPE: '0' })
+  const app = await build(t, { AGENTS_DIR: FIXTURE_AGENTS_DIR, WORKERS_PER_TYPE: '0', MAX_EVENT_LOOP_DELAY_MS: '0' })
   const script = [
     { op: 'thought', content: 'thinking', status: 'planning' },
     { op: 'progress', label: 'step 1', status: 'running', percent: 0.5 },
@@ -51,7 +51,7 @@ t.test('CAP packets as A2A stream events: thoughts and progress as working statu
 })
 
 t.test('a run that fails: the task fails with the error that ended it, over JSON-RPC and as CAP saw it', async (t) => {
-  const app = await build(t, { AGENTS_DIR: FIXTURE_AGENTS_DIR, WORKERS_PER_TYPE: '0' })
+  const app = await build(t, { AGENTS_DIR: FIXTURE_AGENTS_DIR, WORKERS_PER_TYPE: '0', MAX_EVENT_LOOP_DELAY_MS: '0' })
   const body = { jsonrpc: '2.0', id: 1, method: 'SendMessage', params: { message: { messageId: randomUUID(), role: 'ROLE_USER', parts: [{ data: { script: [{ op: 'markdown', content: 'partial' }, { op: 'throw', message: 'it broke' }] } }] } } }
   const task = (await app.inject({ method: 'POST', url: `/a2a/${SCRIPTED}`, headers: { 'a2a-version': '1.0' }, payload: body })).json().result.task
   t.match(task.status, { state: 'TASK_STATE_FAILED', message: { role: 'ROLE_AGENT', parts: [{ text: /.+/ }, { data: { error: { code: 'agent_failed', severity: 'FATAL' } } }] } })
