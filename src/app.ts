@@ -36,6 +36,7 @@ import eventRoutes from './routes/v1/events.js'
 import sessionRoutes from './routes/v1/sessions.js'
 import taskRoutes from './routes/v1/tasks.js'
 import a2aRoutes from './routes/a2a.js'
+import mcpRoutes from './routes/mcp.js'
 
 export interface BuildOptions {
   /** Where log lines go (default: stdout). The level and redaction come from the configuration. */
@@ -135,6 +136,7 @@ async function register (app: FastifyInstance, config: Config, tracerProvider: T
   await app.register(taskRoutes)
   await app.register(planRoutes)
   await app.register(busRoutes)
+  await app.register(mcpRoutes)
   await app.register(a2aRoutes)
   await app.register(playgroundRoutes)
 }

@@ -132,6 +132,10 @@ export const ConfigSchema = Type.Object({
   CORS_CREDENTIALS: Type.Boolean({ default: false }),
   /** Serve the playground page at `/playground`. */
   PLAYGROUND: Type.Boolean({ default: true }),
+  /** `/mcp`: an MCP session unused for this long (no request open on it) is closed; its client must initialize again. */
+  MCP_SESSION_IDLE_MS: Type.Integer({ default: 1800000, minimum: 1000 }),
+  /** `/mcp`: MCP sessions one principal may hold open; initializing one more closes its least recently used. */
+  MCP_MAX_SESSIONS: Type.Integer({ default: 32, minimum: 1 }),
   /** The provider behind the `llm` backend (what `llm-chat` uses). */
   LLM_PROVIDER: Type.Union([Type.Literal('openai'), Type.Literal('anthropic')], { default: 'openai' }),
   /** An OpenAI-compatible server (vLLM, Ollama, llama.cpp, ...); empty means api.openai.com. */

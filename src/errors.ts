@@ -85,6 +85,10 @@ export const AH_ERR_SHUTTING_DOWN = define('AH_ERR_SHUTTING_DOWN', 503, 'The ser
   'The server is draining; retry against another instance (`Retry-After` is set).')
 export const AH_ERR_PLAYGROUND_UNBUILT = define('AH_ERR_PLAYGROUND_UNBUILT', 503, 'The playground needs the client built: run npm run build',
   'The playground page is served but the TypeScript client it runs on (`client/dist`) was not built; `npm run build` (or `npm start`) builds it.')
+export const AH_ERR_MCP_HOST_REFUSED = define('AH_ERR_MCP_HOST_REFUSED', 403, 'Refused by the DNS-rebinding guard: %s',
+  '`/mcp`: the `Host` header is not a name of this server (bound to loopback: `localhost`, `127.0.0.1`, `[::1]`, or the host of a `CORS_ORIGINS` entry), or the `Origin` header is neither the request\'s own nor in `CORS_ORIGINS`.')
+export const AH_ERR_MCP_SESSION_NOT_FOUND = define('AH_ERR_MCP_SESSION_NOT_FOUND', 404, 'No MCP session with id "%s"',
+  '`/mcp`: the `Mcp-Session-Id` names no open MCP session of this caller (never made, closed, expired after `MCP_SESSION_IDLE_MS`, or another key\'s); initialize a new one.')
 
 // Agents: authoring and runtime (raised to agent code or at boot)
 export const AH_ERR_AGENT_INVALID = define('AH_ERR_AGENT_INVALID', 500, 'Invalid agent at %s: %s',

@@ -1,0 +1,135 @@
+import type { CallToolResult, LoggingLevel } from '@modelcontextprotocol/sdk/types.js'
+import type { JsonObject } from '../agents/contract.js'
+import type { CloseReason, EventPayload, StreamError, StreamPacket } from '../protocol/packets.js'
+
+/** The `_meta` keys of a tool result that name its CAP run (see `GET /v1/sessions/{id}/history`, `/v1/events`, `/v1/audit`). */
+export const META_REQUEST_ID = 'agent-host/request_id'
+export const META_SESSION_ID = 'agent-host/session_id'
+
+/** A `notifications/progress` to send, without its token. */
+export interface ProgressUpdate {
+  progress: number
+  total: number
+  message: string
+}
+
+/** A `notifications/message` to send. */
+export interface LogUpdate {
+  level: LoggingLevel
+  logger: string
+  data: JsonObject
+}
+
+/** What one packet asks the binding to tell the client now. */
+export interface PacketUpdate {
+  progress?: ProgressUpdate
+  log?: LogUpdate
+}
+
+/** The agent's `log()` levels (pino's) as MCP's (RFC 5424's). */
+const LOG_LEVELS: Readonly<Record<string, LoggingLevel>> = {
+  trace: 'debug', debug: 'debug', info: 'info', warn: 'warning', error: 'error', fatal: 'critical'
+}
+
+/** An agent `log()` level as an MCP logging level (`info` for anything unknown). */
+export function mcpLogLevel (level: unknown): LoggingLevel {
+  return (typeof level === 'string' ? LOG_LEVELS[level] : undefined) ?? 'info'
+}
+
+/**
+ * One tool call's run, packet by packet, into MCP: the text the run produced (MARKDOWN blocks and
+ * DELTA chunks, in order: the JSON transcript's `text`), the agent's `result()`, and how the main
+ * stream ended. Progress packets become progress updates, thoughts and non-fatal errors log updates.
+ */
+export class CallResultBuilder {
+  #text = ''
+  #result: JsonObject | undefined
+  #error: StreamError | undefined
+  #end: CloseReason | undefined
+  #progress = 0
+  readonly #logger: string
+
+  /** @param logger the `logger` of the log updates (the agent's name) */
+  constructor (logger: string) {
+    this.#logger = logger
+  }
+
+  /**
+   * Take one packet (`final`: it is the main stream's CLOSE, the run's last packet); returns what to
+   * tell the client now, if anything.
+   */
+  add (packet: StreamPacket, final = false): PacketUpdate {
+    switch (packet.op) {
+      case 'DELTA':
+        this.#text += packet.p
+        return {}
+      case 'ERROR':
+        return this.#onError(packet.p)
+      case 'CLOSE':
+        if (final) this.#end = packet.p
+        return {}
+      case 'EVENT':
+        return this.#onEvent(packet.p)
+    }
+  }
+
+  #onError (error: StreamError): PacketUpdate {
+    if (error.severity !== 'WARNING') this.#error = error
+    const level: LoggingLevel = error.severity === 'WARNING' ? 'warning' : 'error'
+    return { log: { level, logger: this.#logger, data: { error: error.code, message: error.message, severity: error.severity } } }
+  }
+
+  #onEvent (event: EventPayload): PacketUpdate {
+    switch (event.type) {
+      case 'MARKDOWN_BLOCK':
+        this.#text += event.data.content
+        return {}
+      case 'RESULT':
+        this.#result = event.data
+        return {}
+      case 'THOUGHT_TRACE':
+        return { log: { level: 'info', logger: this.#logger, data: { thought: event.data.thought, status: event.data.status } } }
+      case 'PROGRESS_INDICATOR': {
+        const { label, status, progress_percent: percent } = event.data
+        const value = percent !== undefined ? percent * 100 : status === 'complete' ? 100 : undefined
+        // MCP's progress must grow with every notification: a step that does not advance it is a log line instead
+        if (value !== undefined && value > this.#progress) {
+          this.#progress = value
+          return { progress: { progress: value, total: 100, message: label } }
+        }
+        return { log: { level: status === 'failed' ? 'warning' : 'info', logger: this.#logger, data: { progress: label, status } } }
+      }
+      default:
+        return {}
+    }
+  }
+
+  /**
+   * The `tools/call` result: the text as `text` content; the `result()` object as `structuredContent`
+   * and as JSON text; `isError` with the CAP error's message when the run did not end `done`.
+   * `needsStructured`: the tool declares an `outputSchema`, so a run that ended `done` without a
+   * `result()` broke its promise (an error, since a client may not accept the result otherwise).
+   */
+  build (meta: JsonObject, needsStructured = false): CallToolResult {
+    const content: CallToolResult['content'] = []
+    if (this.#text !== '') content.push({ type: 'text', text: this.#text })
+    const failure = this.#failure(needsStructured)
+    if (failure !== undefined) {
+      content.push({ type: 'text', text: failure })
+      return { content, isError: true, _meta: meta }
+    }
+    if (this.#result === undefined) return { content, _meta: meta }
+    content.push({ type: 'text', text: JSON.stringify(this.#result) })
+    return { content, structuredContent: this.#result, _meta: meta }
+  }
+
+  /** Why the call failed, as the model should read it, if it did. */
+  #failure (needsStructured: boolean): string | undefined {
+    const end = this.#end ?? 'aborted'
+    if (end === 'done') {
+      return needsStructured && this.#result === undefined ? 'agent_contract_violation: the agent ended without calling result(), which its outputSchema promises' : undefined
+    }
+    if (this.#error !== undefined) return `${this.#error.code}: ${this.#error.message}`
+    return end === 'cancelled' ? 'cancelled: the run was cancelled' : `${end}: the run ended before it finished`
+  }
+}

@@ -1,0 +1,49 @@
+import { Type, type Static } from 'typebox'
+
+// JSON-RPC messages are MCP's (its schema is the specification's): only their envelope is checked
+// here, and nothing is dropped (`additionalProperties` stays open), so the SDK's transport sees them whole.
+
+/** A request or notification id: a string or an integer (never null in MCP). */
+const JsonRpcId = Type.Union([Type.String(), Type.Integer()])
+
+/** One JSON-RPC 2.0 message of MCP: a request (`method`, `id`), a notification (`method`), or a response (`id`, `result` or `error`). */
+export const McpMessage = Type.Object({
+  jsonrpc: Type.Literal('2.0'),
+  /** A request's or a response's id. */
+  id: Type.Optional(JsonRpcId),
+  /** A request's or a notification's method, for example `initialize`, `tools/list`, `tools/call`, `notifications/cancelled`. */
+  method: Type.Optional(Type.String({ minLength: 1 })),
+  params: Type.Optional(Type.Object({}, { additionalProperties: true })),
+  result: Type.Optional(Type.Object({}, { additionalProperties: true })),
+  error: Type.Optional(Type.Object({ code: Type.Integer(), message: Type.String() }, { additionalProperties: true }))
+}, { additionalProperties: true, description: 'A JSON-RPC 2.0 message of the Model Context Protocol' })
+export type McpMessage = Static<typeof McpMessage>
+
+/** The body of `POST /mcp`: one JSON-RPC message, or a batch of them. */
+export const McpBody = Type.Union([McpMessage, Type.Array(McpMessage, { minItems: 1 })])
+export type McpBody = Static<typeof McpBody>
+
+/** The headers `/mcp` reads itself (the SDK's transport checks them further). */
+export const McpHeaders = Type.Object({
+  /** The session `initialize` opened; required on every later request. */
+  'mcp-session-id': Type.Optional(Type.String({ minLength: 1, maxLength: 200 })),
+  /** The protocol version `initialize` agreed on. */
+  'mcp-protocol-version': Type.Optional(Type.String({ maxLength: 40 }))
+})
+export type McpHeaders = Static<typeof McpHeaders>
+
+/** An example `initialize` request (what an MCP client sends first). */
+export const MCP_INITIALIZE_EXAMPLE: McpMessage = {
+  jsonrpc: '2.0',
+  id: 1,
+  method: 'initialize',
+  params: { protocolVersion: '2025-11-25', capabilities: {}, clientInfo: { name: 'curl', version: '1.0.0' } }
+}
+
+/** An example `tools/call` of the echo agent. */
+export const MCP_TOOLS_CALL_EXAMPLE: McpMessage = {
+  jsonrpc: '2.0',
+  id: 3,
+  method: 'tools/call',
+  params: { name: 'echo', arguments: { query: 'hello' }, _meta: { progressToken: 3 } }
+}

@@ -1,0 +1,172 @@
+import type { FastifyPluginAsyncTypebox } from '@fastify/type-provider-typebox'
+import type { FastifyReply, FastifyRequest } from 'fastify'
+import { Type } from 'typebox'
+import { isInitializeRequest, type RequestId } from '@modelcontextprotocol/sdk/types.js'
+import pkg from '../../package.json' with { type: 'json' }
+import { corsOrigins, isLoopback } from '../config.js'
+import { AH_ERR_MCP_HOST_REFUSED, AH_ERR_MCP_SESSION_NOT_FOUND, AH_ERR_REQUEST_INVALID, AH_ERR_TOO_MANY_STREAMS } from '../errors.js'
+import { rebindingGuard, rebindingRefusal } from '../mcp/dns-rebinding.js'
+import { createMcpServer, type McpCall } from '../mcp/server.js'
+import { McpSessions, type McpSession } from '../mcp/sessions.js'
+import { ToolCatalogue } from '../mcp/tools.js'
+import { runTraceOf } from '../plugins/telemetry.js'
+import { MCP_INITIALIZE_EXAMPLE, MCP_TOOLS_CALL_EXAMPLE, McpBody, McpHeaders, McpMessage } from '../protocol/mcp.js'
+import { documented, errorResponse, validationError } from '../protocol/openapi.js'
+
+const EXAMPLE_SESSION = '6f1b7c1e-2d3a-4b5c-8d9e-0a1b2c3d4e5f'
+
+const DESCRIPTION = [
+  'The [Model Context Protocol](https://modelcontextprotocol.io/specification/2025-11-25/basic/transports#streamable-http) endpoint (Streamable HTTP, stateful): every hosted agent is a tool (one per capability: `<agent>`, or `<agent>.<capability>` for an agent with several), and `tools/call` runs it like `POST /v1/assist` does.',
+  '',
+  'An MCP client does all of this itself: `initialize` (no `Mcp-Session-Id`; the answer carries one), then every later request with that `Mcp-Session-Id` header, `Accept: application/json, text/event-stream`, and the same key as `initialize` (a session is its key\'s: any other gets 404). Answers to requests are `text/event-stream` (progress and logging notifications, then the JSON-RPC response); notifications and responses are answered 202.',
+  '',
+  'The MCP transport\'s own refusals (an `Accept` without both media types: 406; an unsupported `MCP-Protocol-Version`: 400; a session already initialized: 400) are JSON-RPC error objects, as the MCP specification has them. See the README\'s "MCP server".'
+].join('\n')
+
+const sessionNotFound = errorResponse('The `Mcp-Session-Id` names no open MCP session of this key (closed, expired, or another key\'s): initialize again', new AH_ERR_MCP_SESSION_NOT_FOUND(EXAMPLE_SESSION))
+const hostRefused = errorResponse('The DNS-rebinding guard refused the `Host` or `Origin` header (`AH_ERR_MCP_HOST_REFUSED`)', new AH_ERR_MCP_HOST_REFUSED('Host "attacker.example:3000" is not a name of this server'))
+const noSession = (what: string): ReturnType<typeof errorResponse> => errorResponse(`${what} without \`Mcp-Session-Id\` (\`AH_ERR_REQUEST_INVALID\`)`, new AH_ERR_REQUEST_INVALID('send the Mcp-Session-Id header that initialize answered with (or initialize first)'))
+
+/** The ids of the JSON-RPC requests in a body (notifications and responses have none to answer). */
+function requestIds (body: McpBody | undefined): RequestId[] {
+  if (body === undefined) return []
+  return (Array.isArray(body) ? body : [body]).filter((m) => m.method !== undefined && m.id !== undefined).map((m) => m.id as RequestId)
+}
+
+/**
+ * `/mcp`: the MCP server binding (Streamable HTTP, the SDK's transport in stateful mode, one MCP
+ * server per session: `src/mcp/`). Sessions are this plugin's: bound to the principal that
+ * initialized them, closed when idle (`MCP_SESSION_IDLE_MS`), past `MCP_MAX_SESSIONS` per principal,
+ * on `DELETE /mcp`, and on shutdown. A server bound to loopback checks `Host` and `Origin` (DNS
+ * rebinding); authentication, scopes and rate limits are the same as every route's.
+ */
+const mcpRoutes: FastifyPluginAsyncTypebox = async (app) => {
+  const config = app.config
+  const guard = rebindingGuard(config.HOST, isLoopback(config.HOST), corsOrigins(config.CORS_ORIGINS))
+  const catalogue = new ToolCatalogue(app.agents.list())
+  const sessions = new McpSessions({
+    idleMs: config.MCP_SESSION_IDLE_MS,
+    maxPerOwner: config.MCP_MAX_SESSIONS,
+    keepAliveMs: config.SSE_HEARTBEAT_MS,
+    log: app.log,
+    createServer: (session) => createMcpServer({ engine: app.assist, catalogue, events: app.events, version: pkg.version, log: app.log, ...session })
+  })
+  // after the engine's own preClose (a parent's hook runs first): every run has ended, so tool calls answer, then sessions close
+  app.addHook('preClose', async () => { await sessions.close() })
+
+  app.addHook('onRequest', async (request) => {
+    const refused = rebindingRefusal(guard, request.headers.host, request.headers.origin)
+    if (refused !== undefined) throw new AH_ERR_MCP_HOST_REFUSED(refused)
+  })
+  // RFC 6750: a refusal for want of a bearer token says which scheme to use
+  app.addHook('onSend', async (_request, reply) => {
+    if (reply.statusCode === 401) reply.header('www-authenticate', 'Bearer realm="agent-host"')
+  })
+
+  /** The caller's session `id`; for anyone else, or once closed, it does not exist. */
+  const sessionOf = (request: FastifyRequest, id: string | undefined, what: string): McpSession => {
+    if (id === undefined) throw new AH_ERR_REQUEST_INVALID(`${what}: send the Mcp-Session-Id header that initialize answered with (or initialize first)`)
+    const session = sessions.get(id, request.identity.id)
+    if (session === undefined) throw new AH_ERR_MCP_SESSION_NOT_FOUND(id)
+    return session
+  }
+
+  /**
+   * Hand one HTTP exchange to the session's transport: its JSON-RPC requests are answered for this
+   * request's caller, a tool call's SSE response takes one of the caller's stream slots (as a CAP
+   * stream does), and the client going away aborts what the exchange carries.
+   */
+  const exchange = async (request: FastifyRequest, reply: FastifyReply, session: McpSession, body: McpBody | undefined, streams: boolean): Promise<FastifyReply> => {
+    const release = streams ? app.limits.openStream(request, reply) : undefined
+    const gone = new AbortController()
+    const call: McpCall = {
+      identity: request.identity,
+      traceId: request.traceId,
+      gone: gone.signal,
+      log: request.log,
+      admit: async (agent) => { await app.limits.agentRun(request, reply, agent) },
+      ...(app.tracer !== undefined ? { runTrace: (trace) => runTraceOf(request, trace) } : {})
+    }
+    const leave = session.enter(requestIds(body), call)
+    reply.raw.on('close', () => {
+      if (!reply.raw.writableFinished) gone.abort()
+      leave()
+      release?.()
+    })
+    reply.hijack()
+    // what the hooks set (trace, rate limit, CORS) goes out with the transport's answer
+    for (const [name, value] of Object.entries(reply.getHeaders())) if (value !== undefined) reply.raw.setHeader(name, value)
+    await session.transport.handleRequest(request.raw, reply.raw, body)
+    return reply
+  }
+
+  const schema = {
+    tags: ['assist'],
+    headers: McpHeaders
+  }
+
+  app.post('/mcp', {
+    schema: {
+      ...schema,
+      operationId: 'mcpPost',
+      summary: 'MCP: send JSON-RPC messages (initialize, tools/list, tools/call, notifications)',
+      description: DESCRIPTION,
+      body: documented(McpBody, { examples: [MCP_INITIALIZE_EXAMPLE, MCP_TOOLS_CALL_EXAMPLE] }),
+      produces: ['text/event-stream', 'application/json'],
+      response: {
+        200: documented(McpMessage, { description: 'For a body with requests: `text/event-stream` whose events (`event: message`) are JSON-RPC messages (notifications, then the responses), or the JSON-RPC response itself; `initialize`\'s answer carries the `Mcp-Session-Id` header' }),
+        202: documented(Type.Null(), { description: 'A body of notifications and responses only: accepted' }),
+        400: errorResponse('The body is not a JSON-RPC message (`AH_ERR_VALIDATION`), or a request other than `initialize` came without `Mcp-Session-Id` (`AH_ERR_REQUEST_INVALID`)',
+          validationError('/jsonrpc', 'must be equal to constant'), new AH_ERR_REQUEST_INVALID('POST /mcp: send the Mcp-Session-Id header that initialize answered with (or initialize first)')),
+        403: hostRefused,
+        404: sessionNotFound,
+        429: errorResponse('The caller is past its rate limit, or holds `MAX_STREAMS_PER_CALLER` streams (`AH_ERR_TOO_MANY_STREAMS`, a `tools/call`)', new AH_ERR_TOO_MANY_STREAMS('this caller holds 20 open already'))
+      }
+    }
+  }, async (request, reply) => {
+    const body = request.body
+    const id = request.headers['mcp-session-id']
+    const initialize = (Array.isArray(body) ? body : [body]).some((m) => isInitializeRequest(m))
+    const streams = (Array.isArray(body) ? body : [body]).some((m) => m.method === 'tools/call' && m.id !== undefined)
+    if (id !== undefined || !initialize) return await exchange(request, reply, sessionOf(request, id, 'POST /mcp'), body, streams)
+    const session = await sessions.create(request.identity.id)
+    await exchange(request, reply, session, body, streams)
+    // initialize was refused (a batch, a bad Accept): the session never began
+    if (session.id === undefined) await session.close()
+    return reply
+  })
+
+  app.get('/mcp', {
+    schema: {
+      ...schema,
+      operationId: 'mcpStream',
+      summary: 'MCP: open the session\'s stream of server messages',
+      description: 'An MCP client opens it after `initialize` (with `Mcp-Session-Id` and `Accept: text/event-stream`); it stays open while the session lives, one per session (a second is a 409 from the MCP transport).',
+      produces: ['text/event-stream'],
+      response: {
+        200: documented(McpMessage, { description: '`text/event-stream` of JSON-RPC messages the server sends outside any request (`: keepalive` comments keep it open)' }),
+        400: noSession('GET /mcp'),
+        403: hostRefused,
+        404: sessionNotFound
+      }
+    }
+    // one per session, and a principal's sessions are bounded (MCP_MAX_SESSIONS): it takes no stream slot
+  }, async (request, reply) => await exchange(request, reply, sessionOf(request, request.headers['mcp-session-id'], 'GET /mcp'), undefined, false))
+
+  app.delete('/mcp', {
+    schema: {
+      ...schema,
+      operationId: 'mcpDeleteSession',
+      summary: 'MCP: end the session',
+      description: 'Closes the session named by `Mcp-Session-Id`: its tool calls\' runs are cancelled, and the id is not valid any more.',
+      response: {
+        200: documented(Type.Null(), { description: 'The session is closed' }),
+        400: noSession('DELETE /mcp'),
+        403: hostRefused,
+        404: sessionNotFound
+      }
+    }
+  }, async (request, reply) => await exchange(request, reply, sessionOf(request, request.headers['mcp-session-id'], 'DELETE /mcp'), undefined, false))
+}
+
+export default mcpRoutes

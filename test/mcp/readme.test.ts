@@ -1,0 +1,43 @@
+import t from 'tap'
+import { execFile } from 'node:child_process'
+import { readFileSync } from 'node:fs'
+import { fileURLToPath } from 'node:url'
+import { harnessFreeEnv } from '../child-env.js'
+import { listen } from '../helper.js'
+
+// The README's "MCP server" section, run as written (only the port changes): its client configuration
+// is JSON, and its curl sequence works against a server that wants a key.
+
+const README = readFileSync(fileURLToPath(new URL('../../README.md', import.meta.url)), 'utf8')
+const KEY = 'readme-mcp-key-0123456789abcdefghij'
+
+function section (): { json: string[], sh: string[] } {
+  const start = README.indexOf('### MCP server')
+  const rest = README.slice(start + 1)
+  const text = README.slice(start, start + 1 + rest.search(/\n#{2,3} /))
+  const blocks = (lang: string): string[] => [...text.matchAll(new RegExp('```' + lang + '\\n([\\s\\S]*?)```', 'g'))].map((m) => m[1] as string)
+  return { json: blocks('json'), sh: blocks('sh') }
+}
+
+t.test('the README\'s MCP section: the client configuration is an mcpServers entry for /mcp with a bearer header', async (t) => {
+  const [config] = section().json
+  t.match(JSON.parse(config as string), { mcpServers: { 'agent-host': { type: 'http', url: 'http://127.0.0.1:3000/mcp', headers: { Authorization: 'Bearer $' + '{AGENT_HOST_KEY}' } } } })
+})
+
+t.test('the README\'s MCP section works as written: initialize, tools/list, tools/call of echo and echo-stream, DELETE', async (t) => {
+  const { url } = await listen(t, { AUTH_MODE: 'apikey', API_KEYS: JSON.stringify([{ name: 'mcp', key: KEY, scopes: ['assist:invoke'] }]) })
+  const [script] = section().sh
+  t.ok(script, 'a shell block')
+  const out = await new Promise<string>((resolve, reject) => {
+    execFile('bash', ['-euo', 'pipefail', '-c', (script as string).replaceAll('http://127.0.0.1:3000', url)], { env: { ...harnessFreeEnv(), AGENT_HOST_KEY: KEY }, timeout: 60_000 }, (error, stdout, stderr) => {
+      if (error !== null) reject(new Error(`${error.message}\n${stderr}`))
+      else resolve(stdout)
+    })
+  })
+  const messages = out.split('\n').filter((line) => line.startsWith('data: ')).map((line) => JSON.parse(line.slice(6)) as { id?: number, method?: string, result?: Record<string, unknown> })
+  t.match(messages.find((m) => m.id === 2)?.result, { tools: [{ name: 'cli-agent' }, { name: 'echo', inputSchema: { type: 'object' } }] }, 'tools/list')
+  t.match(messages.find((m) => m.id === 3)?.result, { structuredContent: { echo: 'hello over MCP', calls: 1 } }, 'tools/call of echo')
+  t.match(messages.find((m) => m.method === 'notifications/message'), { params: { level: 'info', logger: 'echo-stream', data: { thought: 'Processing request...' } } }, 'the thought')
+  t.match(messages.find((m) => m.id === 4)?.result, { content: [{ type: 'text', text: 'one two three ' }] }, 'tools/call of echo-stream')
+  t.match(out.trim().split('\n').at(-1), /^200$/, 'DELETE ended the session')
+})
