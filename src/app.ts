@@ -26,6 +26,7 @@ import backends from './plugins/backends.js'
 import bus from './plugins/bus.js'
 import runs from './plugins/runs.js'
 import tasks from './plugins/tasks.js'
+import a2aPush from './plugins/a2a-push.js'
 import healthRoutes from './routes/health.js'
 import metricsRoutes from './routes/metrics.js'
 import agentRoutes from './routes/v1/agents.js'
@@ -35,6 +36,7 @@ import auditRoutes from './routes/v1/audit.js'
 import eventRoutes from './routes/v1/events.js'
 import sessionRoutes from './routes/v1/sessions.js'
 import taskRoutes from './routes/v1/tasks.js'
+import a2aPushRoutes from './routes/v1/a2a-push.js'
 import a2aRoutes from './routes/a2a.js'
 import mcpRoutes from './routes/mcp.js'
 
@@ -122,6 +124,7 @@ async function register (app: FastifyInstance, config: Config, tracerProvider: T
   await app.register(agents)
   await app.register(backends)
   await app.register(bus)
+  await app.register(a2aPush)
   await app.register(runs)
   await app.register(tasks)
 
@@ -135,6 +138,7 @@ async function register (app: FastifyInstance, config: Config, tracerProvider: T
   await app.register(auditRoutes)
   await app.register(taskRoutes)
   await app.register(planRoutes)
+  await app.register(a2aPushRoutes)
   await app.register(busRoutes)
   await app.register(mcpRoutes)
   await app.register(a2aRoutes)

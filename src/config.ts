@@ -71,6 +71,16 @@ export const ConfigSchema = Type.Object({
   BUS_MAX_ATTEMPTS: Type.Integer({ default: 5, minimum: 1, maximum: 100 }),
   /** Event bus: the wait before a failed delivery's second attempt, doubling after each (at most a minute). */
   BUS_RETRY_BACKOFF_MS: Type.Integer({ default: 1000, minimum: 0 }),
+  /** A2A push notifications: how often a process looks for task updates to push (configs other processes made, runs other processes journal). */
+  A2A_PUSH_POLL_MS: Type.Integer({ default: 500, minimum: 10 }),
+  /** A2A push notifications: how long one POST to a receiver may take (to the end of its answer) before it counts as failed. */
+  A2A_PUSH_TIMEOUT_MS: Type.Integer({ default: 10000, minimum: 100 }),
+  /** A2A push notifications: the wait before a failed update's second attempt, doubling after each (at most five minutes). */
+  A2A_PUSH_RETRY_BASE_MS: Type.Integer({ default: 1000, minimum: 0 }),
+  /** A2A push notifications: attempts of one update before its config is marked `failed` (nothing more is pushed to it). */
+  A2A_PUSH_MAX_ATTEMPTS: Type.Integer({ default: 12, minimum: 1, maximum: 100 }),
+  /** A2A push notifications: allow URLs that resolve to loopback, private, link-local or other non-public addresses (off: refused, no SSRF). */
+  A2A_PUSH_ALLOW_PRIVATE: Type.Boolean({ default: false }),
   /** Event-loop delay past which requests get 503 `AH_ERR_OVERLOADED` and `/health` says `degraded` (0: unchecked). */
   MAX_EVENT_LOOP_DELAY_MS: Type.Integer({ default: 1000, minimum: 0 }),
   /** Heap in use past which the same happens (0: unchecked). */

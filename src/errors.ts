@@ -27,6 +27,8 @@ export const AH_ERR_BODY_MALFORMED = define('AH_ERR_BODY_MALFORMED', 400, 'Reque
   'The body could not be parsed as JSON, nests arrays or objects deeper than `MAX_BODY_DEPTH`, or carried a prototype-pollution key (`__proto__`, `constructor.prototype`).')
 export const AH_ERR_REQUEST_INVALID = define('AH_ERR_REQUEST_INVALID', 400, 'Bad request: %s',
   'The HTTP request itself is malformed (for example a bad Content-Length).')
+export const AH_ERR_PUSH_ADDRESS_REFUSED = define('AH_ERR_PUSH_ADDRESS_REFUSED', 400, '%s resolves to %s (%s), which push notifications may not reach unless A2A_PUSH_ALLOW_PRIVATE=true',
+  'An A2A push notification URL resolves to a loopback, private, link-local, unique-local or other non-public address: the config is refused (A2A invalid params), and a delivery whose name resolves to one now is not sent. `A2A_PUSH_ALLOW_PRIVATE=true` allows them.')
 export const AH_ERR_AUTH_REQUIRED = define('AH_ERR_AUTH_REQUIRED', 401, 'Authentication required: %s',
   'The request has no valid credentials: AUTH_MODE=apikey and the key is missing, unknown, expired or revoked; AUTH_MODE=jwt and the token is missing, badly signed, expired, not yet valid, or for another issuer or audience. Also: the agent requires auth and AUTH_MODE is off.')
 export const AH_ERR_FORBIDDEN = define('AH_ERR_FORBIDDEN', 403, 'Forbidden: %s',

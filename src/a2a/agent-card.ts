@@ -57,7 +57,7 @@ export function agentCard (hosted: HostedAgent, origin: string, auth: AuthMode):
     supportedInterfaces: interfaces,
     provider: { organization: author, url: origin },
     version,
-    capabilities: { streaming: true, pushNotifications: false, extensions: [], extendedAgentCard: false },
+    capabilities: { streaming: true, pushNotifications: true, extensions: [], extendedAgentCard: false },
     securitySchemes: schemes,
     securityRequirements: requirements,
     defaultInputModes: MODES,

@@ -20,9 +20,10 @@ import type { ServiceRequest } from '../protocol/envelope.js'
 import type { DeliveryMode } from '../protocol/manifest.js'
 import type { StreamPacket } from '../protocol/packets.js'
 import type { RunFilter, RunRecord, RunStore } from '../storage/runs.js'
-import { envelopeOf, isUuid, requestIdOf, requestMessage, sameAsk } from './message-envelope.js'
-import { translated, translatedStream, type HttpErrorSlot } from './errors.js'
-import { TaskProjection, TERMINAL_STATES } from './task-projection.js'
+import { envelopeOf, isUuid, requestIdOf, sameAsk } from './message-envelope.js'
+import { translated, translatedStream, type HttpErrorSlot } from './error-mapping.js'
+import type { CheckedPushConfig, PushConfigs } from './push-configs.js'
+import { projectionOf, TaskProjection, TERMINAL_STATES } from './task-projection.js'
 
 /** What the transport knows of one call, handed to the handler in its `ServerCallContext.state`. */
 export interface A2ACall extends HttpErrorSlot {
@@ -81,12 +82,15 @@ export class AgentA2AHandler implements A2ARequestHandler {
   readonly #store: RunStore
   readonly #hosted: HostedAgent
   readonly #card: () => AgentCard
+  readonly #push: PushConfigs | undefined
 
-  constructor (options: { engine: AssistEngine, store: RunStore, hosted: HostedAgent, card: () => AgentCard }) {
+  /** `push`: the tasks' push notification configs (none: the push methods answer "not supported"). */
+  constructor (options: { engine: AssistEngine, store: RunStore, hosted: HostedAgent, card: () => AgentCard, push?: PushConfigs }) {
     this.#engine = options.engine
     this.#store = options.store
     this.#hosted = options.hosted
     this.#card = options.card
+    this.#push = options.push
   }
 
   async getAgentCard (): Promise<AgentCard> {
@@ -100,7 +104,9 @@ export class AgentA2AHandler implements A2ARequestHandler {
   async sendMessage (params: SendMessageRequest, context: ServerCallContext): Promise<Message | Task> {
     const call = callOf(context)
     return await translated(call, async () => {
+      const push = await this.#checkPush(params)
       const { requestId } = await this.#submit(params, call, 'request_response')
+      await this.#registerPush(push, requestId, call.identity)
       if (params.configuration?.returnImmediately !== true) {
         // the run's answer is recorded: its journal is whole
         await this.#engine.answer(requestId, { signal: call.signal })
@@ -113,7 +119,9 @@ export class AgentA2AHandler implements A2ARequestHandler {
     const call = callOf(context)
     const handler = this
     return translatedStream(call, async function * () {
+      const push = await handler.#checkPush(params)
       const { requestId } = await handler.#submit(params, call, 'server_sent_events')
+      await handler.#registerPush(push, requestId, call.identity)
       const projection = handler.#projection(handler.#record(requestId))
       yield { payload: { $case: 'task', value: projection.task({ historyLength: params.configuration?.historyLength }) } }
       yield * handler.#follow(requestId, projection, undefined, call.signal)
@@ -191,20 +199,32 @@ export class AgentA2AHandler implements A2ARequestHandler {
     })
   }
 
-  async createTaskPushNotificationConfig (_params: TaskPushNotificationConfig): Promise<TaskPushNotificationConfig> {
-    throw new PushNotificationNotSupportedError('Push notifications are not supported yet')
+  async createTaskPushNotificationConfig (params: TaskPushNotificationConfig, context: ServerCallContext): Promise<TaskPushNotificationConfig> {
+    const call = callOf(context)
+    return await translated(call, async () => {
+      const push = this.#pushConfigs()
+      const record = this.#visible(params.taskId, call.identity)
+      return await push.save(record, await push.check(params), call.identity, 'now')
+    })
   }
 
-  async getTaskPushNotificationConfig (_params: GetTaskPushNotificationConfigRequest): Promise<TaskPushNotificationConfig> {
-    throw new PushNotificationNotSupportedError('Push notifications are not supported yet')
+  async getTaskPushNotificationConfig (params: GetTaskPushNotificationConfigRequest, context: ServerCallContext): Promise<TaskPushNotificationConfig> {
+    const push = this.#pushConfigs()
+    return push.get(this.#visible(params.taskId, callOf(context).identity), params.id)
   }
 
-  async listTaskPushNotificationConfigs (_params: ListTaskPushNotificationConfigsRequest): Promise<ListTaskPushNotificationConfigsResponse> {
-    throw new PushNotificationNotSupportedError('Push notifications are not supported yet')
+  async listTaskPushNotificationConfigs (params: ListTaskPushNotificationConfigsRequest, context: ServerCallContext): Promise<ListTaskPushNotificationConfigsResponse> {
+    const push = this.#pushConfigs()
+    // a task has at most MAX_CONFIGS_PER_TASK configs: one page
+    return { configs: push.list(this.#visible(params.taskId, callOf(context).identity)), nextPageToken: '' }
   }
 
-  async deleteTaskPushNotificationConfig (_params: DeleteTaskPushNotificationConfigRequest): Promise<void> {
-    throw new PushNotificationNotSupportedError('Push notifications are not supported yet')
+  async deleteTaskPushNotificationConfig (params: DeleteTaskPushNotificationConfigRequest, context: ServerCallContext): Promise<void> {
+    const call = callOf(context)
+    await translated(call, async () => {
+      const push = this.#pushConfigs()
+      await push.delete(this.#visible(params.taskId, call.identity), params.id, call.identity)
+    })
   }
 
   /**
@@ -257,15 +277,7 @@ export class AgentA2AHandler implements A2ARequestHandler {
   }
 
   #projection (record: RunRecord): TaskProjection {
-    const envelope = JSON.parse(record.envelope) as ServiceRequest
-    return new TaskProjection({
-      taskId: envelope.request_id,
-      contextId: record.session_id,
-      mainStreamId: record.main_stream_id,
-      request: requestMessage(envelope),
-      submittedAt: new Date(record.started_at).toISOString(),
-      metadata: { agent: this.#hosted.manifest.metadata.name, ...(envelope.payload.metadata?.capability !== undefined ? { capability: envelope.payload.metadata.capability } : {}) }
-    })
+    return projectionOf(record, this.#hosted.manifest.metadata.name)
   }
 
   /** The task a run is now: its journal replayed. */
@@ -285,5 +297,23 @@ export class AgentA2AHandler implements A2ARequestHandler {
       }
       if (projection.ended) return
     }
+  }
+
+  // --- push notifications: SendMessage's configuration.taskPushNotificationConfig, and the config methods' service ---
+
+  #pushConfigs (): PushConfigs {
+    if (this.#push === undefined) throw new PushNotificationNotSupportedError('Push notifications are not enabled on this server')
+    return this.#push
+  }
+
+  /** The push notification config a message asks for, checked before its run starts (a refused URL starts nothing). */
+  async #checkPush (params: SendMessageRequest): Promise<CheckedPushConfig | undefined> {
+    const config = params.configuration?.taskPushNotificationConfig
+    return config === undefined ? undefined : await this.#pushConfigs().check(config)
+  }
+
+  /** Store the message's push notification config for its task: its first update is the task as submitted. */
+  async #registerPush (config: CheckedPushConfig | undefined, requestId: string, identity: Identity): Promise<void> {
+    if (config !== undefined) await this.#pushConfigs().save(this.#record(requestId), config, identity, 'start')
   }
 }

@@ -1,5 +1,8 @@
 import { TaskState, type Artifact, type Message, type Part, type StreamResponse, type Task, type TaskStatus } from '@a2a-js/sdk'
+import type { ServiceRequest } from '../protocol/envelope.js'
 import type { CloseReason, StreamError, StreamPacket } from '../protocol/packets.js'
+import type { RunRecord } from '../storage/runs.js'
+import { requestMessage } from './message-envelope.js'
 import { agentMessage, dataPart, textPart, urlPart } from './parts.js'
 
 /** Terminal A2A states: a task in one of them changes no more. */
@@ -171,4 +174,21 @@ export class TaskProjection {
   #artifactUpdate (artifact: Artifact, append: boolean): StreamResponse {
     return { payload: { $case: 'artifactUpdate', value: { taskId: this.#seed.taskId, contextId: this.#seed.contextId, artifact, append, lastChunk: false, metadata: undefined } } }
   }
+}
+
+/**
+ * The projection of a stored run, before its first packet: the one way a run's task is made, for
+ * `GetTask`, the streams and push notifications alike (the agent's name and the capability asked
+ * for in its metadata), so a task is the same however a client gets it.
+ */
+export function projectionOf (record: RunRecord, agentName: string): TaskProjection {
+  const envelope = JSON.parse(record.envelope) as ServiceRequest
+  return new TaskProjection({
+    taskId: envelope.request_id,
+    contextId: record.session_id,
+    mainStreamId: record.main_stream_id,
+    request: requestMessage(envelope),
+    submittedAt: new Date(record.started_at).toISOString(),
+    metadata: { agent: agentName, ...(envelope.payload.metadata?.capability !== undefined ? { capability: envelope.payload.metadata.capability } : {}) }
+  })
 }

@@ -51,6 +51,9 @@ export const ROUTE_SCOPES: Readonly<Record<string, Scope>> = {
   'POST /a2a/:agent_id/rest/tasks/:task': 'assist:invoke',
   'GET /a2a/:agent_id/rest/tasks/:task/pushNotificationConfigs': 'assist:invoke',
   'POST /a2a/:agent_id/rest/tasks/:task/pushNotificationConfigs': 'assist:invoke',
+  'GET /a2a/:agent_id/rest/tasks/:task/pushNotificationConfigs/:config': 'assist:invoke',
+  'DELETE /a2a/:agent_id/rest/tasks/:task/pushNotificationConfigs/:config': 'assist:invoke',
+  'GET /v1/a2a/push-deliveries': 'assist:invoke',
   'GET /metrics': 'admin'
 }
 

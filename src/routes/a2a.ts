@@ -3,13 +3,13 @@ import type { OutgoingHttpHeaders } from 'node:http'
 import type { FastifyError, FastifyReply, FastifyRequest } from 'fastify'
 import { Type } from 'typebox'
 import {
-  A2A_CONTENT_TYPE, A2A_VERSION_HEADER, AgentCard, ListTasksRequest, ListTasksResponse, SendMessageRequest, SendMessageResponse, StreamResponse, Task, type TaskPushNotificationConfig
+  A2A_CONTENT_TYPE, A2A_VERSION_HEADER, AgentCard, ListTaskPushNotificationConfigsResponse, ListTasksRequest, ListTasksResponse, SendMessageRequest, SendMessageResponse, StreamResponse, Task,
+  TaskPushNotificationConfig
 } from '@a2a-js/sdk'
 import { A2A_ERROR_CODE, A2AError, RequestMalformedError, restStatusFor, toRestErrorBody } from '@a2a-js/sdk/errors'
 import { JsonRpcTransportHandler, ServerCallContext, validateVersion } from '@a2a-js/sdk/server'
 import pkg from '../../package.json' with { type: 'json' }
 import { agentCard, hostCard } from '../a2a/agent-card.js'
-import { HttpLevelError } from '../a2a/errors.js'
 import { A2A_CALL, AgentA2AHandler, type A2ACall } from '../a2a/request-handler.js'
 import type { HostedAgent } from '../agents/hosted-agent.js'
 import { agentRefusal } from '../auth/agent-access.js'
@@ -68,7 +68,7 @@ const a2aRoutes: FastifyPluginAsyncTypebox = async (app) => {
     const id = hosted.manifest.metadata.id
     let binding = handlers.get(id)
     if (binding === undefined) {
-      const handler = new AgentA2AHandler({ engine: app.assist, store: app.runStore, hosted, card: () => agentCard(hosted, '', config.AUTH_MODE) })
+      const handler = new AgentA2AHandler({ engine: app.assist, store: app.runStore, hosted, card: () => agentCard(hosted, '', config.AUTH_MODE), push: app.a2aPush.configs })
       binding = { handler, jsonRpc: new JsonRpcTransportHandler(handler) }
       handlers.set(id, binding)
     }
@@ -169,7 +169,7 @@ const a2aRoutes: FastifyPluginAsyncTypebox = async (app) => {
       operationId: 'a2aJsonRpc',
       tags: ['a2a'],
       summary: 'A2A v1.0 JSON-RPC binding of an agent',
-      description: 'JSON-RPC 2.0: `SendMessage`, `SendStreamingMessage` and `SubscribeToTask` (answered as `text/event-stream`), `GetTask`, `ListTasks`, `CancelTask`. Send `A2A-Version: 1.0`. A2A errors are JSON-RPC errors (HTTP 200); who is calling and load are HTTP answers (401, 403, 429, 503).',
+      description: 'JSON-RPC 2.0: `SendMessage`, `SendStreamingMessage` and `SubscribeToTask` (answered as `text/event-stream`), `GetTask`, `ListTasks`, `CancelTask`, and `Create`/`Get`/`List`/`DeleteTaskPushNotificationConfig(s)`. Send `A2A-Version: 1.0`. A2A errors are JSON-RPC errors (HTTP 200); who is calling and load are HTTP answers (401, 403, 429, 503).',
       params: AgentParams,
       headers: VersionHeaders,
       body: A2ABody,
@@ -196,12 +196,12 @@ const a2aRoutes: FastifyPluginAsyncTypebox = async (app) => {
   })
 
   /** An HTTP+JSON method: the A2A error of a failure as its REST error body and status; a refusal of the caller or of load as itself. */
+  // a CAP refusal of the caller or of load is no A2A error: Fastify's error handler answers it
   // (typed as the routes' 200 answer: Fastify's types do not know a handler may return the reply it sent)
   const rest = async (reply: FastifyReply, call: () => Promise<unknown>): Promise<Record<string, unknown>> => {
     try {
       return await call() as Record<string, unknown>
     } catch (err) {
-      if (err instanceof HttpLevelError) throw err.error
       if (!(err instanceof A2AError)) throw err
       const status = restStatusFor(err)
       return await reply.code(status).type(A2A_CONTENT_TYPE).send(toRestErrorBody(err, status)) as unknown as Record<string, unknown>
@@ -279,14 +279,59 @@ const a2aRoutes: FastifyPluginAsyncTypebox = async (app) => {
       return Task.toJSON(await handler.cancelTask({ tenant: '', id, metadata: undefined }, context))
     }))
 
-  const pushConfigs = async (request: FastifyRequest, reply: FastifyReply): Promise<Record<string, unknown>> =>
-    await rest(reply, async () => {
-      const { handler } = restCall(request, reply)
-      return await handler.createTaskPushNotificationConfig({} as TaskPushNotificationConfig)
+  // push notification configs of a task
+  const PushParams = Type.Object({
+    agent_id: AgentParams.properties.agent_id,
+    task: Type.String({ minLength: 1, maxLength: 256, description: 'A task id' })
+  })
+  const ConfigParams = Type.Object({
+    ...PushParams.properties,
+    config: Type.String({ minLength: 1, maxLength: 256, description: 'A push notification config id' })
+  })
+  const pushConfigsUrl = '/a2a/:agent_id/rest/tasks/:task/pushNotificationConfigs'
+
+  app.post(pushConfigsUrl, {
+    schema: restSchema('a2aRestCreatePushConfig', 'A2A HTTP+JSON: register a URL the task\'s updates are pushed to (signed; see the README\'s "Push notifications")', {
+      params: PushParams,
+      body: A2ABody,
+      response: { 201: A2AAnswer, ...REST_ERRORS }
     })
-  for (const method of ['GET', 'POST'] as const) {
-    app.route({ method, url: '/a2a/:agent_id/rest/tasks/:task/pushNotificationConfigs', schema: restSchema(`a2aRestPushConfigs${method}`, 'A2A HTTP+JSON: push notification configs (not supported yet)', { params: TaskParams }), handler: pushConfigs })
-  }
+  }, async (request, reply) =>
+    await rest(reply, async () => {
+      const { handler, context } = restCall(request, reply)
+      const created = await handler.createTaskPushNotificationConfig(TaskPushNotificationConfig.fromJSON({ ...(request.body as Record<string, unknown>), taskId: request.params.task }), context)
+      return await reply.code(201).type(A2A_CONTENT_TYPE).send(TaskPushNotificationConfig.toJSON(created) as Record<string, unknown>)
+    }))
+
+  app.get(pushConfigsUrl, {
+    schema: restSchema('a2aRestListPushConfigs', 'A2A HTTP+JSON: the task\'s push notification configs', {
+      params: PushParams,
+      querystring: Type.Object({ pageSize: Type.Optional(Type.Integer()), pageToken: Type.Optional(Type.String()) })
+    })
+  }, async (request, reply) =>
+    await rest(reply, async () => {
+      const { handler, context } = restCall(request, reply)
+      return ListTaskPushNotificationConfigsResponse.toJSON(await handler.listTaskPushNotificationConfigs({ tenant: '', taskId: request.params.task, pageSize: request.query.pageSize ?? 0, pageToken: request.query.pageToken ?? '' }, context))
+    }))
+
+  app.get(`${pushConfigsUrl}/:config`, { schema: restSchema('a2aRestGetPushConfig', 'A2A HTTP+JSON: one push notification config of the task', { params: ConfigParams }) }, async (request, reply) =>
+    await rest(reply, async () => {
+      const { handler, context } = restCall(request, reply)
+      return TaskPushNotificationConfig.toJSON(await handler.getTaskPushNotificationConfig({ tenant: '', taskId: request.params.task, id: request.params.config }, context))
+    }))
+
+  app.delete(`${pushConfigsUrl}/:config`, {
+    config: { emptyJsonBody: true },
+    schema: restSchema('a2aRestDeletePushConfig', 'A2A HTTP+JSON: stop pushing to a config and delete it (204; one already gone is no error)', {
+      params: ConfigParams,
+      response: { 204: Type.Null({ description: 'Deleted' }), ...REST_ERRORS }
+    })
+  }, async (request, reply) =>
+    await rest(reply, async () => {
+      const { handler, context } = restCall(request, reply)
+      await handler.deleteTaskPushNotificationConfig({ tenant: '', taskId: request.params.task, id: request.params.config }, context)
+      return await reply.code(204).send(null)
+    }))
 }
 
 export default a2aRoutes

@@ -359,5 +359,38 @@ CREATE INDEX events_by_owner ON events(owner_key, seq) WHERE owner_key IS NOT NU
     sql: `
 CREATE INDEX runs_by_agent ON runs(agent_id, owner_key, started_at, run_id);
 `
+  },
+  {
+    version: 14,
+    description: 'A2A push notification configs and their delivery state: the last journal ord pushed (a restart resumes there), attempts, and a lease so one process pushes a config at a time',
+    sql: `
+CREATE TABLE a2a_push_configs (
+  seq INTEGER PRIMARY KEY AUTOINCREMENT,
+  run_key TEXT NOT NULL REFERENCES runs(request_id) ON DELETE CASCADE,
+  id TEXT NOT NULL,
+  task_id TEXT NOT NULL,
+  agent_id TEXT NOT NULL,
+  owner_key TEXT,
+  created_by TEXT NOT NULL,
+  url TEXT NOT NULL,
+  token TEXT NOT NULL,
+  auth_scheme TEXT,
+  auth_credentials TEXT,
+  created_at INTEGER NOT NULL,
+  updated_at INTEGER NOT NULL,
+  cursor INTEGER NOT NULL,
+  delivered INTEGER NOT NULL DEFAULT 0,
+  attempts INTEGER NOT NULL DEFAULT 0,
+  last_status INTEGER,
+  last_error TEXT,
+  next_attempt_at INTEGER NOT NULL,
+  state TEXT NOT NULL DEFAULT 'active',
+  lease_token TEXT,
+  lease_expires_at INTEGER,
+  UNIQUE (run_key, id)
+);
+CREATE INDEX a2a_push_due ON a2a_push_configs(next_attempt_at) WHERE state = 'active';
+CREATE INDEX a2a_push_by_owner ON a2a_push_configs(owner_key, seq);
+`
   }
 ]

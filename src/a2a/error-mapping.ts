@@ -6,25 +6,22 @@ const HTTP_LEVEL = new Set([401, 403, 413, 429, 503])
 /** CAP error codes that are the caller's mistake in the message: A2A's "invalid params". */
 const MALFORMED = new Set(['AH_ERR_VALIDATION', 'AH_ERR_SESSION_NOT_FOUND', 'AH_ERR_BODY_MALFORMED'])
 
-/** A CAP error that must be the HTTP answer itself (401, 403, 413, 429, 503), not an A2A error inside one. */
-export class HttpLevelError extends Error {
-  constructor (readonly error: Error) {
-    super(error.message, { cause: error })
-  }
+/** Whether `err` is a CAP refusal of the caller or of load (401, 403, 413, 429, 503): the HTTP answer itself, not an A2A error inside one. */
+export function isHttpLevel (err: unknown): err is Error {
+  const e = err as { statusCode?: unknown } | null
+  return e !== null && typeof e === 'object' && typeof e.statusCode === 'number' && HTTP_LEVEL.has(e.statusCode)
 }
 
 /**
  * The A2A error for an error the engine raised (the mapping table is `docs/a2a-and-mcp.md`):
- * A2A errors as they are; a CAP refusal of who is calling or of load (401, 403, 413, 429, 503)
- * wrapped so the transport answers it as HTTP, with its `AH_ERR_*` body and headers; a
- * validation error, or a context that is not the caller's, as `RequestMalformedError` (JSON-RPC
- * -32602, HTTP+JSON 400) with the CAP code in its message; anything else as it is (an internal
- * error, whose message the transports pass on).
+ * A2A errors as they are; a CAP refusal of who is calling or of load ({@link isHttpLevel}) as it
+ * is too, for the transport to answer as HTTP with its `AH_ERR_*` body and headers; a validation
+ * error, or a context that is not the caller's, as `RequestMalformedError` (JSON-RPC -32602,
+ * HTTP+JSON 400) with the CAP code in its message; anything else as it is (an internal error).
  */
 export function toA2AError (err: unknown): unknown {
-  if (err instanceof A2AError || err instanceof HttpLevelError) return err
-  const e = err as { statusCode?: unknown, code?: unknown, message?: unknown } | null
-  if (e !== null && typeof e === 'object' && typeof e.statusCode === 'number' && HTTP_LEVEL.has(e.statusCode)) return new HttpLevelError(err as Error)
+  if (err instanceof A2AError || isHttpLevel(err)) return err
+  const e = err as { code?: unknown, message?: unknown } | null
   if (e !== null && typeof e === 'object' && typeof e.code === 'string' && MALFORMED.has(e.code)) {
     return new RequestMalformedError(`${String(e.message)} (${e.code})`)
   }
@@ -36,10 +33,10 @@ export interface HttpErrorSlot {
   httpError?: Error
 }
 
+// the JSON-RPC transport turns every error it sees into a JSON-RPC error: an HTTP-level one is kept aside for the route
 function translate (err: unknown, slot: HttpErrorSlot): unknown {
-  const translatedError = toA2AError(err)
-  if (translatedError instanceof HttpLevelError) slot.httpError = translatedError.error
-  return translatedError
+  if (isHttpLevel(err)) slot.httpError = err
+  return toA2AError(err)
 }
 
 /** `fn`, its errors translated by {@link toA2AError}; an HTTP-level one is kept in `slot` too. */
