@@ -23,7 +23,9 @@ import pressure from './plugins/pressure.js'
 import limits from './plugins/limits.js'
 import agents from './plugins/agents.js'
 import backends from './plugins/backends.js'
+import tools from './plugins/tools.js'
 import bus from './plugins/bus.js'
+import a2aClient from './plugins/a2a-client.js'
 import runs from './plugins/runs.js'
 import tasks from './plugins/tasks.js'
 import a2aPush from './plugins/a2a-push.js'
@@ -31,13 +33,14 @@ import healthRoutes from './routes/health.js'
 import metricsRoutes from './routes/metrics.js'
 import agentRoutes from './routes/v1/agents.js'
 import backendRoutes from './routes/v1/backends.js'
+import toolRoutes from './routes/v1/tools.js'
 import assistRoutes from './routes/v1/assist.js'
 import auditRoutes from './routes/v1/audit.js'
 import eventRoutes from './routes/v1/events.js'
 import sessionRoutes from './routes/v1/sessions.js'
 import taskRoutes from './routes/v1/tasks.js'
-import a2aPushRoutes from './routes/v1/a2a-push.js'
 import a2aRoutes from './routes/a2a.js'
+import a2aPushRoutes from './routes/v1/a2a-push.js'
 import mcpRoutes from './routes/mcp.js'
 
 export interface BuildOptions {
@@ -123,24 +126,27 @@ async function register (app: FastifyInstance, config: Config, tracerProvider: T
   await app.register(pressure)
   await app.register(agents)
   await app.register(backends)
+  await app.register(tools)
   await app.register(bus)
-  await app.register(a2aPush)
+  await app.register(a2aClient)
   await app.register(runs)
   await app.register(tasks)
+  await app.register(a2aPush)
 
   await app.register(healthRoutes)
   await app.register(metricsRoutes)
   await app.register(agentRoutes)
   await app.register(backendRoutes)
+  await app.register(toolRoutes)
   await app.register(assistRoutes)
   await app.register(sessionRoutes)
   await app.register(eventRoutes)
   await app.register(auditRoutes)
   await app.register(taskRoutes)
   await app.register(planRoutes)
-  await app.register(a2aPushRoutes)
   await app.register(busRoutes)
-  await app.register(mcpRoutes)
   await app.register(a2aRoutes)
+  await app.register(a2aPushRoutes)
+  await app.register(mcpRoutes)
   await app.register(playgroundRoutes)
 }

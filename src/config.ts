@@ -3,6 +3,8 @@ import { resolve } from 'node:path'
 import envSchema from 'env-schema'
 import { Type, type Static } from 'typebox'
 import { AH_ERR_CONFIG_INVALID } from './errors.js'
+import { loadA2AAgents, type A2AAgentConfig } from './a2a-client/agents-file.js'
+import { loadToolServers, type ToolServerSpec } from './tools/servers-file.js'
 
 /**
  * Every setting of the server, read once at boot from the environment (and `.env` when present).
@@ -146,6 +148,10 @@ export const ConfigSchema = Type.Object({
   MCP_SESSION_IDLE_MS: Type.Integer({ default: 1800000, minimum: 1000 }),
   /** `/mcp`: MCP sessions one principal may hold open; initializing one more closes its least recently used. */
   MCP_MAX_SESSIONS: Type.Integer({ default: 32, minimum: 1 }),
+  /** A JSON file of the external A2A agents agents may call (`host.a2a.call`): card URL, credentials, capabilities, callers, timeout (README: "Calling external A2A agents"); empty: none. */
+  A2A_AGENTS_FILE: Type.String({ default: '' }),
+  /** A JSON file of the MCP servers agents may call as tools (`host.tools.call`): how to reach each, which agents and actions, its scopes (README: "MCP tools for agents"); empty: no tools. */
+  MCP_SERVERS_FILE: Type.String({ default: '' }),
   /** The provider behind the `llm` backend (what `llm-chat` uses). */
   LLM_PROVIDER: Type.Union([Type.Literal('openai'), Type.Literal('anthropic')], { default: 'openai' }),
   /** An OpenAI-compatible server (vLLM, Ollama, llama.cpp, ...); empty means api.openai.com. */
@@ -183,6 +189,10 @@ export const SUBPROCESS_ENV_ALWAYS = ['PATH', 'HOME', 'LANG', 'LC_ALL', 'LC_CTYP
 export type Config = Static<typeof ConfigSchema> & {
   /** The environment agents' subprocesses get: SUBPROCESS_ENV_ALWAYS and CLI_AGENT_ENV, never a secret setting. */
   SUBPROCESS_ENV: Readonly<Record<string, string>>
+  /** A2A_AGENTS_FILE read and checked, its `${NAME}` references resolved from the environment. */
+  A2A_AGENTS: readonly A2AAgentConfig[]
+  /** MCP_SERVERS_FILE read and checked, its `${NAME}` references resolved from the environment and its paths made absolute. */
+  MCP_SERVERS: readonly ToolServerSpec[]
 }
 
 /** The example agents that ship with the code: `agents/` beside `src/` (or `dist/agents` when built). */
@@ -231,6 +241,8 @@ export function loadConfig (env: Record<string, string | undefined>, dotenv = fa
   return {
     ...raw,
     SUBPROCESS_ENV: subprocessEnv(raw.CLI_AGENT_ENV, env),
+    A2A_AGENTS: loadA2AAgents(raw.A2A_AGENTS_FILE, env),
+    MCP_SERVERS: loadToolServers(raw.MCP_SERVERS_FILE, env),
     DATA_DIR: resolve(raw.DATA_DIR),
     AGENTS_DIR: raw.AGENTS_DIR === '' ? BUNDLED_AGENTS_DIR : resolve(raw.AGENTS_DIR)
   }

@@ -105,6 +105,8 @@ export const AH_ERR_EVENT_INVALID = define('AH_ERR_EVENT_INVALID', 500, 'Invalid
   'Raised to the agent: an emitted event or presentation payload does not match its schema.')
 export const AH_ERR_SESSION_VALUE_INVALID = define('AH_ERR_SESSION_VALUE_INVALID', 500, 'Session value "%s" must be %s (got %s bytes)',
   'Raised to the agent: `session.store()` got something that is not JSON, or more than 1 MiB of it.')
+export const AH_ERR_TOOL_CALL_INVALID = define('AH_ERR_TOOL_CALL_INVALID', 500, 'Invalid tool call: %s',
+  'Raised to the agent: `host.tools.call()` got something that is not a ToolCall (`tool`, `action`, `args`, `timeout` in seconds, `retry_on_failure`). A refused or failed call is not an error: it answers `success: false`.')
 
 // Boot
 export const AH_ERR_AUDIT_KEY_MISSING = define('AH_ERR_AUDIT_KEY_MISSING', 500, 'The audit log is signed with audit key %s, and AUDIT_KEY is not set: set it (the same key, or a new one to rotate to) before starting',
@@ -171,6 +173,8 @@ export const AH_ERR_BACKEND_FAILED = class BackendError extends define('AH_ERR_B
 }
 export const AH_ERR_BACKEND_CONFIG = define('AH_ERR_BACKEND_CONFIG', 500, '%s',
   'A local agent setting is unusable (a workspace outside DATA_DIR/workspaces, a bad session id).')
+export const AH_ERR_REMOTE_CALL_INVALID = define('AH_ERR_REMOTE_CALL_INVALID', 500, 'Invalid A2A call: %s',
+  'Raised to the agent: `host.a2a.call()` was called with something that is not a call (an agent or capability that is not a name, a payload that is not an object, a timeout that is not 1 to 86400 seconds, a bad callback_url, signal or onUpdate); refusals of a well-formed call are `failure` answers instead.')
 
 /** A failure a task agent reports on purpose (seed S34): why, and whether trying again may help. Agents import it as `AgentError`. */
 export const AH_ERR_TASK_AGENT_FAILED = class AgentError extends define('AH_ERR_TASK_AGENT_FAILED', 500, '%s',

@@ -35,6 +35,8 @@ import { endRunSpan, startRunSpan, type RunTrace } from './run-span.js'
 import { tracedBackend } from './traced-backend.js'
 import { meteredBackend, repeatsBackendUsage } from './metered-backend.js'
 import { RunObservers, UNKNOWN_MODEL, type RunObserver } from './run-observers.js'
+import type { A2ACallers } from '../a2a-client/remote-agents.js'
+import type { ToolCallers } from '../tools/tool-caller.js'
 
 export type { RunAnswer } from './answers.js'
 export type { Frame } from './frame-queue.js'
@@ -77,6 +79,10 @@ export interface EngineOptions {
   backends: AgentHost & { require(names: readonly string[]): Promise<void> }
   /** The event bus agents publish to (`host.bus`), their events owned by the run's caller. */
   bus?: { publish(publication: EventPublication, origin: { source: string, owner_key: string, trace_id: string }): ReturnType<BusPublisher['publish']> }
+  /** External A2A agents (`host.a2a`), called on behalf of the run's caller and given up when the run ends. None: no `host.a2a`. */
+  a2a?: A2ACallers
+  /** MCP tools (`host.tools`), called on behalf of the run's caller: each call checked, recorded, and aborted with the run. None: no `host.tools`. */
+  tools?: ToolCallers
   instanceId: string
   log: RunLogger
   /** OpenTelemetry: each run is an `assist.run` span, each backend call of its agent a `backend.call` child. None: no spans. */
@@ -284,17 +290,23 @@ export class AssistEngine {
     return { requestId: known.request_id, mode, outcome: 'joined' }
   }
 
-  /** What the agent gets as `host`: the backends, and the bus with its events owned by the run's caller. */
-  #host (agent: string, owner: string, traceId: string, span: Span | undefined): AgentHost {
+  /** What the agent gets as `host`: the backends, the bus with its events owned by the run's caller, the external A2A agents and the MCP tools it may call. */
+  #host (agent: string, owner: string, traceId: string, span: Span | undefined, run: { requestId: string, rootRequestId: string, sessionId: string, user: string, signal: AbortSignal }): AgentHost {
     const { backends, bus, tracer } = this.#o
     // every call's tokens are told with the model it used, whether or not the agent reports them
     const metered = (name: string): AgentProtocol => meteredBackend(backends.backend(name), (usage, cost, model) => {
       this.#observers.tell('usage', { agent, model: model ?? UNKNOWN_MODEL, input: usage.input, output: usage.output, cost })
     })
     const backend = span === undefined || tracer === undefined ? metered : (name: string): AgentProtocol => tracedBackend(metered(name), tracer, span)
-    if (bus === undefined) return { backend }
+    // what the host lends this run: calls made on behalf of its caller, recorded in its events and given up with it
+    const lent = {
+      ...(this.#o.a2a !== undefined ? { a2a: this.#o.a2a.caller({ agent, owner, traceId, ...run, usage: (usage) => { this.#observers.tell('usage', { agent, ...usage }) } }) } : {}),
+      ...(this.#o.tools !== undefined ? { tools: this.#o.tools.caller({ agent, owner, traceId, ...run }) } : {})
+    }
+    if (bus === undefined) return { backend, ...lent }
     return {
       backend,
+      ...lent,
       bus: { publish: async (publication) => await bus.publish(publication, { source: `agent:${agent}`, owner_key: owner, trace_id: traceId }) }
     }
   }
@@ -312,7 +324,8 @@ export class AssistEngine {
     // the run's span ends once the run is recorded
     const answer = span === undefined ? finished : finished.finally(() => { endRunSpan(span, run) })
     this.#answers.set(requestId, answer)
-    const settled = run.execute(hosted.agent, resolved, session, this.#host(metadata.name, owner, envelope.context.trace.trace_id, span))
+    const settled = run.execute(hosted.agent, resolved, session, this.#host(metadata.name, owner, envelope.context.trace.trace_id, span,
+      { requestId: envelope.request_id, rootRequestId: resolved.root_request_id, sessionId: resolved.session_id, user: envelope.context.user.user_id, signal: run.signal }))
     this.registry.track(run, Promise.all([settled, answer]).then(() => {
       this.#answers.delete(requestId)
       this.#tokens.delete(requestId)

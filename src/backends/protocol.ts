@@ -4,6 +4,8 @@
  * a *transport* (see `llm/`) does the wire-level HTTP of one provider.
  */
 import type { EventPublication } from '../protocol/contract.js'
+import type { A2ACaller } from '../protocol/a2a-client.js'
+import type { ToolCall as McpToolCall, ToolResponse as McpToolResponse } from '../protocol/tools.js'
 
 /** Any JSON object. */
 export type JsonObject = Record<string, unknown>
@@ -219,6 +221,20 @@ export interface AgentHost {
   backend(name: string): AgentProtocol
   /** The event bus, where the host has one: events published here belong to the caller of the run or task. */
   readonly bus?: BusPublisher
+  /**
+   * The MCP tools the operator registered (MCP_SERVERS_FILE, `GET /v1/tools`), where the host lends
+   * them (runs of `/v1/assist`; not task workers): `host.tools.call({ tool, action, args, timeout,
+   * retry_on_failure })` answers with the seed's `ToolResponse`. The rules hold before a call reaches
+   * a server; the run's signal aborts it; each call is recorded in the run's events and the audit log.
+   */
+  readonly tools?: ToolCaller
+  /**
+   * External A2A agents the operator configured (A2A_AGENTS_FILE), where the host lends them (runs of
+   * `/v1/assist`; not task workers): `host.a2a.call(agent, capability, payload, { timeout, signal, onUpdate })`
+   * answers with the seed's `A2AResponse`. Calls are checked against the file, recorded in the run's
+   * events and the audit log, and given up (their remote tasks cancelled) when the run ends.
+   */
+  readonly a2a?: A2ACaller
 }
 
 /** Publishing to the event bus (seed 003 `EventPublication`); see `GET /v1/bus/events`. */
@@ -228,4 +244,20 @@ export interface BusPublisher {
    * @throws AH_ERR_BUS_EVENT_INVALID when the publication or a common event's `data` is invalid
    */
   publish(publication: EventPublication): Promise<{ duplicate: boolean, event: { id: string, seq: number } }>
+}
+
+/** Calling MCP tools (seed 003 `ToolCall` → `ToolResponse`); `GET /v1/tools` lists them. */
+export interface ToolCaller {
+  /**
+   * Call `action` of `tool` with `args`. Before the server sees it, the host checks that the tool is
+   * registered, that this agent may use it, that the action is allowed and that its scopes hold (path
+   * globs by real path, a branch pattern); a refusal is `success: false` with an `error` that starts
+   * with the rule (`unknown_tool`, `agent_not_allowed`, `action_not_allowed`, `scope_violation`). The
+   * call then gets `timeout` seconds (default: the tool's, else 30), starting the server included;
+   * after a transport failure (a crashed server, a lost connection) it is made once more unless
+   * `retry_on_failure` is false. `result` is the MCP `CallToolResult` (`content`, `structuredContent`).
+   * Refusals and failures resolve; nothing here rejects but a malformed call.
+   * @throws AH_ERR_TOOL_CALL_INVALID when `call` is not a ToolCall
+   */
+  call(call: McpToolCall): Promise<McpToolResponse>
 }

@@ -31,6 +31,8 @@ async function runs (app: FastifyInstance): Promise<void> {
     agents: app.agents,
     backends: app.backends,
     bus: app.bus,
+    a2a: app.a2aAgents,
+    tools: app.tools,
     instanceId: app.instanceId,
     log: app.log,
     tracer: app.tracer,
@@ -78,4 +80,4 @@ async function runs (app: FastifyInstance): Promise<void> {
   })
 }
 
-export default fp(runs, { name: 'runs', fastify: '5.x', dependencies: ['config', 'storage', 'agents', 'backends', 'bus', 'metrics', 'telemetry'] })
+export default fp(runs, { name: 'runs', fastify: '5.x', dependencies: ['config', 'storage', 'agents', 'backends', 'bus', 'metrics', 'telemetry', 'a2a-client', 'tools'] })

@@ -1,0 +1,229 @@
+import { randomUUID } from 'node:crypto'
+import { AH_ERR_REMOTE_CALL_INVALID, AH_ERR_RUN_ABORTED } from '../errors.js'
+import { compileSchema, toIssues } from '../agents/json-schema.js'
+import { A2ARequest, type A2ACallOptions, type A2ACaller, type A2AResponse } from '../protocol/a2a-client.js'
+import type { AuditLog } from '../storage/audit.js'
+import type { EventStore } from '../storage/events.js'
+import { AgentCards, reasonOf, type AgentCardOptions } from './agent-cards.js'
+import type { A2AAgentConfig } from './agents-file.js'
+import { answerOf, refusal, type CallFacts } from './call-answer.js'
+import { callRemote, type RemoteOutcome } from './remote-call.js'
+import { usageOf } from './remote-content.js'
+
+/** The run an `A2ACaller` calls for: who asks, on whose behalf, and what stops it. */
+export interface A2ACallContext {
+  /** The calling agent's manifest name (checked against an entry's `callers`). */
+  agent: string
+  /** The principal that called the run: the owner of its events, the actor of its audit rows. */
+  owner: string
+  /** The run's request id, as its caller sent it. */
+  requestId: string
+  rootRequestId?: string
+  sessionId: string
+  traceId: string
+  /** Who the run's envelope says it is for (a claim). */
+  user?: string
+  /** The run's signal: when it fires, the run's calls are given up and their remote tasks cancelled. */
+  signal: AbortSignal
+  /** Told the tokens and cost a remote's billing reports (the run's usage metrics), with the model `a2a:<agent>`. */
+  usage?: (usage: { model: string, input: number, output: number, cost?: number }) => void
+}
+
+/** What the engine needs: a caller of the configured external agents for each run. */
+export interface A2ACallers {
+  caller(context: A2ACallContext): A2ACaller
+}
+
+/** The minimal logger the registry writes to (pino's shape). */
+export interface RemoteAgentsLog {
+  info(obj: object, msg?: string): void
+  warn(obj: object, msg?: string): void
+}
+
+export interface RemoteAgentsOptions {
+  agents: readonly A2AAgentConfig[]
+  /** Runs a write in the group writer's next commit. */
+  write: <T>(op: () => T) => Promise<T>
+  events: EventStore
+  audit: AuditLog
+  log: RemoteAgentsLog
+  cards?: AgentCardOptions
+}
+
+const checkRequest = compileSchema<A2ARequest>(A2ARequest)
+
+/** The seed's A2ARequest of a call, or AH_ERR_REMOTE_CALL_INVALID naming what is wrong with it. */
+function requestOf (agent: unknown, capability: unknown, payload: unknown, options: unknown): A2ARequest & { options: A2ACallOptions } {
+  const problems: string[] = []
+  if (typeof options !== 'object' || options === null || Array.isArray(options)) {
+    throw new AH_ERR_REMOTE_CALL_INVALID('options must be an object ({ timeout, signal, onUpdate, callback_url })')
+  }
+  const given = options as A2ACallOptions
+  const request = {
+    agent_id: agent,
+    capability,
+    payload,
+    ...(given.timeout !== undefined ? { timeout: given.timeout } : {}),
+    ...(given.callback_url !== undefined ? { callback_url: given.callback_url } : {})
+  }
+  if (!checkRequest(request)) problems.push(...toIssues(checkRequest.errors).map((i) => `${i.path} ${i.message}`))
+  else if (request.callback_url !== undefined && !/^https?:\/\//i.test(String(request.callback_url))) problems.push('/callback_url must be an http or https URL')
+  if (given.signal !== undefined && !(given.signal instanceof AbortSignal)) problems.push('signal must be an AbortSignal')
+  if (given.onUpdate !== undefined && typeof given.onUpdate !== 'function') problems.push('onUpdate must be a function')
+  if (problems.length > 0) throw new AH_ERR_REMOTE_CALL_INVALID(problems.join('; '))
+  return { ...(request as A2ARequest), options: given }
+}
+
+/**
+ * The external A2A agents of A2A_AGENTS_FILE, called on behalf of runs (`host.a2a`). A call is
+ * refused (`failure`, never a throw) when the agent is not in the file, the calling agent is not
+ * among its `callers`, the capability is not among its `capabilities` or its card's skills, or its
+ * card cannot be fetched or is refused. Every call, refused or made, is recorded: an `a2a.call`
+ * CloudEvent in the run's events, an `a2a.call` audit row (resource `<agent>.<capability>`), and
+ * the tokens and cost its billing reports in the run's usage metrics.
+ */
+export class RemoteAgents implements A2ACallers {
+  readonly #agents: ReadonlyMap<string, A2AAgentConfig>
+  readonly #cards: AgentCards
+  readonly #o: RemoteAgentsOptions
+  readonly #closing = new AbortController()
+  readonly #calls = new Set<Promise<unknown>>()
+
+  constructor (options: RemoteAgentsOptions) {
+    this.#o = options
+    this.#agents = new Map(options.agents.map((a) => [a.name, a]))
+    this.#cards = new AgentCards(options.cards)
+  }
+
+  /** The names agents call the configured agents by. */
+  get names (): string[] {
+    return [...this.#agents.keys()]
+  }
+
+  caller (context: A2ACallContext): A2ACaller {
+    return {
+      call: async (agent, capability, payload, options = {}) => {
+        const call = this.#call(context, agent, capability, payload, options)
+        this.#calls.add(call)
+        try {
+          return await call
+        } finally {
+          this.#calls.delete(call)
+        }
+      }
+    }
+  }
+
+  /** Give up every call still going (their remote tasks are cancelled) and forget the cards. */
+  async close (): Promise<void> {
+    this.#closing.abort(new AH_ERR_RUN_ABORTED('shutdown'))
+    await Promise.allSettled([...this.#calls])
+    this.#cards.clear()
+  }
+
+  async #call (context: A2ACallContext, agent: string, capability: string, payload: Record<string, unknown>, options: A2ACallOptions): Promise<A2AResponse> {
+    const request = requestOf(agent, capability, payload, options)
+    const callId = randomUUID()
+    const started = performance.now()
+    const facts = (): CallFacts => ({ agent, callId, capability, durationMs: performance.now() - started })
+    const signal = AbortSignal.any([context.signal, this.#closing.signal, ...(options.signal !== undefined ? [options.signal] : [])])
+    const refuse = async (reason: string): Promise<A2AResponse> => await this.#record(context, refusal(facts(), reason))
+
+    const config = this.#agents.get(agent)
+    if (config === undefined) {
+      return await refuse(`no external agent "${agent}" is configured (A2A_AGENTS_FILE)${this.#agents.size > 0 ? `; there are: ${this.names.join(', ')}` : ''}`)
+    }
+    if (config.callers !== undefined && !config.callers.includes(context.agent)) {
+      return await refuse(`agent "${context.agent}" may not call "${agent}" (its callers in A2A_AGENTS_FILE: ${config.callers.join(', ')})`)
+    }
+    if (!config.capabilities.includes(capability)) {
+      return await refuse(`"${capability}" is not a capability agents may ask of "${agent}" (A2A_AGENTS_FILE allows: ${config.capabilities.join(', ')})`)
+    }
+    const stopped = async (reason: unknown): Promise<never> => {
+      await this.#record(context, refusal(facts(), `the call was stopped: ${reasonOf(reason)}`))
+      throw reason
+    }
+    let remote
+    try {
+      remote = await this.#cards.get(config, signal)
+    } catch (err) {
+      if (signal.aborted) return await stopped(signal.reason)
+      return await refuse(`"${agent}" cannot be called: ${reasonOf(err)}`)
+    }
+    const skills = remote.card.skills ?? []
+    if (!skills.some((s) => s.id === capability)) {
+      return await refuse(`"${agent}" offers no skill "${capability}" (its card's skills: ${skills.map((s) => s.id).join(', ') || 'none'})`)
+    }
+    if (request.callback_url != null && remote.card.capabilities?.pushNotifications !== true) {
+      return await refuse(`"${agent}" does not send push notifications (its card), so callback_url cannot be used`)
+    }
+    if (signal.aborted) return await stopped(signal.reason)
+    const timeoutS = request.timeout ?? config.timeoutS
+    const outcome: RemoteOutcome = await callRemote({
+      remote,
+      callId,
+      capability,
+      payload,
+      ...(request.callback_url != null ? { callbackUrl: request.callback_url } : {}),
+      timeoutMs: timeoutS * 1000,
+      signal,
+      ...(options.onUpdate !== undefined ? { onUpdate: options.onUpdate } : {})
+    })
+    const response = await this.#record(context, answerOf(facts(), outcome, timeoutS))
+    if (outcome.end === 'aborted') throw outcome.reason
+    if (outcome.end === 'update_failed') throw outcome.error
+    return response
+  }
+
+  /** Record a call's answer (the run's event, the audit row, the usage it reports) and return it. A record that cannot be written is logged, not failed. */
+  async #record (context: A2ACallContext, response: A2AResponse): Promise<A2AResponse> {
+    const metadata = response.metadata as { capability: string, duration_ms: number, error?: string, task_id?: string, state?: string, cancelled?: boolean }
+    const resource = `${response.agent_id}.${metadata.capability}`.slice(0, 512)
+    const data = {
+      caller: context.agent,
+      agent: response.agent_id,
+      capability: metadata.capability,
+      request_id: response.request_id,
+      status: response.status,
+      duration_ms: metadata.duration_ms,
+      ...(metadata.task_id !== undefined ? { task_id: metadata.task_id, state: metadata.state } : {}),
+      ...(metadata.cancelled !== undefined ? { cancelled: metadata.cancelled } : {}),
+      ...(metadata.error !== undefined ? { error: metadata.error } : {}),
+      ...(response.billing != null ? { billing: response.billing } : {})
+    }
+    this.#o.log.info({ requestId: context.requestId, a2a: data }, 'a2a call')
+    const time = new Date().toISOString()
+    try {
+      await this.#o.write(() => {
+        this.#o.events.append({
+          kind: 'cloudevent',
+          id: response.request_id,
+          type: 'a2a.call',
+          source: 'agent-host/a2a-client',
+          time,
+          session_id: context.sessionId,
+          request_id: context.requestId,
+          trace_id: context.traceId,
+          owner_key: context.owner,
+          event: { specversion: '1.0', id: response.request_id, source: 'agent-host/a2a-client', type: 'a2a.call', subject: resource, time, datacontenttype: 'application/json', data }
+        }, 'host')
+        this.#o.audit.append({
+          actor: context.owner,
+          action: 'a2a.call',
+          resource,
+          success: response.status === 'success',
+          claimed_user: context.user ?? null,
+          request_id: context.requestId,
+          root_request_id: context.rootRequestId ?? null,
+          trace_id: context.traceId,
+          details: { by: `agent:${context.agent}`, call_id: response.request_id, status: response.status, ...(data.task_id !== undefined ? { task_id: data.task_id } : {}), ...(data.error !== undefined ? { error: data.error.slice(0, 512) } : {}) }
+        })
+      })
+    } catch (err) {
+      this.#o.log.warn({ err, requestId: context.requestId, a2a: data }, 'an A2A call could not be recorded')
+    }
+    const usage = usageOf(response.billing ?? undefined)
+    if (usage !== undefined) context.usage?.({ model: `a2a:${response.agent_id}`, ...usage })
+    return response
+  }
+}

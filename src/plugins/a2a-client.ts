@@ -1,0 +1,30 @@
+import fp from 'fastify-plugin'
+import type { FastifyInstance } from 'fastify'
+import { RemoteAgents } from '../a2a-client/remote-agents.js'
+
+declare module 'fastify' {
+  interface FastifyInstance {
+    /** The external A2A agents of A2A_AGENTS_FILE, which agents call through `host.a2a` (`src/a2a-client/`). */
+    a2aAgents: RemoteAgents
+  }
+}
+
+/**
+ * The external A2A agents agents may call: the file's entries (read and checked with the
+ * configuration), their cards, and the record of every call in the event log and the audit log.
+ * On close, calls still going are given up and their remote tasks cancelled.
+ */
+async function a2aClient (app: FastifyInstance): Promise<void> {
+  const agents = new RemoteAgents({
+    agents: app.config.A2A_AGENTS,
+    write: async (op) => await app.writer.write(op),
+    events: app.events,
+    audit: app.audit,
+    log: app.log
+  })
+  if (agents.names.length > 0) app.log.info({ a2aAgents: agents.names }, 'external A2A agents configured')
+  app.decorate('a2aAgents', agents)
+  app.addHook('onClose', async () => { await agents.close() })
+}
+
+export default fp(a2aClient, { name: 'a2a-client', fastify: '5.x', dependencies: ['config', 'storage'] })

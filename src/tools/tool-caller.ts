@@ -1,0 +1,216 @@
+import type { Client } from '@modelcontextprotocol/sdk/client/index.js'
+import { StreamableHTTPError } from '@modelcontextprotocol/sdk/client/streamableHttp.js'
+import { ErrorCode, McpError, type CallToolResult } from '@modelcontextprotocol/sdk/types.js'
+import { compileSchema, toIssues } from '../agents/json-schema.js'
+import type { JsonObject, ToolCaller } from '../backends/protocol.js'
+import { AH_ERR_TOOL_CALL_INVALID } from '../errors.js'
+import { ToolCall, type ToolResponse } from '../protocol/tools.js'
+import type { BranchScope } from './branch-scope.js'
+import { describeError, type McpConnection, type ToolLog } from './mcp-connection.js'
+import type { PathScope } from './path-scope.js'
+
+/**
+ * Why a call failed, the first word of `ToolResponse.error`. Refused before the server is asked:
+ * `unknown_tool`, `agent_not_allowed`, `action_not_allowed`, `scope_violation`, `aborted`. Failed
+ * on the way: `timeout`, `server_unavailable` (it could not be started or reached), `server_exited`
+ * (its process exited during the call), `connection_lost`, `server_error` (it answered with a
+ * protocol error), `tool_error` (the tool ran and reported an error: `result` holds what it said).
+ */
+export type ToolFailure = 'unknown_tool' | 'agent_not_allowed' | 'action_not_allowed' | 'scope_violation' | 'aborted' | 'timeout' |
+  'server_unavailable' | 'server_exited' | 'connection_lost' | 'server_error' | 'tool_error'
+
+/** A registered tool as a call needs it: its server and the scopes that hold before the server is asked. */
+export interface RegisteredTool {
+  connection: McpConnection
+  paths?: PathScope
+  branches?: BranchScope
+}
+
+/** The registered tools, by name. */
+export interface ToolLookup {
+  get(name: string): RegisteredTool | undefined
+  names(): string[]
+}
+
+/** The run a caller serves: who calls, on whose behalf, and what stops it. */
+export interface ToolRunContext {
+  /** The calling agent's manifest name: a tool with an `agents` list refuses the others. */
+  agent: string
+  /** The principal that called the run: the owner of its events, the actor of its audit rows. */
+  owner: string
+  /** The run's request id, as its caller sent it. */
+  requestId: string
+  rootRequestId?: string
+  sessionId: string
+  traceId: string
+  /** Who the run's envelope says it is for (a claim). */
+  user?: string
+  /** The run's signal: a call in flight is aborted when it fires, and none starts after. */
+  signal: AbortSignal
+}
+
+/** What the engine needs: a caller of the registered tools for each run (`host.tools`). */
+export interface ToolCallers {
+  caller(context: ToolRunContext): ToolCaller
+}
+
+/** One call as it is recorded: the `data` of its `tool.call` event. */
+export interface ToolCallRecord {
+  tool: string
+  action: string
+  /** The server's tool the action named (absent when the call was refused before that was known). */
+  server_tool?: string
+  success: boolean
+  error?: string
+  /** Attempts made on the server (0: refused before it was asked). */
+  attempts: number
+  duration_ms: number
+}
+
+export interface ToolCallerOptions {
+  tools: ToolLookup
+  /** Record a call (the run's event, the audit row); a record that cannot be stored is logged by it, never thrown. */
+  record: (run: ToolRunContext, call: ToolCallRecord) => Promise<void>
+  log: ToolLog
+}
+
+type Outcome =
+  | { ok: true, result: JsonObject, serverTool: string, attempts: number }
+  | { ok: false, failure: ToolFailure, message: string, result?: JsonObject, serverTool?: string, attempts: number }
+type Attempt =
+  | { ok: true, result: JsonObject }
+  | { ok: false, failure: ToolFailure, message: string, result?: JsonObject, retryable: boolean }
+
+const validCall = compileSchema<ToolCall>(ToolCall)
+/** How much of a tool's own error text `ToolResponse.error` quotes. */
+const ERROR_CHARS = 2000
+
+/** A {@link ToolCaller} for one run: every call checked against the rules, timed, retried, recorded. */
+export function toolCaller (options: ToolCallerOptions, run: ToolRunContext): ToolCaller {
+  return { call: async (call) => await callTool(options, run, call) }
+}
+
+/**
+ * One call: the rules first (the tool exists, the agent may use it, the action is allowed, the run
+ * is not aborted, the scopes hold), then the server, within `timeout` seconds (starting it
+ * included), once more after a transport failure when `retry_on_failure` allows. A refusal or a
+ * failure is a `ToolResponse` with `success: false`; only a malformed call throws.
+ */
+async function callTool (options: ToolCallerOptions, run: ToolRunContext, call: ToolCall): Promise<ToolResponse> {
+  if (!validCall(call)) {
+    throw new AH_ERR_TOOL_CALL_INVALID(toIssues(validCall.errors).map((i) => `${i.path} ${i.message}`).join('; '))
+  }
+  const started = performance.now()
+  const outcome = await perform(options, run, call)
+  const response: ToolResponse = {
+    tool: call.tool,
+    action: call.action,
+    success: outcome.ok,
+    result: outcome.result ?? null,
+    ...(outcome.ok ? {} : { error: `${outcome.failure}: ${outcome.message}` }),
+    duration_ms: Math.round(performance.now() - started)
+  }
+  await options.record(run, {
+    tool: response.tool,
+    action: response.action,
+    ...(outcome.serverTool !== undefined ? { server_tool: outcome.serverTool } : {}),
+    success: response.success,
+    ...(response.error !== undefined && response.error !== null ? { error: response.error } : {}),
+    attempts: outcome.attempts,
+    duration_ms: response.duration_ms
+  })
+  return response
+}
+
+async function perform ({ tools, log }: ToolCallerOptions, run: ToolRunContext, call: ToolCall): Promise<Outcome> {
+  const refuse = (failure: ToolFailure, message: string, serverTool?: string): Outcome => ({ ok: false, failure, message, attempts: 0, ...(serverTool !== undefined ? { serverTool } : {}) })
+  const tool = tools.get(call.tool)
+  if (tool === undefined) {
+    const names = tools.names()
+    return refuse('unknown_tool', `no tool "${call.tool}" is registered${names.length > 0 ? ` (there are: ${names.join(', ')})` : ''}`)
+  }
+  const spec = tool.connection.spec
+  if (spec.agents !== undefined && !spec.agents.includes(run.agent)) return refuse('agent_not_allowed', `agent "${run.agent}" may not use tool "${call.tool}"`)
+  const serverTool = spec.actions.get(call.action)
+  if (serverTool === undefined) return refuse('action_not_allowed', `"${call.action}" is not an action of tool "${call.tool}" (its actions: ${[...spec.actions.keys()].join(', ')})`)
+  if (run.signal.aborted) return refuse('aborted', abortMessage(run.signal), serverTool)
+  const branch = tool.branches?.refusal(call.args)
+  if (branch !== undefined) return refuse('scope_violation', branch, serverTool)
+  let args = call.args
+  if (tool.paths !== undefined) {
+    const decision = await tool.paths.check(call.args)
+    if (!decision.ok) return refuse('scope_violation', decision.reason, serverTool)
+    args = decision.args
+  }
+
+  const timeoutS = call.timeout ?? spec.timeoutS
+  const deadline = AbortSignal.timeout(timeoutS * 1000)
+  const signal = AbortSignal.any([run.signal, deadline])
+  const end = performance.now() + timeoutS * 1000
+  const retries = call.retry_on_failure === false ? 0 : spec.retries
+  let attempts = 0
+  let again = false
+  let attempt: Attempt
+  do {
+    if (again) log.info({ requestId: run.requestId, tool: call.tool, action: call.action, attempt: attempts }, 'tool call failed in transport: trying again')
+    attempts++
+    attempt = await once(tool.connection, serverTool, args, { run: run.signal, deadline, signal, remainingMs: end - performance.now(), timeoutS })
+    if (attempt.ok) return { ok: true, result: attempt.result, serverTool, attempts }
+    again = attempt.retryable && attempts <= retries && !signal.aborted
+  } while (again)
+  const message = attempts > 1 ? `${attempt.message} (after ${attempts} attempts)` : attempt.message
+  return { ok: false, failure: attempt.failure, message, serverTool, attempts, ...(attempt.result !== undefined ? { result: attempt.result } : {}) }
+}
+
+/** One attempt: the client (the server started if need be), then `tools/call` with the signal and what is left of the timeout. */
+async function once (connection: McpConnection, name: string, args: JsonObject, o: { run: AbortSignal, deadline: AbortSignal, signal: AbortSignal, remainingMs: number, timeoutS: number }): Promise<Attempt> {
+  const tool = JSON.stringify(connection.spec.name)
+  const late = `the call took longer than its timeout of ${o.timeoutS} s (it was cancelled)`
+  const stopped = (timeout: string): Attempt | undefined => {
+    if (o.run.aborted) return { ok: false, failure: 'aborted', message: abortMessage(o.run), retryable: false }
+    if (o.deadline.aborted) return { ok: false, failure: 'timeout', message: timeout, retryable: false }
+    return undefined
+  }
+  let client: Client
+  try {
+    client = await untilAborted(connection.client(), o.signal)
+  } catch (err) {
+    return stopped(`the MCP server of tool ${tool} was not started within the call's timeout of ${o.timeoutS} s`) ??
+      { ok: false, failure: 'server_unavailable', message: `the MCP server of tool ${tool} could not be started or reached (${describeError(err)})`, retryable: true }
+  }
+  try {
+    const result = await client.callTool({ name, arguments: args }, undefined, { signal: o.signal, timeout: Math.max(1, Math.floor(o.remainingMs)) }) as CallToolResult
+    const answer: JsonObject = { content: result.content, ...(result.structuredContent !== undefined ? { structuredContent: result.structuredContent } : {}) }
+    if (result.isError !== true) return { ok: true, result: answer }
+    const text = result.content.flatMap((c) => c.type === 'text' ? [c.text] : []).join('\n').slice(0, ERROR_CHARS)
+    return { ok: false, failure: 'tool_error', message: text === '' ? 'the tool reported an error' : text, result: answer, retryable: false }
+  } catch (err) {
+    const done = stopped(late)
+    if (done !== undefined) return done
+    if (err instanceof McpError && err.code === ErrorCode.RequestTimeout) return { ok: false, failure: 'timeout', message: late, retryable: false }
+    if (err instanceof McpError && err.code !== ErrorCode.ConnectionClosed) return { ok: false, failure: 'server_error', message: err.message, retryable: false }
+    if (!(err instanceof McpError || err instanceof StreamableHTTPError || err instanceof TypeError || (err as Error).message === 'Not connected')) {
+      return { ok: false, failure: 'server_error', message: `the server's answer was not understood (${(err as Error).message})`, retryable: false }
+    }
+    const stdio = connection.spec.transport.kind === 'stdio'
+    connection.lost(client, stdio ? 'the server\'s process exited during a call' : `the connection was lost: ${describeError(err)}`)
+    return stdio
+      ? { ok: false, failure: 'server_exited', message: `the MCP server of tool ${tool} exited during the call`, retryable: true }
+      : { ok: false, failure: 'connection_lost', message: `the connection to the MCP server of tool ${tool} failed (${describeError(err)})`, retryable: true }
+  }
+}
+
+/** `promise`, or the signal's reason as soon as it fires (what `promise` does is not stopped: a server being started goes on starting). */
+async function untilAborted<T> (promise: Promise<T>, signal: AbortSignal): Promise<T> {
+  signal.throwIfAborted()
+  return await new Promise<T>((resolve, reject) => {
+    const abort = (): void => { reject(signal.reason) }
+    signal.addEventListener('abort', abort, { once: true })
+    promise.then(resolve, reject).finally(() => { signal.removeEventListener('abort', abort) })
+  })
+}
+
+function abortMessage (signal: AbortSignal): string {
+  const kind = (signal.reason as { kind?: unknown } | undefined)?.kind
+  return `the run was aborted${typeof kind === 'string' ? ` (${kind})` : ''}`
+}
