@@ -36,7 +36,22 @@ const REQUESTS: Record<string, { method: 'GET' | 'POST' | 'DELETE', url: string,
   'GET /v1/bus/subscriptions': { method: 'GET', url: '/v1/bus/subscriptions' },
   'GET /v1/bus/dead-letters': { method: 'GET', url: '/v1/bus/dead-letters' },
   'POST /v1/bus/dead-letters/:id/retry': { method: 'POST', url: '/v1/bus/dead-letters/1/retry' },
-  'GET /metrics': { method: 'GET', url: '/metrics' }
+  'GET /metrics': { method: 'GET', url: '/metrics' },
+  'POST /mcp': { method: 'POST', url: '/mcp', payload: { jsonrpc: '2.0', id: 1, method: 'tools/list' } },
+  'GET /mcp': { method: 'GET', url: '/mcp' },
+  'DELETE /mcp': { method: 'DELETE', url: '/mcp' },
+  'GET /v1/tools': { method: 'GET', url: '/v1/tools' },
+  'POST /a2a/:agent_id': { method: 'POST', url: '/a2a/echo', payload: { jsonrpc: '2.0', id: 1, method: 'GetTask', params: { id: '33333333-3333-4333-8333-333333333333' } } },
+  'POST /a2a/:agent_id/rest/message::send': { method: 'POST', url: '/a2a/echo/rest/message:send', payload: { message: { messageId: 'auth-probe', role: 'ROLE_USER', parts: [{ text: 'hi' }] } } },
+  'POST /a2a/:agent_id/rest/message::stream': { method: 'POST', url: '/a2a/echo/rest/message:stream', payload: { message: { messageId: 'auth-probe', role: 'ROLE_USER', parts: [{ text: 'hi' }] } } },
+  'GET /a2a/:agent_id/rest/tasks': { method: 'GET', url: '/a2a/echo/rest/tasks' },
+  'GET /a2a/:agent_id/rest/tasks/:task': { method: 'GET', url: '/a2a/echo/rest/tasks/33333333-3333-4333-8333-333333333333' },
+  'POST /a2a/:agent_id/rest/tasks/:task': { method: 'POST', url: '/a2a/echo/rest/tasks/33333333-3333-4333-8333-333333333333:cancel' },
+  'GET /a2a/:agent_id/rest/tasks/:task/pushNotificationConfigs': { method: 'GET', url: '/a2a/echo/rest/tasks/33333333-3333-4333-8333-333333333333/pushNotificationConfigs' },
+  'POST /a2a/:agent_id/rest/tasks/:task/pushNotificationConfigs': { method: 'POST', url: '/a2a/echo/rest/tasks/33333333-3333-4333-8333-333333333333/pushNotificationConfigs', payload: { url: 'https://example.com/hook' } },
+  'GET /a2a/:agent_id/rest/tasks/:task/pushNotificationConfigs/:config': { method: 'GET', url: '/a2a/echo/rest/tasks/33333333-3333-4333-8333-333333333333/pushNotificationConfigs/c1' },
+  'DELETE /a2a/:agent_id/rest/tasks/:task/pushNotificationConfigs/:config': { method: 'DELETE', url: '/a2a/echo/rest/tasks/33333333-3333-4333-8333-333333333333/pushNotificationConfigs/c1' },
+  'GET /v1/a2a/push-deliveries': { method: 'GET', url: '/v1/a2a/push-deliveries' }
 }
 
 async function keyWith (app: FastifyInstance, scopes: string[], agents?: string[]): Promise<string> {

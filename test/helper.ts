@@ -17,7 +17,9 @@ export const AGENTS = {
   research: '8a1f7d2e-3c4b-4e5f-9a6b-0c1d2e3f4a10',
   planner: '8a1f7d2e-3c4b-4e5f-9a6b-0c1d2e3f4a11',
   refactor: '8a1f7d2e-3c4b-4e5f-9a6b-0c1d2e3f4a12',
-  evaluator: '8a1f7d2e-3c4b-4e5f-9a6b-0c1d2e3f4a13'
+  evaluator: '8a1f7d2e-3c4b-4e5f-9a6b-0c1d2e3f4a13',
+  digest: '8a1f7d2e-3c4b-4e5f-9a6b-0c1d2e3f4a14',
+  fileDigest: '8a1f7d2e-3c4b-4e5f-9a6b-0c1d2e3f4a15'
 } as const
 
 /** The scripted test agent (test/fixtures/agents/scripted): it runs `payload.script`. */

@@ -3,11 +3,11 @@ import cors from '@fastify/cors'
 import type { FastifyInstance } from 'fastify'
 import { corsOrigins } from '../config.js'
 
-/** What a browser client sends beyond the safelisted headers: JSON bodies, keys, resume cursors, trace context. */
-export const CORS_ALLOWED_HEADERS = ['content-type', 'authorization', 'last-event-id', 'traceparent', 'tracestate']
+/** What a browser client sends beyond the safelisted headers: JSON bodies, keys, resume cursors, trace context, the A2A version and extensions, an MCP session and protocol version. */
+export const CORS_ALLOWED_HEADERS = ['content-type', 'authorization', 'last-event-id', 'traceparent', 'tracestate', 'a2a-version', 'a2a-extensions', 'mcp-session-id', 'mcp-protocol-version']
 
-/** What a page may read from our answers: rate limits, when to retry, and the trace to quote. */
-export const CORS_EXPOSED_HEADERS = ['x-ratelimit-limit', 'x-ratelimit-remaining', 'x-ratelimit-reset', 'retry-after', 'traceparent']
+/** What a page may read from our answers: rate limits, when to retry, the trace to quote, and the MCP session an `initialize` opened. */
+export const CORS_EXPOSED_HEADERS = ['x-ratelimit-limit', 'x-ratelimit-remaining', 'x-ratelimit-reset', 'retry-after', 'traceparent', 'mcp-session-id']
 
 /**
  * Cross-origin calls from the pages of `CORS_ORIGINS` (`@fastify/cors`): preflights answered before

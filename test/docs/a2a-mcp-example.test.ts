@@ -1,0 +1,52 @@
+import t from 'tap'
+import { execFile } from 'node:child_process'
+import { readFileSync, writeFileSync } from 'node:fs'
+import { join } from 'node:path'
+import { fileURLToPath } from 'node:url'
+import { harnessFreeEnv } from '../child-env.js'
+import { startServer } from '../server-child.js'
+import { tempDataDir } from '../helper.js'
+
+// The README's example of both ways out of the host, run as written against a server started with
+// the example's files (only the port changes: the A2A agents file names this server's own card).
+
+const ROOT = fileURLToPath(new URL('../../', import.meta.url))
+
+function blocks (): string[] {
+  const readme = readFileSync(join(ROOT, 'README.md'), 'utf8')
+  const start = readme.indexOf('### Example: a file read through a tool, summarized by another agent')
+  const end = readme.indexOf('\n## ', start)
+  return [...readme.slice(start, end).matchAll(/```sh\n([\s\S]*?)```/g)].map((m) => m[1] as string)
+}
+
+t.test('the README\'s A2A and MCP example: file-digest reads a doc through the fs tool and has digest summarize it over A2A', { timeout: 120_000 }, async (t) => {
+  const [start, call] = blocks()
+  t.match(start, /MCP_SERVERS_FILE=examples\/mcp-servers\.json A2A_AGENTS_FILE=examples\/a2a-agents\.json npm start/, 'the server is started with the example\'s two files')
+  const dir = tempDataDir(t)
+  // the port is known once the server listens: its card URL is this server's own
+  const agentsFile = join(dir, 'a2a-agents.json')
+  writeFileSync(agentsFile, readFileSync(join(ROOT, 'examples/a2a-agents.json')))
+  const server = await startServer(t, { DATA_DIR: join(dir, 'data'), WORKERS_PER_TYPE: '0', MCP_SERVERS_FILE: join(ROOT, 'examples/mcp-servers.json'), A2A_AGENTS_FILE: agentsFile })
+  writeFileSync(agentsFile, readFileSync(join(ROOT, 'examples/a2a-agents.json'), 'utf8').replaceAll('http://127.0.0.1:3000', server.url))
+  server.child.kill('SIGTERM')
+  await server.exited
+  const again = await startServer(t, { DATA_DIR: join(dir, 'data'), WORKERS_PER_TYPE: '0', MCP_SERVERS_FILE: join(ROOT, 'examples/mcp-servers.json'), A2A_AGENTS_FILE: agentsFile, PORT: String(server.port) })
+  const run = async (script: string): Promise<string> => await new Promise((resolve, reject) => {
+    execFile('bash', ['-euo', 'pipefail', '-c', script.replaceAll('http://127.0.0.1:3000', again.url)], { cwd: ROOT, env: harnessFreeEnv(), timeout: 60_000 }, (error, stdout, stderr) => {
+      if (error !== null) reject(new Error(`${error.message}\n${stderr}`))
+      else resolve(stdout)
+    })
+  })
+  const answer = JSON.parse(await run(call as string)) as { output: { path: string, characters: number, summary: string, summarizer: { status: string } } }
+  const doc = readFileSync(join(ROOT, 'docs/a2a-and-mcp.md'), 'utf8')
+  t.equal(answer.output.path, 'a2a-and-mcp.md')
+  t.equal(answer.output.characters, doc.length, 'the whole file, read through the tool')
+  t.match(answer.output.summary, /^agent-host has one run engine/, 'summarized by the other agent')
+  t.equal(answer.output.summarizer.status, 'success')
+  const tools = await (await fetch(`${again.url}/v1/tools`)).json() as { tools: Array<{ name: string, status: string }> }
+  t.match(tools.tools, [{ name: 'fs', status: 'running' }])
+  const audit = await (await fetch(`${again.url}/v1/audit?limit=100`)).json() as { rows: Array<{ action: string }> }
+  t.ok(audit.rows.some((r) => r.action === 'tool.call') && audit.rows.some((r) => r.action === 'a2a.call'), 'both calls audited')
+  const outside = await run((call as string).replace('"a2a-and-mcp.md"', '"../package.json"').replace('66666666-6666-4666-8666-666666666666', '66666666-6666-4666-8666-666666666667'))
+  t.match(outside, /scope_violation/, 'a path out of the scope is refused')
+})
