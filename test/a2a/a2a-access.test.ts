@@ -1,9 +1,9 @@
 import t from 'tap'
 import { randomUUID } from 'node:crypto'
-import { Role, TaskState, type Message, type Part, type Task } from '@a2a-js/sdk'
-import { ClientFactory, ClientFactoryOptions, JsonRpcTransportFactory, RestTransportFactory, type Client } from '@a2a-js/sdk/client'
+import { TaskState, type Message, type Part, type Task } from '@a2a-js/sdk'
 import { AGENTS, build, FIXTURE_AGENTS_DIR, listen, SCRIPTED } from '../helper.js'
 import { until } from '../socket.js'
+import { a2aClient as client, message } from './client.js'
 
 const ADMIN = 'admin-key-'.padEnd(40, 'a')
 const ALICE = 'alice-key-'.padEnd(40, 'b')
@@ -16,21 +16,7 @@ const KEYS = JSON.stringify([
   { name: 'echo-only', key: ECHO_ONLY, scopes: ['assist:invoke'], agents: ['echo'] }
 ])
 
-async function client (url: string, agentId: string, binding: 'JSONRPC' | 'HTTP+JSON', key?: string): Promise<Client> {
-  const fetchImpl: typeof fetch = async (input, init) => {
-    const headers = new Headers(init?.headers)
-    if (key !== undefined) headers.set('authorization', `Bearer ${key}`)
-    return await fetch(input, { ...init, headers })
-  }
-  const factory = new ClientFactory(ClientFactoryOptions.createFrom(ClientFactoryOptions.default, {
-    transports: [new JsonRpcTransportFactory({ fetchImpl }), new RestTransportFactory({ fetchImpl })],
-    preferredTransports: [binding]
-  }))
-  return await factory.createFromUrl(`${url}/a2a/${agentId}/.well-known/agent-card.json`, '')
-}
-
 const part = (value: string | Record<string, unknown>): Part => ({ content: typeof value === 'string' ? { $case: 'text', value } : { $case: 'data', value }, metadata: undefined, filename: '', mediaType: '' })
-const message = (parts: Part[], extra: Partial<Message> = {}): Message => ({ messageId: randomUUID(), contextId: '', taskId: '', role: Role.ROLE_USER, parts, metadata: undefined, extensions: [], referenceTaskIds: [], ...extra })
 const send = (m: Message, returnImmediately = false) => ({ tenant: '', message: m, configuration: { acceptedOutputModes: [], taskPushNotificationConfig: undefined, returnImmediately }, metadata: undefined })
 const rpc = (method: string, params: Record<string, unknown>) => ({ jsonrpc: '2.0', id: 7, method, params })
 

@@ -6,8 +6,8 @@ import type { AddressInfo } from 'node:net'
 import { randomUUID } from 'node:crypto'
 import { fileURLToPath } from 'node:url'
 import { setTimeout as sleep } from 'node:timers/promises'
-import { Role, StreamResponse, TaskState, type Message, type Part, type Task, type TaskPushNotificationConfig } from '@a2a-js/sdk'
-import { ClientFactory, ClientFactoryOptions, JsonRpcTransportFactory, RestTransportFactory, type Client } from '@a2a-js/sdk/client'
+import { StreamResponse, TaskState, type Message, type Task, type TaskPushNotificationConfig } from '@a2a-js/sdk'
+import type { Client } from '@a2a-js/sdk/client'
 import type { FastifyInstance } from 'fastify'
 import { checkPushHost, guardedLookup, nonPublicRange } from '../../src/a2a/push-address.js'
 import { signPush, verifyPushSignature } from '../../src/a2a/push-signature.js'
@@ -17,13 +17,12 @@ import { buildApp } from '../../src/app.js'
 import { build, listen, tempDataDir, testConfig, type Teardown } from '../helper.js'
 import { holdDbLock } from '../lock-holder.js'
 import { openGate } from '../fixtures/a2a-push/gated/index.js'
+import { a2aClient, BINDINGS, data, merge, message as dataMessage, type Binding } from './client.js'
 
 const AGENTS_DIR = fileURLToPath(new URL('../fixtures/a2a-push/', import.meta.url))
 const GATED = 'f0000000-0000-4000-8000-0000000000a2'
 /** Test settings: the fixture agent, local receivers allowed, quick polls and retries, no load shedding (a loaded machine must not fail a test). */
 const FAST = { AGENTS_DIR, WORKERS_PER_TYPE: '0', MAX_EVENT_LOOP_DELAY_MS: '0', A2A_PUSH_ALLOW_PRIVATE: 'true', A2A_PUSH_POLL_MS: '20', A2A_PUSH_RETRY_BASE_MS: '50' }
-const BINDINGS = ['JSONRPC', 'HTTP+JSON'] as const
-type Binding = typeof BINDINGS[number]
 
 const ADMIN = 'admin-key-'.padEnd(40, 'a')
 const ALICE = 'alice-key-'.padEnd(40, 'b')
@@ -36,20 +35,10 @@ const KEYS = JSON.stringify([
 
 /** An official A2A SDK client for the fixture agent of the server at `url`, over `binding`, sending `key` as a bearer token. */
 async function client (url: string, binding: Binding, key?: string): Promise<Client> {
-  const fetchImpl: typeof fetch = async (input, init) => {
-    const headers = new Headers(init?.headers)
-    if (key !== undefined) headers.set('authorization', `Bearer ${key}`)
-    return await fetch(input, { ...init, headers })
-  }
-  const factory = new ClientFactory(ClientFactoryOptions.createFrom(ClientFactoryOptions.default, {
-    transports: [new JsonRpcTransportFactory({ fetchImpl }), new RestTransportFactory({ fetchImpl })],
-    preferredTransports: [binding]
-  }))
-  return await factory.createFromUrl(`${url}/a2a/${GATED}/.well-known/agent-card.json`, '')
+  return await a2aClient(url, GATED, binding, key)
 }
 
-const data = (value: Record<string, unknown>): Part => ({ content: { $case: 'data', value }, metadata: undefined, filename: '', mediaType: '' })
-const message = (payload: Record<string, unknown>): Message => ({ messageId: randomUUID(), contextId: '', taskId: '', role: Role.ROLE_USER, parts: [data(payload)], metadata: undefined, extensions: [], referenceTaskIds: [] })
+const message = (payload: Record<string, unknown>): Message => dataMessage([data(payload)])
 const pushConfig = (url: string, extra: Partial<TaskPushNotificationConfig> = {}): TaskPushNotificationConfig => ({ tenant: '', id: '', taskId: '', url, token: '', authentication: undefined, ...extra })
 const send = (m: Message, options: { push?: TaskPushNotificationConfig, returnImmediately?: boolean } = {}) =>
   ({ tenant: '', message: m, configuration: { acceptedOutputModes: [], taskPushNotificationConfig: options.push, returnImmediately: options.returnImmediately ?? false }, metadata: undefined })
@@ -130,23 +119,6 @@ async function untilDone (app: FastifyInstance, taskId: string): Promise<void> {
 /** The state of a task's one config. */
 async function stateOf (app: FastifyInstance, taskId: string): Promise<DeliveryState> {
   return (await deliveries(app, undefined, `?task_id=${taskId}`))[0] as DeliveryState
-}
-
-/** Merge events into a task, as an A2A client does (status replaced, artifact chunks appended). */
-function merge (events: StreamResponse[]): Task {
-  let task: Task | undefined
-  for (const { payload } of events) {
-    if (payload?.$case === 'task') task = structuredClone(payload.value)
-    else if (payload?.$case === 'statusUpdate' && task !== undefined) task.status = payload.value.status
-    else if (payload?.$case === 'artifactUpdate' && task !== undefined && payload.value.artifact !== undefined) {
-      const artifact = payload.value.artifact
-      const known = task.artifacts.find((a) => a.artifactId === artifact.artifactId)
-      if (known !== undefined && payload.value.append) known.parts.push(...artifact.parts)
-      else task.artifacts = [...task.artifacts.filter((a) => a.artifactId !== artifact.artifactId), structuredClone(artifact)]
-    }
-  }
-  if (task === undefined) throw new Error('no task in the updates')
-  return task
 }
 
 const finalState = (events: StreamResponse[]): TaskState | undefined => {

@@ -1,61 +1,15 @@
 import t from 'tap'
 import { randomUUID } from 'node:crypto'
-import { Role, TaskState, type Message, type Part, type StreamResponse, type Task } from '@a2a-js/sdk'
-import { ClientFactory, ClientFactoryOptions, JsonRpcTransportFactory, RestTransportFactory, type Client } from '@a2a-js/sdk/client'
+import { Role, TaskState, type Message, type StreamResponse, type Task } from '@a2a-js/sdk'
 import { AGENTS, FIXTURE_AGENTS_DIR, listen, SCRIPTED, streamingScript } from '../helper.js'
 import { until } from '../socket.js'
-
-const BINDINGS = ['JSONRPC', 'HTTP+JSON'] as const
-type Binding = typeof BINDINGS[number]
-
-/** An official A2A SDK client for one agent of the server at `url`, over `binding`, sending `key` as a bearer token. */
-async function client (url: string, agentId: string, binding: Binding, key?: string): Promise<Client> {
-  const fetchImpl: typeof fetch = async (input, init) => {
-    const headers = new Headers(init?.headers)
-    if (key !== undefined) headers.set('authorization', `Bearer ${key}`)
-    return await fetch(input, { ...init, headers })
-  }
-  const factory = new ClientFactory(ClientFactoryOptions.createFrom(ClientFactoryOptions.default, {
-    transports: [new JsonRpcTransportFactory({ fetchImpl }), new RestTransportFactory({ fetchImpl })],
-    preferredTransports: [binding]
-  }))
-  return await factory.createFromUrl(`${url}/a2a/${agentId}/.well-known/agent-card.json`, '')
-}
-
-function text (value: string): Part {
-  return { content: { $case: 'text', value }, metadata: undefined, filename: '', mediaType: '' }
-}
-
-function data (value: Record<string, unknown>): Part {
-  return { content: { $case: 'data', value }, metadata: undefined, filename: '', mediaType: '' }
-}
-
-function message (parts: Part[], extra: Partial<Message> = {}): Message {
-  return { messageId: randomUUID(), contextId: '', taskId: '', role: Role.ROLE_USER, parts, metadata: undefined, extensions: [], referenceTaskIds: [], ...extra }
-}
+import { a2aClient as client, BINDINGS, data, merge, message, text } from './client.js'
 
 const send = (m: Message, returnImmediately = false) => ({ tenant: '', message: m, configuration: { acceptedOutputModes: [], taskPushNotificationConfig: undefined, returnImmediately }, metadata: undefined })
 
 /** The texts of an artifact's parts, joined. */
 const textOf = (task: Task, artifactId: string): string => (task.artifacts.find((a) => a.artifactId === artifactId)?.parts ?? []).map((p) => p.content?.$case === 'text' ? p.content.value : '').join('')
 const dataOf = (task: Task, artifactId: string): unknown => task.artifacts.find((a) => a.artifactId === artifactId)?.parts.find((p) => p.content?.$case === 'data')?.content?.value
-
-/** Merge stream events into a task, as an A2A client does (status replaced, artifact chunks appended). */
-function merge (events: StreamResponse[], into?: Task): Task {
-  let task = into
-  for (const { payload } of events) {
-    if (payload?.$case === 'task') task = structuredClone(payload.value)
-    else if (payload?.$case === 'statusUpdate' && task !== undefined) task.status = payload.value.status
-    else if (payload?.$case === 'artifactUpdate' && task !== undefined && payload.value.artifact !== undefined) {
-      const artifact = payload.value.artifact
-      const known = task.artifacts.find((a) => a.artifactId === artifact.artifactId)
-      if (known !== undefined && payload.value.append) known.parts.push(...artifact.parts)
-      else task.artifacts = [...task.artifacts.filter((a) => a.artifactId !== artifact.artifactId), structuredClone(artifact)]
-    }
-  }
-  if (task === undefined) throw new Error('no task in the stream')
-  return task
-}
 
 for (const binding of BINDINGS) {
   t.test(`${binding}: SendMessage runs the agent and answers with its completed task; GetTask and ListTasks find it`, async (t) => {
