@@ -2,6 +2,7 @@ import { randomUUID } from 'node:crypto'
 import { AH_ERR_REMOTE_CALL_INVALID, AH_ERR_RUN_ABORTED } from '../errors.js'
 import { compileSchema, toIssues } from '../agents/json-schema.js'
 import { A2ARequest, type A2ACallOptions, type A2ACaller, type A2AResponse } from '../protocol/a2a-client.js'
+import type { HostCallContext } from '../backends/protocol.js'
 import type { AuditLog } from '../storage/audit.js'
 import type { EventStore } from '../storage/events.js'
 import { AgentCards, reasonOf, type AgentCardOptions } from './agent-cards.js'
@@ -10,21 +11,8 @@ import { answerOf, refusal, type CallFacts } from './call-answer.js'
 import { callRemote, type RemoteOutcome } from './remote-call.js'
 import { usageOf } from './remote-content.js'
 
-/** The run an `A2ACaller` calls for: who asks, on whose behalf, and what stops it. */
-export interface A2ACallContext {
-  /** The calling agent's manifest name (checked against an entry's `callers`). */
-  agent: string
-  /** The principal that called the run: the owner of its events, the actor of its audit rows. */
-  owner: string
-  /** The run's request id, as its caller sent it. */
-  requestId: string
-  rootRequestId?: string
-  sessionId: string
-  traceId: string
-  /** Who the run's envelope says it is for (a claim). */
-  user?: string
-  /** The run's signal: when it fires, the run's calls are given up and their remote tasks cancelled. */
-  signal: AbortSignal
+/** The run an `A2ACaller` calls for (`HostCallContext`), and where the remote's billing goes. */
+export interface A2ACallContext extends HostCallContext {
   /** Told the tokens and cost a remote's billing reports (the run's usage metrics), with the model `a2a:<agent>`. */
   usage?: (usage: { model: string, input: number, output: number, cost?: number }) => void
 }

@@ -237,6 +237,26 @@ export interface AgentHost {
   readonly a2a?: A2ACaller
 }
 
+/**
+ * The run a call the host lends an agent serves (`host.tools`, `host.a2a`): who calls, on whose
+ * behalf, and what stops it. Such calls are recorded in the run's events and audit rows.
+ */
+export interface HostCallContext {
+  /** The calling agent's manifest name (checked against the tool's `agents`, the remote's `callers`). */
+  agent: string
+  /** The principal that called the run: the owner of its events, the actor of its audit rows. */
+  owner: string
+  /** The run's request id, as its caller sent it. */
+  requestId: string
+  rootRequestId?: string
+  sessionId: string
+  traceId: string
+  /** Who the run's envelope says it is for (a claim). */
+  user?: string
+  /** The run's signal: calls in flight are given up when it fires (remote tasks cancelled), and none starts after. */
+  signal: AbortSignal
+}
+
 /** Publishing to the event bus (seed 003 `EventPublication`); see `GET /v1/bus/events`. */
 export interface BusPublisher {
   /**

@@ -2,7 +2,7 @@ import type { Client } from '@modelcontextprotocol/sdk/client/index.js'
 import { StreamableHTTPError } from '@modelcontextprotocol/sdk/client/streamableHttp.js'
 import { ErrorCode, McpError, type CallToolResult } from '@modelcontextprotocol/sdk/types.js'
 import { compileSchema, toIssues } from '../agents/json-schema.js'
-import type { JsonObject, ToolCaller } from '../backends/protocol.js'
+import type { HostCallContext, JsonObject, ToolCaller } from '../backends/protocol.js'
 import { AH_ERR_TOOL_CALL_INVALID } from '../errors.js'
 import { ToolCall, type ToolResponse } from '../protocol/tools.js'
 import type { BranchScope } from './branch-scope.js'
@@ -32,22 +32,8 @@ export interface ToolLookup {
   names(): string[]
 }
 
-/** The run a caller serves: who calls, on whose behalf, and what stops it. */
-export interface ToolRunContext {
-  /** The calling agent's manifest name: a tool with an `agents` list refuses the others. */
-  agent: string
-  /** The principal that called the run: the owner of its events, the actor of its audit rows. */
-  owner: string
-  /** The run's request id, as its caller sent it. */
-  requestId: string
-  rootRequestId?: string
-  sessionId: string
-  traceId: string
-  /** Who the run's envelope says it is for (a claim). */
-  user?: string
-  /** The run's signal: a call in flight is aborted when it fires, and none starts after. */
-  signal: AbortSignal
-}
+/** The run a caller serves (`HostCallContext`). */
+export type ToolRunContext = HostCallContext
 
 /** What the engine needs: a caller of the registered tools for each run (`host.tools`). */
 export interface ToolCallers {
