@@ -43,18 +43,7 @@ export interface PushConfigRecord {
 }
 
 /** What {@link A2APushStore.save} stores: the config itself (its delivery state starts, or goes on, in the store). */
-export interface NewPushConfig {
-  run_key: string
-  id: string
-  task_id: string
-  agent_id: string
-  owner_key: string | null
-  created_by: string
-  url: string
-  token: string
-  auth_scheme: string | null
-  auth_credentials: string | null
-}
+export type NewPushConfig = Pick<PushConfigRecord, 'run_key' | 'id' | 'task_id' | 'agent_id' | 'owner_key' | 'created_by' | 'url' | 'token' | 'auth_scheme' | 'auth_credentials'>
 
 /** A config leased to this process, with the state of its run. */
 export interface ClaimedPushConfig extends PushConfigRecord {
