@@ -3,18 +3,7 @@ import { randomUUID } from 'node:crypto'
 import { TaskState, type Message, type Part, type Task } from '@a2a-js/sdk'
 import { AGENTS, build, FIXTURE_AGENTS_DIR, listen, SCRIPTED } from '../helper.js'
 import { until } from '../socket.js'
-import { a2aClient as client, message } from './client.js'
-
-const ADMIN = 'admin-key-'.padEnd(40, 'a')
-const ALICE = 'alice-key-'.padEnd(40, 'b')
-const BOB = 'bob-key-'.padEnd(40, 'c')
-const ECHO_ONLY = 'echo-only-'.padEnd(40, 'd')
-const KEYS = JSON.stringify([
-  { name: 'admin', key: ADMIN, scopes: ['admin'] },
-  { name: 'alice', key: ALICE, scopes: ['assist:invoke'] },
-  { name: 'bob', key: BOB, scopes: ['assist:invoke'] },
-  { name: 'echo-only', key: ECHO_ONLY, scopes: ['assist:invoke'], agents: ['echo'] }
-])
+import { a2aClient as client, ADMIN, ALICE, BOB, ECHO_ONLY, KEYS, message } from './client.js'
 
 const part = (value: string | Record<string, unknown>): Part => ({ content: typeof value === 'string' ? { $case: 'text', value } : { $case: 'data', value }, metadata: undefined, filename: '', mediaType: '' })
 const send = (m: Message, returnImmediately = false) => ({ tenant: '', message: m, configuration: { acceptedOutputModes: [], taskPushNotificationConfig: undefined, returnImmediately }, metadata: undefined })

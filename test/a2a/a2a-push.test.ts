@@ -17,21 +17,12 @@ import { buildApp } from '../../src/app.js'
 import { build, listen, tempDataDir, testConfig, type Teardown } from '../helper.js'
 import { holdDbLock } from '../lock-holder.js'
 import { openGate } from '../fixtures/a2a-push/gated/index.js'
-import { a2aClient, BINDINGS, data, merge, message as dataMessage, type Binding } from './client.js'
+import { a2aClient, ADMIN, ALICE, BINDINGS, BOB, data, KEYS, merge, message as dataMessage, type Binding } from './client.js'
 
 const AGENTS_DIR = fileURLToPath(new URL('../fixtures/a2a-push/', import.meta.url))
 const GATED = 'f0000000-0000-4000-8000-0000000000a2'
 /** Test settings: the fixture agent, local receivers allowed, quick polls and retries, no load shedding (a loaded machine must not fail a test). */
 const FAST = { AGENTS_DIR, WORKERS_PER_TYPE: '0', MAX_EVENT_LOOP_DELAY_MS: '0', A2A_PUSH_ALLOW_PRIVATE: 'true', A2A_PUSH_POLL_MS: '20', A2A_PUSH_RETRY_BASE_MS: '50' }
-
-const ADMIN = 'admin-key-'.padEnd(40, 'a')
-const ALICE = 'alice-key-'.padEnd(40, 'b')
-const BOB = 'bob-key-'.padEnd(40, 'c')
-const KEYS = JSON.stringify([
-  { name: 'admin', key: ADMIN, scopes: ['admin'] },
-  { name: 'alice', key: ALICE, scopes: ['assist:invoke'] },
-  { name: 'bob', key: BOB, scopes: ['assist:invoke'] }
-])
 
 /** An official A2A SDK client for the fixture agent of the server at `url`, over `binding`, sending `key` as a bearer token. */
 async function client (url: string, binding: Binding, key?: string): Promise<Client> {

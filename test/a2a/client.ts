@@ -2,6 +2,18 @@ import { randomUUID } from 'node:crypto'
 import { Role, type Message, type Part, type StreamResponse, type Task } from '@a2a-js/sdk'
 import { ClientFactory, ClientFactoryOptions, JsonRpcTransportFactory, RestTransportFactory, type Client } from '@a2a-js/sdk/client'
 
+/** API keys of the A2A tests (`API_KEYS`): an admin, two callers, and one that may invoke only `echo`. */
+export const ADMIN = 'admin-key-'.padEnd(40, 'a')
+export const ALICE = 'alice-key-'.padEnd(40, 'b')
+export const BOB = 'bob-key-'.padEnd(40, 'c')
+export const ECHO_ONLY = 'echo-only-'.padEnd(40, 'd')
+export const KEYS = JSON.stringify([
+  { name: 'admin', key: ADMIN, scopes: ['admin'] },
+  { name: 'alice', key: ALICE, scopes: ['assist:invoke'] },
+  { name: 'bob', key: BOB, scopes: ['assist:invoke'] },
+  { name: 'echo-only', key: ECHO_ONLY, scopes: ['assist:invoke'], agents: ['echo'] }
+])
+
 /** The two A2A bindings this server serves, by the names agent cards give them. */
 export const BINDINGS = ['JSONRPC', 'HTTP+JSON'] as const
 export type Binding = typeof BINDINGS[number]

@@ -6,21 +6,15 @@ import { fileURLToPath } from 'node:url'
 import { harnessFreeEnv } from '../child-env.js'
 import { startServer } from '../server-child.js'
 import { tempDataDir } from '../helper.js'
+import { readmeShellBlocks } from './readme-blocks.js'
 
 // The README's example of both ways out of the host, run as written against a server started with
 // the example's files (only the port changes: the A2A agents file names this server's own card).
 
 const ROOT = fileURLToPath(new URL('../../', import.meta.url))
 
-function blocks (): string[] {
-  const readme = readFileSync(join(ROOT, 'README.md'), 'utf8')
-  const start = readme.indexOf('### Example: a file read through a tool, summarized by another agent')
-  const end = readme.indexOf('\n## ', start)
-  return [...readme.slice(start, end).matchAll(/```sh\n([\s\S]*?)```/g)].map((m) => m[1] as string)
-}
-
 t.test('the README\'s A2A and MCP example: file-digest reads a doc through the fs tool and has digest summarize it over A2A', { timeout: 120_000 }, async (t) => {
-  const [start, call] = blocks()
+  const [start, call] = readmeShellBlocks('### Example: a file read through a tool, summarized by another agent')
   t.match(start, /MCP_SERVERS_FILE=examples\/mcp-servers\.json A2A_AGENTS_FILE=examples\/a2a-agents\.json npm start/, 'the server is started with the example\'s two files')
   const dir = tempDataDir(t)
   // the port is known once the server listens: its card URL is this server's own

@@ -1,11 +1,12 @@
 import t from 'tap'
 import { execFileSync, spawn } from 'node:child_process'
-import { existsSync, mkdirSync, mkdtempSync, readFileSync, rmSync } from 'node:fs'
+import { existsSync, mkdirSync, mkdtempSync, rmSync } from 'node:fs'
 import { tmpdir } from 'node:os'
 import { join } from 'node:path'
 import { fileURLToPath } from 'node:url'
 import { startServer } from '../server-child.js'
 import { until } from '../socket.js'
+import { readmeShellBlocks } from './readme-blocks.js'
 
 // The README's contract-agent walkthrough, run as written (only the port changes) against a server
 // in its own process whose working directory is a scratch folder, so the agent the walkthrough
@@ -18,10 +19,7 @@ const skip = hasJq || process.env.CI !== undefined ? false : 'no jq (apt-get ins
 
 /** The shell blocks of the README's walkthrough: the bus follower, then the steps. */
 function walkthrough (): { follow: string, steps: string } {
-  const readme = readFileSync(join(ROOT, 'README.md'), 'utf8')
-  const start = readme.indexOf('### Walkthrough: review a new agent')
-  const end = readme.indexOf('\n## ', start)
-  const blocks = [...readme.slice(start, end).matchAll(/```sh\n([\s\S]*?)```/g)].map((m) => m[1] as string)
+  const blocks = readmeShellBlocks('### Walkthrough: review a new agent')
   t.equal(blocks.length, 2, 'the walkthrough is two shell blocks')
   return { follow: blocks[0] as string, steps: blocks[1] as string }
 }
