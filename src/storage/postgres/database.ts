@@ -1,0 +1,129 @@
+import pg from 'pg'
+import { AH_ERR_STORAGE_SCHEMA_TOO_NEW } from '../../errors.js'
+import type { MigrationProgress } from '../database.js'
+import { PG_MIGRATIONS } from './migrations.js'
+
+/** The schema version this code writes on PostgreSQL (the last migration's). */
+export const PG_SCHEMA_VERSION = PG_MIGRATIONS.at(-1)?.version ?? 0
+
+/**
+ * Advisory lock keys (`pg_advisory_lock`): one per thing that happens on one instance at a time.
+ * Fixed numbers, so that every instance of every version agrees on them.
+ */
+export const PG_LOCKS = {
+  migrate: 0x61680001,
+  audit: 0x61680002,
+  reaper: 0x61680003,
+  narrator: 0x61680004,
+  runRecovery: 0x61680005
+} as const
+
+/** `int8` (bigint, counts) as a JavaScript number: every one this schema holds is below 2^53 (ids, milliseconds). */
+const types = {
+  getTypeParser: ((oid: number, format?: 'text' | 'binary') => {
+    if (oid === pg.types.builtins.INT8) return (value: string) => Number(value)
+    return format === undefined ? pg.types.getTypeParser(oid) : pg.types.getTypeParser(oid, format)
+  }) as typeof pg.types.getTypeParser
+}
+
+export interface PostgresOptions {
+  /** DB_POOL_MAX: connections this process keeps open at most. */
+  max?: number
+  /** Shown in `pg_stat_activity.application_name` (the instance id). */
+  applicationName?: string
+  /** How long a checkout may wait for a free connection before it fails (ms). */
+  connectionTimeoutMs?: number
+  /** A connection that failed while idle in the pool (the server went away): told, never thrown. */
+  onIdleError?: (err: Error) => void
+  onMigration?: MigrationProgress
+}
+
+/**
+ * Open a pool on `url` and migrate the database (see {@link migratePostgres}). A failure while a
+ * connection sits idle (the server restarted) is told to `onIdleError` and the connection dropped:
+ * the pool opens a new one for the next query.
+ */
+export async function openPostgres (url: string, options: PostgresOptions = {}): Promise<pg.Pool> {
+  const pool = new pg.Pool({
+    connectionString: url,
+    max: options.max ?? 10,
+    application_name: options.applicationName ?? 'agent-host',
+    connectionTimeoutMillis: options.connectionTimeoutMs ?? 10_000,
+    types
+  })
+  pool.on('error', (err) => { options.onIdleError?.(err) })
+  try {
+    await migratePostgres(pool, options.onMigration)
+  } catch (err) {
+    await pool.end()
+    throw err
+  }
+  return pool
+}
+
+/**
+ * Apply the migrations the database lacks, each in its own transaction, holding an advisory lock
+ * for the whole run: instances booting together wait for each other, and the later ones find
+ * nothing left to do. Refuses a database newer than the code.
+ * @returns the versions applied now
+ */
+export async function migratePostgres (pool: pg.Pool, onStep?: MigrationProgress): Promise<number[]> {
+  const client = await pool.connect()
+  try {
+    await client.query('SELECT pg_advisory_lock($1)', [PG_LOCKS.migrate])
+    try {
+      await client.query('CREATE TABLE IF NOT EXISTS schema_migrations (version integer PRIMARY KEY, description text NOT NULL, applied_at text NOT NULL)')
+      const { rows } = await client.query<{ v: number | null }>('SELECT max(version) AS v FROM schema_migrations')
+      const found = rows[0]?.v ?? 0
+      if (found > PG_SCHEMA_VERSION) throw new AH_ERR_STORAGE_SCHEMA_TOO_NEW(redacted(client), found, PG_SCHEMA_VERSION)
+      const pending = PG_MIGRATIONS.filter((m) => m.version > found)
+      const applied: number[] = []
+      for (const [index, step] of pending.entries()) {
+        onStep?.({ version: step.version, description: step.description }, index, pending.length)
+        await client.query('BEGIN')
+        try {
+          await client.query(step.sql)
+          await client.query('INSERT INTO schema_migrations (version, description, applied_at) VALUES ($1, $2, $3)', [step.version, step.description, new Date().toISOString()])
+          await client.query('COMMIT')
+        } catch (err) {
+          await client.query('ROLLBACK')
+          throw err
+        }
+        applied.push(step.version)
+      }
+      return applied
+    } finally {
+      await client.query('SELECT pg_advisory_unlock($1)', [PG_LOCKS.migrate])
+    }
+  } finally {
+    client.release()
+  }
+}
+
+/** The database a client is connected to, for messages (never its password). */
+function redacted (client: pg.PoolClient): string {
+  const { host, port, database } = client as unknown as { host: string, port: number, database: string }
+  return `postgres://${host}:${port}/${database}`
+}
+
+/**
+ * Run `fn` in one transaction on one connection of `pool`: committed when it resolves, rolled back
+ * when it throws (and the error rethrown).
+ */
+export async function inTransaction<T> (pool: pg.Pool, fn: (client: pg.PoolClient) => Promise<T>): Promise<T> {
+  const client = await pool.connect()
+  try {
+    await client.query('BEGIN')
+    let result: T
+    try {
+      result = await fn(client)
+    } catch (err) {
+      await client.query('ROLLBACK').catch(() => {})
+      throw err
+    }
+    await client.query('COMMIT')
+    return result
+  } finally {
+    client.release()
+  }
+}

@@ -1,0 +1,269 @@
+/**
+ * The PostgreSQL schema, as numbered steps (`DATABASE_URL=postgres://...`). The same tables as the
+ * SQLite schema (`storage/migrations.ts`) in PostgreSQL's terms: identity columns, `bigint`
+ * milliseconds where SQLite keeps integers, `text` where bytes must come back as they went in
+ * (JSON answers, audit rows that are hashed), `tsvector` columns with GIN indexes for recall.
+ * Append a step to change it; never edit one that has shipped.
+ */
+export const PG_MIGRATIONS: ReadonlyArray<{ version: number, description: string, sql: string }> = [
+  {
+    version: 1,
+    description: 'sessions, interactions, values and their search vectors, events, the audit log, runs and their journal, tasks, API keys, the narrator\'s place, the event bus, A2A push configs',
+    sql: `
+CREATE TABLE sessions (
+  session_id text PRIMARY KEY,
+  user_id text NOT NULL,
+  key_id text,
+  created_at text NOT NULL,
+  updated_at text NOT NULL
+);
+
+CREATE TABLE interactions (
+  id bigint GENERATED ALWAYS AS IDENTITY PRIMARY KEY,
+  request_id text NOT NULL,
+  session_id text NOT NULL REFERENCES sessions(session_id) ON DELETE CASCADE,
+  agent_id text NOT NULL,
+  agent_request_id text NOT NULL,
+  root_request_id text NOT NULL,
+  parent_request_id text,
+  timestamp text NOT NULL,
+  status text NOT NULL,
+  input text NOT NULL,
+  output text NOT NULL,
+  search tsvector GENERATED ALWAYS AS (to_tsvector('simple', input || ' ' || output)) STORED
+);
+CREATE INDEX interactions_by_session ON interactions(session_id, id);
+CREATE INDEX interactions_search ON interactions USING gin(search);
+
+CREATE TABLE session_values (
+  session_id text NOT NULL REFERENCES sessions(session_id) ON DELETE CASCADE,
+  key text NOT NULL,
+  value text NOT NULL,
+  updated_at text NOT NULL,
+  search tsvector GENERATED ALWAYS AS (to_tsvector('simple', key || ' ' || value)) STORED,
+  PRIMARY KEY (session_id, key)
+);
+CREATE INDEX session_values_search ON session_values USING gin(search);
+
+CREATE TABLE events (
+  seq bigint GENERATED ALWAYS AS IDENTITY PRIMARY KEY,
+  id text NOT NULL,
+  kind text NOT NULL,
+  type text NOT NULL,
+  source text NOT NULL,
+  time text NOT NULL,
+  visibility text NOT NULL DEFAULT 'internal',
+  session_id text,
+  request_id text,
+  trace_id text,
+  task_id text,
+  owner_key text,
+  body text NOT NULL
+);
+CREATE INDEX events_by_session ON events(session_id, seq);
+CREATE INDEX events_by_request ON events(request_id, seq);
+CREATE INDEX events_by_type ON events(type, seq);
+CREATE INDEX events_by_task ON events(task_id, seq) WHERE task_id IS NOT NULL;
+CREATE INDEX events_by_owner ON events(owner_key, seq) WHERE owner_key IS NOT NULL;
+
+CREATE TABLE audit_log (
+  audit_id bigint PRIMARY KEY,
+  timestamp text NOT NULL,
+  actor text NOT NULL,
+  claimed_user text,
+  action text NOT NULL,
+  resource text NOT NULL,
+  success smallint NOT NULL,
+  request_id text,
+  root_request_id text,
+  trace_id text,
+  details text,
+  key_id text,
+  previous_hash text NOT NULL,
+  integrity_hash text NOT NULL
+);
+CREATE TABLE audit_head (
+  id smallint PRIMARY KEY CHECK (id = 1),
+  audit_id bigint NOT NULL,
+  integrity_hash text NOT NULL
+);
+CREATE FUNCTION audit_log_append_only() RETURNS trigger LANGUAGE plpgsql AS $$
+BEGIN
+  RAISE EXCEPTION 'audit_log is append-only';
+END $$;
+CREATE TRIGGER audit_log_no_update BEFORE UPDATE OR DELETE ON audit_log FOR EACH ROW EXECUTE FUNCTION audit_log_append_only();
+CREATE TRIGGER audit_log_no_truncate BEFORE TRUNCATE ON audit_log FOR EACH STATEMENT EXECUTE FUNCTION audit_log_append_only();
+
+CREATE TABLE runs (
+  run_id bigint GENERATED ALWAYS AS IDENTITY PRIMARY KEY,
+  request_id text NOT NULL UNIQUE,
+  envelope_hash text NOT NULL,
+  envelope text NOT NULL,
+  -- the envelope's own request_id (request_id above is scoped to the caller)
+  wire_id text GENERATED ALWAYS AS ((envelope::jsonb)->>'request_id') STORED,
+  session_id text NOT NULL,
+  agent_id text NOT NULL,
+  main_stream_id text NOT NULL,
+  state text NOT NULL,
+  end_reason text,
+  owner_instance text NOT NULL,
+  owner_pid integer NOT NULL,
+  owner_key text,
+  lease_token text,
+  lease_expires_at bigint,
+  cancel_requested smallint NOT NULL DEFAULT 0,
+  started_at bigint NOT NULL,
+  ended_at bigint,
+  response_status integer,
+  response text
+);
+CREATE INDEX runs_by_end ON runs(state, ended_at);
+CREATE INDEX runs_by_lease ON runs(lease_expires_at) WHERE state = 'running';
+CREATE INDEX runs_by_agent ON runs(agent_id, owner_key, started_at, run_id);
+CREATE INDEX runs_by_wire_id ON runs(wire_id);
+CREATE INDEX runs_by_session ON runs(session_id);
+
+-- one row per flush of a run: its frames, newline-separated, the last one's ord and how many
+CREATE TABLE journal (
+  run_id bigint NOT NULL REFERENCES runs(run_id) ON DELETE CASCADE,
+  ord integer NOT NULL,
+  count integer NOT NULL,
+  frames text NOT NULL,
+  PRIMARY KEY (run_id, ord)
+);
+
+CREATE TABLE tasks (
+  id text PRIMARY KEY,
+  type text NOT NULL,
+  status text NOT NULL,
+  priority double precision NOT NULL,
+  owner text,
+  attempt integer NOT NULL,
+  dependency_ids text[] NOT NULL,
+  created_at timestamptz NOT NULL,
+  available_at timestamptz NOT NULL,
+  lease_expires_at timestamptz,
+  conversation_id text,
+  owner_key text,
+  node text NOT NULL,
+  -- insertion order: the tie-break of tasks created in the same millisecond
+  created_seq bigint GENERATED ALWAYS AS IDENTITY
+);
+CREATE INDEX tasks_claim ON tasks(type, priority DESC, created_at, id) WHERE status = 'PENDING';
+CREATE INDEX tasks_lease ON tasks(lease_expires_at) WHERE status = 'IN_PROGRESS';
+CREATE INDEX tasks_conversation ON tasks(conversation_id, created_at);
+CREATE INDEX tasks_by_owner_key ON tasks(owner_key, created_at);
+CREATE INDEX tasks_order ON tasks(created_at, created_seq);
+
+CREATE TABLE api_keys (
+  id text PRIMARY KEY,
+  name text NOT NULL,
+  salt text NOT NULL,
+  hash text NOT NULL,
+  scopes text NOT NULL,
+  agents text,
+  created_at text NOT NULL,
+  expires_at text,
+  revoked_at text
+);
+CREATE INDEX api_keys_name ON api_keys(name);
+
+CREATE TABLE narrator_state (
+  id smallint PRIMARY KEY CHECK (id = 1),
+  seq bigint NOT NULL
+);
+INSERT INTO narrator_state VALUES (1, 0);
+CREATE TABLE narrations (
+  session_id text PRIMARY KEY,
+  seq bigint NOT NULL
+);
+
+CREATE TABLE bus_events (
+  seq bigint GENERATED ALWAYS AS IDENTITY PRIMARY KEY,
+  id text NOT NULL UNIQUE,
+  type text NOT NULL,
+  key text NOT NULL,
+  visibility text NOT NULL,
+  priority integer NOT NULL,
+  target_agents text,
+  data text NOT NULL,
+  source text NOT NULL,
+  owner_key text,
+  trace_id text,
+  published_at bigint NOT NULL,
+  expires_at bigint NOT NULL
+);
+CREATE INDEX bus_events_by_key ON bus_events(key, expires_at);
+CREATE INDEX bus_events_by_expiry ON bus_events(expires_at);
+CREATE TABLE bus_subscriptions (
+  id text PRIMARY KEY,
+  agent text,
+  patterns text NOT NULL,
+  filter text,
+  max_attempts integer NOT NULL,
+  backoff_ms integer NOT NULL,
+  created_at bigint NOT NULL,
+  updated_at bigint NOT NULL
+);
+CREATE TABLE bus_deliveries (
+  subscription_id text NOT NULL REFERENCES bus_subscriptions(id) ON DELETE CASCADE,
+  event_seq bigint NOT NULL REFERENCES bus_events(seq) ON DELETE CASCADE,
+  priority integer NOT NULL,
+  attempts integer NOT NULL DEFAULT 0,
+  due_at bigint NOT NULL,
+  lease_owner text,
+  lease_expires_at bigint,
+  last_error text,
+  PRIMARY KEY (subscription_id, event_seq)
+);
+CREATE INDEX bus_deliveries_next ON bus_deliveries(subscription_id, priority DESC, event_seq);
+CREATE INDEX bus_deliveries_by_event ON bus_deliveries(event_seq);
+CREATE TABLE bus_dead_letters (
+  id bigint GENERATED ALWAYS AS IDENTITY PRIMARY KEY,
+  subscription_id text NOT NULL,
+  event_seq bigint NOT NULL,
+  event text NOT NULL,
+  owner_key text,
+  attempts integer NOT NULL,
+  last_error text NOT NULL,
+  dead_at bigint NOT NULL
+);
+
+CREATE TABLE a2a_push_configs (
+  seq bigint GENERATED ALWAYS AS IDENTITY PRIMARY KEY,
+  run_key text NOT NULL REFERENCES runs(request_id) ON DELETE CASCADE,
+  id text NOT NULL,
+  task_id text NOT NULL,
+  agent_id text NOT NULL,
+  owner_key text,
+  created_by text NOT NULL,
+  url text NOT NULL,
+  token text NOT NULL,
+  auth_scheme text,
+  auth_credentials text,
+  created_at bigint NOT NULL,
+  updated_at bigint NOT NULL,
+  cursor integer NOT NULL,
+  delivered integer NOT NULL DEFAULT 0,
+  attempts integer NOT NULL DEFAULT 0,
+  last_status integer,
+  last_error text,
+  next_attempt_at bigint NOT NULL,
+  state text NOT NULL DEFAULT 'active',
+  lease_token text,
+  lease_expires_at bigint,
+  UNIQUE (run_key, id)
+);
+CREATE INDEX a2a_push_due ON a2a_push_configs(next_attempt_at) WHERE state = 'active';
+CREATE INDEX a2a_push_by_owner ON a2a_push_configs(owner_key, seq);
+
+-- rate-limit windows shared by every instance: one row per limit, key and window
+CREATE TABLE rate_limits (
+  key text NOT NULL,
+  window_start bigint NOT NULL,
+  hits integer NOT NULL,
+  PRIMARY KEY (key, window_start)
+);
+`
+  }
+]
