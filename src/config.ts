@@ -19,6 +19,14 @@ export const ConfigSchema = Type.Object({
   LOG_FORMAT: Type.Union([Type.Literal('json'), Type.Literal('pretty')], { default: 'json' }),
   /** Where all runtime state lives (relative paths are resolved from the working directory). */
   DATA_DIR: Type.String({ default: 'data', minLength: 1 }),
+  /**
+   * `postgres://user:password@host:5432/database`: keep everything durable in PostgreSQL, shared by
+   * every instance and worker given the same URL (runs, sessions, the audit chain, keys, limits,
+   * tasks, the event bus). Empty: SQLite under DATA_DIR, for one machine.
+   */
+  DATABASE_URL: Type.String({ default: '' }),
+  /** PostgreSQL: connections each process keeps open at most (runs' writes, followers' reads, the listener). */
+  DB_POOL_MAX: Type.Integer({ default: 10, minimum: 2, maximum: 1000 }),
   /** Folder of drop-in agents; empty means the example agents shipped next to the code. */
   AGENTS_DIR: Type.String({ default: '' }),
   /** Largest accepted request body, in bytes. */
@@ -53,8 +61,8 @@ export const ConfigSchema = Type.Object({
   DB_PAGE_SIZE: Type.Union([Type.Literal(1024), Type.Literal(2048), Type.Literal(4096), Type.Literal(8192)], { default: 4096 }),
   /** What a run does when its last client goes away: go on (a re-POST picks it up) or be cancelled. */
   DISCONNECT_POLICY: Type.Union([Type.Literal('continue'), Type.Literal('cancel')], { default: 'continue' }),
-  /** Where the task graph lives: `file` (DATA_DIR/tasks.graph.json, file-locked) or `sqlite`. */
-  TASK_STORE: Type.Union([Type.Literal('file'), Type.Literal('sqlite')], { default: 'file' }),
+  /** Where the task graph lives: `file` (DATA_DIR/tasks.graph.json, file-locked), `sqlite`, or `postgres` (DATABASE_URL). */
+  TASK_STORE: Type.Union([Type.Literal('file'), Type.Literal('sqlite'), Type.Literal('postgres')], { default: 'file' }),
   /** Worker loops per task agent in the server (0: the server runs none; use `agent-host worker`). */
   WORKERS_PER_TYPE: Type.Integer({ default: 1, minimum: 0, maximum: 64 }),
   /** How long a task claim lasts without a heartbeat; the reaper runs every half of it. */
@@ -234,6 +242,12 @@ export function loadConfig (env: Record<string, string | undefined>, dotenv = fa
   const origins = corsOrigins(raw.CORS_ORIGINS)
   if (raw.CORS_CREDENTIALS && origins.includes('*')) {
     throw new AH_ERR_CONFIG_INVALID('env/CORS_CREDENTIALS cannot be true with CORS_ORIGINS=*: browsers refuse credentials for any origin; list the origins')
+  }
+  if (raw.DATABASE_URL !== '' && !/^postgres(ql)?:\/\//.test(raw.DATABASE_URL)) {
+    throw new AH_ERR_CONFIG_INVALID('env/DATABASE_URL must be a postgres:// (or postgresql://) URL, or empty for SQLite under DATA_DIR')
+  }
+  if (raw.TASK_STORE === 'postgres' && raw.DATABASE_URL === '') {
+    throw new AH_ERR_CONFIG_INVALID('env/TASK_STORE=postgres needs DATABASE_URL')
   }
   parseApiKeys(raw.API_KEYS)
   parsePrices(raw.LLM_PRICES)
