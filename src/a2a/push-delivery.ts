@@ -2,7 +2,8 @@ import { setTimeout as sleep } from 'node:timers/promises'
 import { StreamResponse } from '@a2a-js/sdk'
 import type { StreamPacket } from '../protocol/packets.js'
 import type { A2APushStore, ClaimedPushConfig } from '../storage/a2a-push.js'
-import type { RunRecord, RunStore } from '../storage/runs.js'
+import type { RunReader } from '../storage/run-ledger.js'
+import type { RunRecord } from '../storage/runs.js'
 import type { PushSender } from './push-sender.js'
 import type { TaskProjection } from './task-projection.js'
 
@@ -22,7 +23,7 @@ export interface PushDeliverySettings {
 
 export interface PushDeliveryOptions {
   store: A2APushStore
-  runs: RunStore
+  runs: RunReader
   /** How a synchronous write of the store is made durable (the group writer). */
   write: <T>(write: () => T) => Promise<T>
   sender: PushSender
@@ -150,10 +151,10 @@ export class PushDelivery {
   /** Push a claimed config's pending updates, in order, until none is left, one fails, or its lease is lost. */
   async #push (config: ClaimedPushConfig, signal: AbortSignal): Promise<void> {
     const { store, runs, write } = this.#o
-    const record = runs.get(config.run_key)
+    const record = await runs.get(config.run_key)
     // its run was pruned since: the config went with it
     if (record === undefined) return
-    const job: Job = { config, attempts: config.attempts, status: null, progress: this.#resume(config, record), signal }
+    const job: Job = { config, attempts: config.attempts, status: null, progress: await this.#resume(config, record), signal }
     const { progress } = job
     if (progress.delivered === 0) {
       if (!await this.#post(job, { payload: { $case: 'task', value: progress.projection.task() } })) return
@@ -162,8 +163,8 @@ export class PushDelivery {
     }
     for (;;) {
       // the run's state before its rows: ended then, every row it will ever have is in what follows
-      const ended = runs.get(config.run_key)?.state === 'ended'
-      const rows = runs.rows(config.run_key, progress.cursor, PAGE)
+      const ended = (await runs.get(config.run_key))?.state === 'ended'
+      const rows = await runs.rows(config.run_key, progress.cursor, PAGE)
       if (rows.length === 0) {
         if (ended) await this.#finish(job)
         else await write(() => store.release(config.seq, config.lease_token))
@@ -232,12 +233,12 @@ export class PushDelivery {
   }
 
   /** The task as pushed up to the config's cursor: kept from this process's last round, or replayed from the journal. */
-  #resume (config: ClaimedPushConfig, record: RunRecord): Progress {
+  async #resume (config: ClaimedPushConfig, record: RunRecord): Promise<Progress> {
     const known = this.#progress.get(config.seq)
     if (known !== undefined && known.cursor === config.cursor && known.delivered === config.delivered) return known
     const projection = this.#o.projectionOf(record)
     for (let after = 0; after < config.cursor;) {
-      const rows = this.#o.runs.rows(config.run_key, after, PAGE)
+      const rows = await this.#o.runs.rows(config.run_key, after, PAGE)
       for (const row of rows) {
         if (row.ord > config.cursor) break
         if (row.seq !== null) projection.apply(JSON.parse(row.frame) as StreamPacket)

@@ -19,7 +19,8 @@ import { AH_ERR_REQUEST_CONFLICT, AH_ERR_RUN_NOT_FOUND } from '../errors.js'
 import type { ServiceRequest } from '../protocol/envelope.js'
 import type { DeliveryMode } from '../protocol/manifest.js'
 import type { StreamPacket } from '../protocol/packets.js'
-import type { RunFilter, RunRecord, RunStore } from '../storage/runs.js'
+import type { RunReader } from '../storage/run-ledger.js'
+import type { RunFilter, RunRecord } from '../storage/runs.js'
 import { envelopeOf, isUuid, requestIdOf, sameAsk } from './message-envelope.js'
 import { translated, translatedStream, type HttpErrorSlot } from './error-mapping.js'
 import type { CheckedPushConfig, PushConfigs } from './push-configs.js'
@@ -79,13 +80,13 @@ function cursorOf (token: string): { startedAt: number, runId: number } {
  */
 export class AgentA2AHandler implements A2ARequestHandler {
   readonly #engine: AssistEngine
-  readonly #store: RunStore
+  readonly #store: RunReader
   readonly #hosted: HostedAgent
   readonly #card: () => AgentCard
   readonly #push: PushConfigs | undefined
 
   /** `push`: the tasks' push notification configs (none: the push methods answer "not supported"). */
-  constructor (options: { engine: AssistEngine, store: RunStore, hosted: HostedAgent, card: () => AgentCard, push?: PushConfigs }) {
+  constructor (options: { engine: AssistEngine, store: RunReader, hosted: HostedAgent, card: () => AgentCard, push?: PushConfigs }) {
     this.#engine = options.engine
     this.#store = options.store
     this.#hosted = options.hosted
@@ -111,7 +112,7 @@ export class AgentA2AHandler implements A2ARequestHandler {
         // the run's answer is recorded: its journal is whole
         await this.#engine.answer(requestId, { signal: call.signal })
       }
-      return this.#task(this.#record(requestId), { historyLength: params.configuration?.historyLength })
+      return await this.#task(await this.#record(requestId), { historyLength: params.configuration?.historyLength })
     })
   }
 
@@ -122,15 +123,15 @@ export class AgentA2AHandler implements A2ARequestHandler {
       const push = await handler.#checkPush(params)
       const { requestId } = await handler.#submit(params, call, 'server_sent_events')
       await handler.#registerPush(push, requestId, call.identity)
-      const projection = handler.#projection(handler.#record(requestId))
+      const projection = handler.#projection(await handler.#record(requestId))
       yield { payload: { $case: 'task', value: projection.task({ historyLength: params.configuration?.historyLength }) } }
       yield * handler.#follow(requestId, projection, undefined, call.signal)
     })
   }
 
   async getTask (params: GetTaskRequest, context: ServerCallContext): Promise<Task> {
-    const record = this.#visible(params.id, callOf(context).identity)
-    return this.#task(record, { historyLength: params.historyLength })
+    const record = await this.#visible(params.id, callOf(context).identity)
+    return await this.#task(record, { historyLength: params.historyLength })
   }
 
   async listTasks (params: ListTasksRequest, context: ServerCallContext): Promise<ListTasksResponse> {
@@ -149,8 +150,8 @@ export class AgentA2AHandler implements A2ARequestHandler {
       ...(status !== undefined && status !== TaskState.TASK_STATE_UNSPECIFIED ? { states: STATE_FILTERS[status] ?? [] } : {}),
       ...(changedAfter !== undefined ? { changedAfter } : {})
     }
-    const { runs, total } = this.#store.list(filter, { limit: pageSize, ...(params.pageToken !== '' ? { before: cursorOf(params.pageToken) } : {}) })
-    const tasks = runs.map((record) => this.#task(record, { historyLength: params.historyLength, artifacts: params.includeArtifacts === true }))
+    const { runs, total } = await this.#store.list(filter, { limit: pageSize, ...(params.pageToken !== '' ? { before: cursorOf(params.pageToken) } : {}) })
+    const tasks = await Promise.all(runs.map(async (record) => await this.#task(record, { historyLength: params.historyLength, artifacts: params.includeArtifacts === true })))
     const last = runs.at(-1)
     return { tasks, nextPageToken: runs.length === pageSize && last !== undefined ? pageToken(last) : '', pageSize, totalSize: total }
   }
@@ -161,8 +162,8 @@ export class AgentA2AHandler implements A2ARequestHandler {
   }
 
   async #cancel (params: CancelTaskRequest, identity: Identity): Promise<Task> {
-    const record = this.#visible(params.id, identity)
-    const before = this.#task(record)
+    const record = await this.#visible(params.id, identity)
+    const before = await this.#task(record)
     if (before.status?.state === TaskState.TASK_STATE_CANCELED) return before
     if (record.state === 'ended') throw new TaskNotCancelableError(`Task ${params.id} has ended (${String(record.end_reason)}) and cannot be canceled`)
     try {
@@ -170,23 +171,23 @@ export class AgentA2AHandler implements A2ARequestHandler {
     } catch (err) {
       if (!(err instanceof AH_ERR_RUN_NOT_FOUND)) throw err
       // it ended between the look and the cancel
-      const now = this.#task(this.#record(record.request_id))
+      const now = await this.#task(await this.#record(record.request_id))
       if (now.status?.state === TaskState.TASK_STATE_CANCELED) return now
       throw new TaskNotCancelableError(`Task ${params.id} has ended and cannot be canceled`)
     }
     await this.#engine.answer(record.request_id, { signal: AbortSignal.timeout(CANCEL_WAIT_MS) }).catch(() => {})
-    return this.#task(this.#record(record.request_id))
+    return await this.#task(await this.#record(record.request_id))
   }
 
   resubscribe (params: SubscribeToTaskRequest, context: ServerCallContext): AsyncGenerator<StreamResponse, void, undefined> {
     const call = callOf(context)
     const handler = this
     return translatedStream(call, async function * () {
-      const record = handler.#visible(params.id, call.identity)
+      const record = await handler.#visible(params.id, call.identity)
       // the task as the journal has it now, then the packets after the last of them: nothing missed, nothing twice
       const projection = handler.#projection(record)
       let last: Cursor | undefined
-      for (const row of handler.#store.rows(record.request_id)) {
+      for (const row of await handler.#store.rows(record.request_id)) {
         if (row.seq === null) continue
         projection.apply(JSON.parse(row.frame) as StreamPacket)
         last = { streamId: row.stream_id, seq: row.seq }
@@ -203,27 +204,27 @@ export class AgentA2AHandler implements A2ARequestHandler {
     const call = callOf(context)
     return await translated(call, async () => {
       const push = this.#pushConfigs()
-      const record = this.#visible(params.taskId, call.identity)
+      const record = await this.#visible(params.taskId, call.identity)
       return await push.save(record, await push.check(params), call.identity, 'now')
     })
   }
 
   async getTaskPushNotificationConfig (params: GetTaskPushNotificationConfigRequest, context: ServerCallContext): Promise<TaskPushNotificationConfig> {
     const push = this.#pushConfigs()
-    return push.get(this.#visible(params.taskId, callOf(context).identity), params.id)
+    return push.get(await this.#visible(params.taskId, callOf(context).identity), params.id)
   }
 
   async listTaskPushNotificationConfigs (params: ListTaskPushNotificationConfigsRequest, context: ServerCallContext): Promise<ListTaskPushNotificationConfigsResponse> {
     const push = this.#pushConfigs()
     // a task has at most MAX_CONFIGS_PER_TASK configs: one page
-    return { configs: push.list(this.#visible(params.taskId, callOf(context).identity)), nextPageToken: '' }
+    return { configs: push.list(await this.#visible(params.taskId, callOf(context).identity)), nextPageToken: '' }
   }
 
   async deleteTaskPushNotificationConfig (params: DeleteTaskPushNotificationConfigRequest, context: ServerCallContext): Promise<void> {
     const call = callOf(context)
     await translated(call, async () => {
       const push = this.#pushConfigs()
-      await push.delete(this.#visible(params.taskId, call.identity), params.id, call.identity)
+      await push.delete(await this.#visible(params.taskId, call.identity), params.id, call.identity)
     })
   }
 
@@ -236,22 +237,22 @@ export class AgentA2AHandler implements A2ARequestHandler {
     const message = params.message
     if (message === undefined) throw new RequestMalformedError('message is required')
     if (message.taskId !== '') {
-      const task = this.#task(this.#visible(message.taskId, call.identity))
+      const task = await this.#task(await this.#visible(message.taskId, call.identity))
       throw new UnsupportedOperationError(TERMINAL_STATES.has(task.status?.state ?? TaskState.TASK_STATE_WORKING)
         ? `Task ${message.taskId} has ended: send a new message (with its contextId, to stay in its context) to start another task`
         : `Task ${message.taskId} is still running and takes no more input: wait for it, or cancel it`)
     }
     const agent = this.#hosted.manifest.metadata
     const key = runKey(call.identity.id, requestIdOf(message.messageId))
-    const envelope = (): ServiceRequest => {
-      const known = this.#store.get(key)
+    const envelope = async (): Promise<ServiceRequest> => {
+      const known = await this.#store.get(key)
       const stored = known === undefined ? undefined : JSON.parse(known.envelope) as ServiceRequest
       const fresh = envelopeOf(message, { agentId: agent.id, userId: call.identity.id, traceId: call.traceId, ...(stored !== undefined ? { sessionId: stored.context.session_id } : {}) })
       if (stored === undefined) return fresh
       if (!sameAsk(stored, fresh)) throw new RequestMalformedError(`messageId "${message.messageId}" was already sent with another message: a new message needs a new messageId`)
       return stored
     }
-    const submit = async (): Promise<{ requestId: string }> => await this.#engine.submit(envelope(), { identity: call.identity, chooseMode: () => mode, admit: call.admit })
+    const submit = async (): Promise<{ requestId: string }> => await this.#engine.submit(await envelope(), { identity: call.identity, chooseMode: () => mode, admit: call.admit })
     try {
       return await submit()
     } catch (err) {
@@ -262,16 +263,16 @@ export class AgentA2AHandler implements A2ARequestHandler {
   }
 
   /** The run `requestId` (a run key) names; it exists: it was just submitted or looked up. */
-  #record (requestId: string): RunRecord {
-    return this.#store.get(requestId) as RunRecord
+  async #record (requestId: string): Promise<RunRecord> {
+    return await this.#store.get(requestId) as RunRecord
   }
 
   /** The caller's task `taskId` of this agent (an admin's: anyone's). */
-  #visible (taskId: string, identity: Identity): RunRecord {
+  async #visible (taskId: string, identity: Identity): Promise<RunRecord> {
     const agentId = this.#hosted.manifest.metadata.id
     if (!isUuid(taskId)) throw new TaskNotFoundError(`Task not found: ${taskId}`)
-    const own = this.#store.get(runKey(identity.id, taskId.toLowerCase()))
-    const record = own ?? (visibleOwner(identity) === undefined ? this.#store.byWireId(agentId, taskId.toLowerCase()) : undefined)
+    const own = await this.#store.get(runKey(identity.id, taskId.toLowerCase()))
+    const record = own ?? (visibleOwner(identity) === undefined ? await this.#store.byWireId(agentId, taskId.toLowerCase()) : undefined)
     if (record === undefined || record.agent_id !== agentId) throw new TaskNotFoundError(`Task not found: ${taskId}`)
     return record
   }
@@ -281,9 +282,9 @@ export class AgentA2AHandler implements A2ARequestHandler {
   }
 
   /** The task a run is now: its journal replayed. */
-  #task (record: RunRecord, options: { historyLength?: number | undefined, artifacts?: boolean } = {}): Task {
+  async #task (record: RunRecord, options: { historyLength?: number | undefined, artifacts?: boolean } = {}): Promise<Task> {
     const projection = this.#projection(record)
-    for (const row of this.#store.rows(record.request_id)) {
+    for (const row of await this.#store.rows(record.request_id)) {
       if (row.seq !== null) projection.apply(JSON.parse(row.frame) as StreamPacket)
     }
     return projection.task(options)
@@ -314,6 +315,6 @@ export class AgentA2AHandler implements A2ARequestHandler {
 
   /** Store the message's push notification config for its task: its first update is the task as submitted. */
   async #registerPush (config: CheckedPushConfig | undefined, requestId: string, identity: Identity): Promise<void> {
-    if (config !== undefined) await this.#pushConfigs().save(this.#record(requestId), config, identity, 'start')
+    if (config !== undefined) await this.#pushConfigs().save(await this.#record(requestId), config, identity, 'start')
   }
 }

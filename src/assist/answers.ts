@@ -1,7 +1,8 @@
 import { AH_ERR_AGENT_FAILED, errorBody, AH_ERR_RUN_TIMEOUT, AH_ERR_SHUTTING_DOWN, withDetails } from '../errors.js'
 import type { JsonObject } from '../agents/contract.js'
 import type { StreamError, StreamPacket } from '../protocol/packets.js'
-import type { JournalRow, RunRecord, RunStore } from '../storage/runs.js'
+import type { RunReader } from '../storage/run-ledger.js'
+import type { JournalRow, RunRecord } from '../storage/runs.js'
 import { TranscriptBuilder } from './transcript.js'
 
 /** The JSON answer of a run: what the first request and every retry of it get. */
@@ -50,10 +51,10 @@ export function outputFromJournal (rows: readonly JournalRow[], endReason: strin
  * The stored answer of an ended run. A 200 is stored without its output (the journal is the one
  * copy of it): the output is rebuilt from the journal here.
  */
-export function storedAnswer (record: RunRecord, store: RunStore): RunAnswer {
+export async function storedAnswer (record: RunRecord, store: RunReader): Promise<RunAnswer> {
   const body = JSON.parse(record.response ?? '{}') as JsonObject
   const status = record.response_status ?? 500
   if (status !== 200 || 'output' in body) return { status, body }
   const { metrics, ...head } = body
-  return { status, body: { ...head, output: outputFromJournal(store.rows(record.request_id), record.end_reason), ...(metrics !== undefined ? { metrics } : {}) } }
+  return { status, body: { ...head, output: outputFromJournal(await store.rows(record.request_id), record.end_reason), ...(metrics !== undefined ? { metrics } : {}) } }
 }

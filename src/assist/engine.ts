@@ -1,5 +1,4 @@
 import { createHash, randomUUID } from 'node:crypto'
-import { setTimeout as sleep } from 'node:timers/promises'
 import type { Span, Tracer } from '@opentelemetry/api'
 import {
   AH_ERR_AGENT_NOT_FOUND, AH_ERR_REQUEST_CONFLICT, AH_ERR_RUN_NOT_FOUND, AH_ERR_SESSION_NOT_FOUND, AH_ERR_SHUTTING_DOWN, AH_ERR_VALIDATION, withDetails
@@ -16,14 +15,11 @@ import type { Identity } from '../auth/keys.js'
 import { grants } from '../auth/scopes.js'
 import type { DeliveryMode } from '../protocol/manifest.js'
 import type { ResolvedAgentRequest, ServiceRequest } from '../protocol/envelope.js'
-import type { AuditLog } from '../storage/audit.js'
 import { isBusy, retryBusy } from '../storage/busy.js'
 import { canonicalJson } from '../storage/canonical-json.js'
-import type { Db } from '../storage/database.js'
-import type { EventStore } from '../storage/events.js'
-import type { GroupWriter } from '../storage/group-writer.js'
-import type { RunRecord, RunStore } from '../storage/runs.js'
-import type { SqliteSessionStore } from '../storage/sessions.js'
+import type { RunLedger } from '../storage/run-ledger.js'
+import type { JournalRow, RunRecord } from '../storage/runs.js'
+import type { SessionStore } from '../protocol/session.js'
 import { answerOf, storedAnswer, type RunAnswer } from './answers.js'
 import { runKey } from './run-key.js'
 import { FrameQueue, type Frame } from './frame-queue.js'
@@ -67,13 +63,10 @@ export interface EngineSettings {
 }
 
 export interface EngineOptions {
-  db: Db
-  /** Group commit: every write of a run goes through it, and is acknowledged only once committed. */
-  writer: GroupWriter
-  store: RunStore
-  sessions: SqliteSessionStore
-  audit: AuditLog
-  events: EventStore
+  /** Where runs, their journals, answers, interactions, events and audit rows are written (SQLite or PostgreSQL); each write is acknowledged only once committed. */
+  ledger: RunLedger
+  /** Opens the session handle each run's agent gets. */
+  sessions: Pick<SessionStore, 'open'>
   agents: AgentRegistry
   /** What agents get as their fourth argument, and the check that an agent's backends are there. */
   backends: AgentHost & { require(names: readonly string[]): Promise<void> }
@@ -170,11 +163,13 @@ export class AssistEngine {
   readonly #starting = new Set<Promise<unknown>>()
   readonly #observers: RunObservers
   #timer: NodeJS.Timeout | undefined
+  #ticking: Promise<void> | undefined
 
   constructor (options: EngineOptions) {
     this.#o = options
     this.#s = { pollMs: 50, ...options.settings }
     this.#observers = new RunObservers(options.log)
+    options.ledger.onCancelRequested((requestId) => { this.registry.get(requestId)?.cancel() })
   }
 
   /** Tell `observer` of this process's runs from now on: first packets, tokens used, errors they ended with. */
@@ -214,7 +209,7 @@ export class AssistEngine {
     const who = options.identity
     const refusal = agentRefusal(who, { ...agent, requiresAuth: hosted.manifest.metadata.requires_auth })
     if (refusal !== undefined) {
-      this.#o.audit.append({ actor: who.id, action: 'auth.deny', resource: `agent:${agent.name}`, success: false, claimed_user: envelope.context.user.user_id, details: { reason: refusal.reason, name: who.name } })
+      await this.#o.ledger.audit({ actor: who.id, action: 'auth.deny', resource: `agent:${agent.name}`, success: false, claimed_user: envelope.context.user.user_id, details: { reason: refusal.reason, name: who.name } })
       throw refusal.error
     }
     const metadata = resolved.metadata as { capability?: string, timeout_ms?: number, on_disconnect?: DisconnectPolicy }
@@ -229,8 +224,9 @@ export class AssistEngine {
     // the caller's request id, scoped to the caller: another principal's run of the same id is another run
     const requestId = runKey(who.id, envelope.request_id)
 
-    const known = this.#o.store.get(requestId)
-    if (known !== undefined) return this.#join(known, hash, mode, who, admin, resolved)
+    const { ledger } = this.#o
+    const known = await ledger.get(requestId)
+    if (known !== undefined) return await this.#join(known, hash, mode, who, admin, resolved)
     if (options.resuming === true && mode === 'server_sent_events') return { requestId, mode, outcome: 'gone' }
     const backends = [...(hosted.agent.backends ?? []), ...(hosted.agent.capabilityBackends?.[capability.capability.name] ?? [])]
     if (backends.length > 0) await this.#o.backends.require(backends)
@@ -251,7 +247,8 @@ export class AssistEngine {
       recorder: this.#recorder(requestId, envelope.request_id, resolved, agent.name, envelope.context.trace.trace_id, who.id)
     })
     const token = randomUUID()
-    const insert = (): 'started' | 'taken' => this.#o.store.start({
+    // an admin owns every session; anyone else claims it (or finds it theirs) in the same write
+    const started = await ledger.start({
       request_id: requestId,
       envelope_hash: hash,
       envelope: JSON.stringify(envelope),
@@ -263,18 +260,12 @@ export class AssistEngine {
       owner_key: who.id,
       lease_token: token,
       lease_expires_at: Date.now() + this.#s.leaseMs
-    })
-      ? 'started'
-      : 'taken'
-    // an admin owns every session; anyone else claims it (or finds it theirs) in the same write
-    const started = await this.#o.writer.write(admin
-      ? insert
-      : () => this.#o.sessions.claim(resolved.session_id, envelope.context.user.user_id, who.id) !== who.id ? 'not-yours' : insert())
+    }, admin ? undefined : { sessionId: resolved.session_id, userId: envelope.context.user.user_id, keyId: who.id })
     // another key's session: 404, not 403, so that session ids cannot be probed
     if (started === 'not-yours') throw new AH_ERR_SESSION_NOT_FOUND(resolved.session_id)
     if (started === 'taken') {
       // another process started it between our look and our insert: join it
-      return this.#join(this.#o.store.get(requestId) as RunRecord, hash, mode, who, admin, resolved)
+      return await this.#join(await ledger.get(requestId) as RunRecord, hash, mode, who, admin, resolved)
     }
     // the agent sees only the permissions its caller holds
     resolved.context = { ...resolved.context, permissions: resolved.context.permissions.filter((p) => grants(who.scopes, p)) }
@@ -282,8 +273,8 @@ export class AssistEngine {
     return { requestId, mode, outcome: 'started' }
   }
 
-  #join (known: RunRecord, hash: string, mode: DeliveryMode, who: Identity, admin: boolean, resolved: ResolvedAgentRequest): Submission {
-    if (!admin && this.#o.sessions.keyOf(resolved.session_id) !== who.id) {
+  async #join (known: RunRecord, hash: string, mode: DeliveryMode, who: Identity, admin: boolean, resolved: ResolvedAgentRequest): Promise<Submission> {
+    if (!admin && await this.#o.ledger.sessionKey(resolved.session_id) !== who.id) {
       throw new AH_ERR_SESSION_NOT_FOUND(resolved.session_id)
     }
     if (known.envelope_hash !== hash) throw new AH_ERR_REQUEST_CONFLICT(known.request_id)
@@ -346,7 +337,7 @@ export class AssistEngine {
       const gone = (): void => { live.detach(undefined, 'client_disconnected') }
       options.signal?.addEventListener('abort', gone, { once: true })
       try {
-        return await pending ?? storedAnswer(this.#o.store.get(requestId) as RunRecord, this.#o.store)
+        return await pending ?? await storedAnswer(await this.#o.ledger.get(requestId) as RunRecord, this.#o.ledger)
       } finally {
         options.signal?.removeEventListener('abort', gone)
       }
@@ -354,8 +345,10 @@ export class AssistEngine {
     for (;;) {
       const record = await this.#current(requestId)
       if (record === undefined) throw new AH_ERR_RUN_NOT_FOUND(requestId)
-      if (record.state === 'ended') return storedAnswer(record, this.#o.store)
-      await sleep(this.#s.pollMs, undefined, options.signal === undefined ? {} : { signal: options.signal })
+      if (record.state === 'ended') return await storedAnswer(record, this.#o.ledger)
+      options.signal?.throwIfAborted()
+      await this.#o.ledger.journalGrew(record, this.#s.pollMs, options.signal)
+      options.signal?.throwIfAborted()
     }
   }
 
@@ -368,10 +361,10 @@ export class AssistEngine {
    * Ends early, without the final CLOSE, when the client could not keep up.
    */
   async * follow (requestId: string, options: FollowOptions = {}): AsyncGenerator<Frame[], void, undefined> {
-    const { store } = this.#o
+    const store = this.#o.ledger
     const signal = options.signal
     const running = this.registry.get(requestId)
-    let record = running === undefined ? store.get(requestId) : undefined
+    let record = running === undefined ? await store.get(requestId) : undefined
     if (running === undefined && record === undefined) {
       if (options.after === undefined) throw new AH_ERR_RUN_NOT_FOUND(requestId)
       const { streamId } = options.after
@@ -379,7 +372,7 @@ export class AssistEngine {
       return
     }
     const main = running?.mainStreamId ?? (record as RunRecord).main_stream_id
-    let ord = options.after?.seq === undefined ? 0 : (store.ordOf(requestId, options.after.streamId, options.after.seq) ?? 0)
+    let ord = options.after?.seq === undefined ? 0 : (await store.ordOf(requestId, options.after.streamId, options.after.seq) ?? 0)
     const frameOf = (row: { ord: number, stream_id: string, seq: number | null, frame: string }): Frame =>
       ({ ord: row.ord, stream_id: row.stream_id, seq: row.seq as number, json: row.frame, final: row.stream_id === main && isCloseFrame(row.frame) })
     // a client that has everything the live run has delivered (a fresh run's first client) skips the journal
@@ -388,7 +381,7 @@ export class AssistEngine {
       const skip = fresh
       fresh = false
       // the journal first, a page at a time, as fast as the client takes it
-      for (let rows = skip ? [] : store.rows(requestId, ord, 256); rows.length > 0; rows = store.rows(requestId, ord, 256)) {
+      for (let rows = skip ? [] : await store.rows(requestId, ord, 256); rows.length > 0; rows = await store.rows(requestId, ord, 256)) {
         const page: Frame[] = []
         let final = false
         for (const row of rows) {
@@ -404,8 +397,15 @@ export class AssistEngine {
       if (signal?.aborted === true) return
       const live = this.registry.get(requestId)
       if (live !== undefined && !live.lost && live.endReason === undefined) {
-        // what was journaled since the last page, then the live run: in one turn, so no packet falls between
-        const tail = skip && live.written <= ord ? [] : store.rows(requestId, ord)
+        // what was journaled since the last page, then the live run, attached with no await between
+        // the last read and the attach, so no packet falls between (one delivered while the journal
+        // was being read is in the journal: read again)
+        let tail: JournalRow[] = []
+        while (live.written > (tail.at(-1)?.ord ?? ord)) {
+          const more = await store.rows(requestId, tail.at(-1)?.ord ?? ord)
+          if (more.length === 0) break
+          tail = tail.concat(more)
+        }
         const queue: FrameQueue = new FrameQueue(main, Math.min(64 * 1024, Math.floor(this.#s.followerMaxBytes / 2)), this.#s.followerMaxBytes, () => {
           live.detach(queue, 'slow_consumer')
           options.onSlow?.()
@@ -438,8 +438,8 @@ export class AssistEngine {
         continue
       }
       record = await this.#current(requestId)
-      if (record === undefined || (record.state === 'ended' && store.rows(requestId, ord, 1).length === 0)) return
-      if (record.state === 'running') await sleep(this.#s.pollMs, undefined, signal === undefined ? {} : { signal }).catch(() => {})
+      if (record === undefined || (record.state === 'ended' && (await store.rows(requestId, ord, 1)).length === 0)) return
+      if (record.state === 'running') await store.journalGrew(record, this.#s.pollMs, signal)
     }
   }
 
@@ -451,25 +451,26 @@ export class AssistEngine {
   async cancel (wireId: string, identity: Identity): Promise<void> {
     const admin = grants(identity.scopes, 'admin')
     // an admin may cancel anyone's running run of this id; anyone else only their own
-    const record = this.#o.store.get(runKey(identity.id, wireId)) ?? (admin ? this.#o.store.runningByRequestId(wireId)[0] : undefined)
+    const { ledger } = this.#o
+    const record = await ledger.get(runKey(identity.id, wireId)) ?? (admin ? (await ledger.runningByRequestId(wireId))[0] : undefined)
     const mine = record !== undefined && (admin || record.owner_key === identity.id)
     if (!mine || record.state !== 'running') throw new AH_ERR_RUN_NOT_FOUND(wireId)
     const requestId = record.request_id
     const live = this.registry.get(requestId)
-    const audit = (): void => { this.#o.audit.append({ actor: identity.id, action: 'assist.cancel', resource: record.agent_id, success: true, request_id: wireId }) }
+    const audit = { actor: identity.id, action: 'assist.cancel', resource: record.agent_id, success: true, request_id: wireId }
     if (live !== undefined) {
       if (!live.cancel()) throw new AH_ERR_RUN_NOT_FOUND(wireId)
-      await this.#o.writer.write(audit)
+      await ledger.audit(audit)
       return
     }
-    if (!await this.#o.writer.write(() => { const asked = this.#o.store.requestCancel(requestId); if (asked) audit(); return asked })) throw new AH_ERR_RUN_NOT_FOUND(wireId)
+    if (!await ledger.requestCancel(requestId, audit)) throw new AH_ERR_RUN_NOT_FOUND(wireId)
   }
 
   /** Cancel this process's live runs of a session and wait until they are recorded (before erasure). */
   async cancelSession (sessionId: string): Promise<void> {
     const pending: Array<Promise<unknown>> = []
     for (const run of this.registry.list()) {
-      if (this.#o.store.get(run.requestId)?.session_id !== sessionId) continue
+      if ((await this.#o.ledger.get(run.requestId))?.session_id !== sessionId) continue
       run.cancel()
       const answer = this.#answers.get(run.requestId)
       if (answer !== undefined) pending.push(answer)
@@ -478,11 +479,11 @@ export class AssistEngine {
   }
 
   /** Recover every run whose lease has lapsed (boot, and each heartbeat). Returns how many this call recovered. */
-  recoverExpired (): number {
+  async recoverExpired (): Promise<number> {
     let n = 0
-    for (const record of this.#o.store.expired(Date.now())) {
+    for (const record of await this.#o.ledger.expired(Date.now())) {
       if (this.registry.has(record.request_id)) continue
-      if (recoverRun(this.#o, record.request_id, SUMMARY_BYTES).recovered) {
+      if ((await recoverRun(this.#o.ledger, record.request_id, SUMMARY_BYTES)).recovered) {
         n++
         this.#o.log.warn({ requestId: record.request_id }, 'recovered a run whose owner\'s lease lapsed')
       }
@@ -497,6 +498,7 @@ export class AssistEngine {
    */
   async shutdown (graceMs: number): Promise<void> {
     clearInterval(this.#timer)
+    await this.#ticking
     this.registry.close()
     // a run being stored now starts after this (and is ended at once): its end must be recorded too
     await Promise.allSettled(this.#starting)
@@ -505,22 +507,26 @@ export class AssistEngine {
 
   /** The run record, recovering it first when its lease has lapsed (the follower of an orphan finishes it). */
   async #current (requestId: string): Promise<RunRecord | undefined> {
-    const record = this.#o.store.get(requestId)
+    const record = await this.#o.ledger.get(requestId)
     if (record === undefined || record.state !== 'running' || this.registry.has(requestId)) return record
     if (record.lease_expires_at !== null && record.lease_expires_at >= Date.now()) return record
-    return await retryBusy(() => recoverRun(this.#o, requestId, SUMMARY_BYTES).record, this.#s.writeBudgetMs)
+    return await retryBusy(async () => (await recoverRun(this.#o.ledger, requestId, SUMMARY_BYTES)).record, this.#s.writeBudgetMs)
   }
 
-  /** Renew this process's leases, act on cancel requests and lost leases, recover orphans. */
+  /** Renew this process's leases, act on cancel requests and lost leases, recover orphans (one beat at a time). */
   #tick (): void {
+    this.#ticking ??= this.#beat().finally(() => { this.#ticking = undefined })
+  }
+
+  async #beat (): Promise<void> {
     try {
       const held = [...this.#tokens].filter(([id]) => this.registry.get(id)?.endReason === undefined)
       if (held.length > 0) {
-        const { lost, cancelled } = this.#o.store.renew(held, Date.now() + this.#s.leaseMs)
+        const { lost, cancelled } = await this.#o.ledger.renew(held, Date.now() + this.#s.leaseMs)
         for (const id of lost) this.registry.get(id)?.leaseLost()
         for (const id of cancelled) this.registry.get(id)?.cancel()
       }
-      this.recoverExpired()
+      await this.recoverExpired()
     } catch (err) {
       // a lock held elsewhere: the next beat tries again (a lease outlives two missed beats)
       if (!isBusy(err)) this.#o.log.error({ err }, 'run heartbeat failed')
@@ -529,15 +535,12 @@ export class AssistEngine {
 
   /** The run's link to storage: packets are queued per run and written in one transaction per turn. */
   #recorder (requestId: string, wireId: string, resolved: ResolvedAgentRequest, agentName: string, traceId: string, owner: string): ConstructorParameters<typeof AssistRun>[0]['recorder'] {
-    const { store, events, audit } = this.#o
+    const { ledger } = this.#o
     const tokenOf = (): string => this.#tokens.get(requestId) ?? ''
-    const flushNow = (): void => {
-      for (const id of store.flush()) this.registry.get(id)?.leaseLost()
-    }
     return {
-      packet: (ord, streamId, seq, json) => { store.append(requestId, tokenOf(), { ord, stream_id: streamId, seq, frame: json }) },
-      event: async (kind, event) => await this.#o.writer.write(() => {
-        events.append({
+      packet: (ord, streamId, seq, json) => { ledger.append(requestId, tokenOf(), { ord, stream_id: streamId, seq, frame: json }) },
+      event: async (kind, event) => {
+        await ledger.event({
           kind,
           id: String(kind === 'cloudevent' ? event.id : `${String(event.run_id)}:${String(event.node_id)}:${String(event.timestamp)}`),
           type: String(kind === 'cloudevent' ? event.type : event.event_type),
@@ -549,13 +552,15 @@ export class AssistEngine {
           owner_key: owner,
           event
         })
-      }),
-      flush: async () => await this.#o.writer.write(flushNow),
-      commitNow: () => this.#o.writer.commitNow(),
-      audit: async (actor, action, resource, success) => await this.#o.writer.write(() => {
+      },
+      flush: async () => {
+        for (const id of await ledger.flush(requestId)) this.registry.get(id)?.leaseLost()
+      },
+      commitNow: () => ledger.commitNow(),
+      audit: async (actor, action, resource, success) => {
         // the row's actor is the caller; who the agent says acted is its claim
-        audit.append({ actor: owner, action, resource, success, claimed_user: resolved.context.user.user_id, request_id: wireId, root_request_id: resolved.root_request_id, trace_id: traceId, details: { by: `agent:${agentName}`, agent_says_actor: actor.slice(0, 256) } })
-      })
+        await ledger.audit({ actor: owner, action, resource, success, claimed_user: resolved.context.user.user_id, request_id: wireId, root_request_id: resolved.root_request_id, trace_id: traceId, details: { by: `agent:${agentName}`, agent_says_actor: actor.slice(0, 256) } })
+      }
     }
   }
 
@@ -572,11 +577,9 @@ export class AssistEngine {
       metrics
     })
     const output: JsonObject | undefined = reason === 'done' && run.result !== undefined ? run.result : undefined
-    const record = (): boolean => {
-      for (const id of this.#o.store.flush()) if (id !== run.requestId) this.registry.get(id)?.leaseLost()
-      if (!this.#o.store.finish(run.requestId, token, reason, answer.status, answer.body)) return false
+    const record = async (): Promise<boolean> => {
       const summary = output !== undefined && JSON.stringify(output).length <= SUMMARY_BYTES ? output : run.transcript.summary()
-      this.#o.sessions.recordNow({
+      const { ended, lost } = await this.#o.ledger.finish({ requestId: run.requestId, token, reason, status: answer.status, response: answer.body }, {
         request_id: envelope.request_id,
         session_id: resolved.session_id,
         user_id: envelope.context.user.user_id,
@@ -588,8 +591,7 @@ export class AssistEngine {
         status: reason,
         input: resolved.payload,
         output: summary
-      })
-      this.#o.audit.append({
+      }, {
         actor: owner,
         claimed_user: envelope.context.user.user_id,
         action: 'assist',
@@ -600,14 +602,15 @@ export class AssistEngine {
         trace_id: envelope.context.trace.trace_id,
         details: { agent: hosted.manifest.metadata.name, end: reason, packets: run.packets }
       })
-      return true
+      for (const id of lost) if (id !== run.requestId) this.registry.get(id)?.leaseLost()
+      return ended
     }
     let ours = !run.lost
     if (ours) {
       // the lock may be held elsewhere for longer than one budget: keep trying, the lease fences a late write
       for (;;) {
         try {
-          ours = await this.#o.writer.write(record)
+          ours = await record()
           break
         } catch (err) {
           if (!isBusy((err as { cause?: unknown }).cause)) { run.leaseLost(); this.#o.log.error({ err, requestId: run.requestId }, 'recording the run failed'); ours = false; break }
@@ -622,11 +625,11 @@ export class AssistEngine {
     if (!ours) {
       let stored: RunRecord | undefined
       try {
-        stored = this.#o.store.get(run.requestId)
+        stored = await this.#o.ledger.get(run.requestId)
       } catch (err) {
         this.#o.log.error({ err, requestId: run.requestId }, 'reading the run\'s stored answer failed')
       }
-      if (stored?.state === 'ended') return storedAnswer(stored, this.#o.store)
+      if (stored?.state === 'ended') return await storedAnswer(stored, this.#o.ledger)
     }
     if (answer.status !== 200) return answer
     const body = { ...answer.body }

@@ -22,12 +22,8 @@ declare module 'fastify' {
 async function runs (app: FastifyInstance): Promise<void> {
   const config = app.config
   const engine = new AssistEngine({
-    db: app.db,
-    writer: app.writer,
-    store: app.runStore,
+    ledger: app.ledger,
     sessions: app.sessions,
-    audit: app.audit,
-    events: app.events,
     agents: app.agents,
     backends: app.backends,
     bus: app.bus,
@@ -55,20 +51,20 @@ async function runs (app: FastifyInstance): Promise<void> {
   app.decorate('assist', engine)
   app.decorate('runs', engine.registry)
 
-  const recovered = engine.recoverExpired()
+  const recovered = await engine.recoverExpired()
   if (recovered > 0) app.log.warn({ recovered }, 'recovered runs whose owner\'s lease lapsed')
   engine.start()
   const retention = config.JOURNAL_RETENTION_MS
-  const prune = (): void => {
+  const prune = async (): Promise<void> => {
     try {
-      const pruned = app.runStore.prune(Date.now() - retention)
+      const pruned = await app.ledger.prune(Date.now() - retention)
       if (pruned > 0) app.log.info({ pruned }, 'pruned expired run journals')
     } catch (err) {
       app.log.warn({ err }, 'pruning run journals failed; trying again later')
     }
   }
-  prune()
-  const timer = setInterval(prune, Math.min(Math.max(Math.floor(retention / 4), 1000), 3600_000)).unref()
+  await prune()
+  const timer = setInterval(() => { prune().catch(() => {}) }, Math.min(Math.max(Math.floor(retention / 4), 1000), 3600_000)).unref()
 
   app.addHook('onRequest', async (request) => {
     if (engine.closing && request.url !== '/health') throw new AH_ERR_SHUTTING_DOWN()

@@ -9,6 +9,7 @@ import { AuditKeyring } from '../storage/audit-key.js'
 import { auditKeysRetired } from '../config.js'
 import { EventStore } from '../storage/events.js'
 import { GroupWriter } from '../storage/group-writer.js'
+import { SqliteRunLedger, type RunLedger } from '../storage/run-ledger.js'
 import { RunStore } from '../storage/runs.js'
 import { INDEX_BATCH, SqliteSessionStore } from '../storage/sessions.js'
 import pkg from '../../package.json' with { type: 'json' }
@@ -29,6 +30,8 @@ declare module 'fastify' {
     events: EventStore
     /** Runs, their journals and their stored answers. */
     runStore: RunStore
+    /** Everything the run engine reads and writes (runs, journals, answers, interactions, events, audit rows). */
+    ledger: RunLedger
     /** Durable sessions: history, values, recall. */
     sessions: SqliteSessionStore
     /** Group commit: the run engine's writes, one transaction per turn of the event loop. */
@@ -63,9 +66,11 @@ async function storage (app: FastifyInstance): Promise<void> {
   app.decorate('writer', writer)
   app.decorate('audit', audit)
   app.decorate('events', new EventStore(db))
-  app.decorate('runStore', new RunStore(db))
+  const runStore = new RunStore(db)
+  app.decorate('runStore', runStore)
   const sessions = new SqliteSessionStore(db, writer)
   app.decorate('sessions', sessions)
+  app.decorate('ledger', new SqliteRunLedger({ store: runStore, sessions, audit, events: app.events, writer }))
   // interactions join the search index in batches, off the request path; a full batch is followed at once by the next
   let indexing: NodeJS.Immediate | undefined
   const index = (): void => {

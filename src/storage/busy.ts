@@ -8,17 +8,17 @@ export function isBusy (err: unknown): boolean {
 }
 
 /**
- * Run a synchronous write, and while another process holds the database's write lock, try again
+ * Run a write, and while another process holds the database's write lock, try again
  * later without blocking the event loop (each try waits at most the connection's short busy
  * timeout), backing off from 5 ms to 200 ms.
  * @param budgetMs how long to keep trying before giving up
  * @throws AH_ERR_STORAGE_BUSY (503) once the budget is spent; any other error at once
  */
-export async function retryBusy<T> (write: () => T, budgetMs: number): Promise<T> {
+export async function retryBusy<T> (write: () => T | Promise<T>, budgetMs: number): Promise<T> {
   const deadline = Date.now() + budgetMs
   for (let wait = 5; ; wait = Math.min(wait * 2, 200)) {
     try {
-      return write()
+      return await write()
     } catch (err) {
       if (!isBusy(err)) throw err
       if (Date.now() + wait > deadline) throw new AH_ERR_STORAGE_BUSY(budgetMs, { cause: err })

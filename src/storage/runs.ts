@@ -40,11 +40,43 @@ export interface JournalRow {
   frame: string
 }
 
-/** A journal row as stored: the frames of one flush. */
-interface StoredBatch { ord: number, count: number, frames: string }
+/** A journal row as stored: the frames of one flush (ords `ord - count + 1` to `ord`), newline-separated. */
+export interface StoredBatch { ord: number, count: number, frames: string }
 
 /** A frame's stream id and seq (absent: kept off the wire); every frame starts so (`assist/packets.ts:packetJson`). */
 const FRAME_HEAD = /^\{"stream_id":"([^"]+)"(?:,"seq":(\d+))?/
+
+/** The journal rows after `afterOrd` in stored batches (in order), at most `limit` of them (-1: all). */
+export function journalRows (batches: readonly StoredBatch[], afterOrd: number, limit: number): JournalRow[] {
+  const out: JournalRow[] = []
+  for (const batch of batches) {
+    let ord = batch.ord - batch.count
+    for (const frame of batch.frames.split('\n')) {
+      if (++ord <= afterOrd) continue
+      if (out.length === limit) return out
+      const [, streamId, seq] = FRAME_HEAD.exec(frame) as RegExpExecArray
+      out.push({ ord, stream_id: streamId as string, seq: seq === undefined ? null : Number(seq), frame })
+    }
+  }
+  return out
+}
+
+/** How the frame of wire packet `streamId`/`seq` begins (a payload's nested object never begins a line). */
+export function frameHead (streamId: string, seq: number): string {
+  return `{"stream_id":"${streamId}","seq":${seq},`
+}
+
+/** The ord of the frame beginning with `head` in `batch`, found by searching for it. */
+export function ordIn (batch: StoredBatch | undefined, head: string): number | undefined {
+  if (batch === undefined) return undefined
+  const index = batch.frames.split('\n').findIndex((frame) => frame.startsWith(head))
+  return batch.ord - batch.count + 1 + index
+}
+
+/** The stored form of consecutive journal rows of one run. */
+export function batchOf (rows: readonly JournalRow[]): StoredBatch {
+  return { ord: (rows.at(-1) as JournalRow).ord, count: rows.length, frames: rows.length === 1 ? (rows[0] as JournalRow).frame : rows.map((r) => r.frame).join('\n') }
+}
 
 /** What a new run is stored with. */
 /** Which runs {@link RunStore.list} returns. */
@@ -170,18 +202,8 @@ export class RunStore {
 
   /** Journal rows after `ord` (0: all), in order; at most `limit` of them. */
   rows (requestId: string, afterOrd = 0, limit = -1): JournalRow[] {
-    const out: JournalRow[] = []
     // each stored row holds at least one frame: `limit` of them hold at least `limit` frames
-    for (const batch of this.#rowsAfter.all(requestId, afterOrd, limit) as StoredBatch[]) {
-      let ord = batch.ord - batch.count
-      for (const frame of batch.frames.split('\n')) {
-        if (++ord <= afterOrd) continue
-        if (out.length === limit) return out
-        const [, streamId, seq] = FRAME_HEAD.exec(frame) as RegExpExecArray
-        out.push({ ord, stream_id: streamId as string, seq: seq === undefined ? null : Number(seq), frame })
-      }
-    }
-    return out
+    return journalRows(this.#rowsAfter.all(requestId, afterOrd, limit) as StoredBatch[], afterOrd, limit)
   }
 
   /**
@@ -221,16 +243,22 @@ export class RunStore {
 
   /** The `ord` of the wire packet `streamId`/`seq`, if journaled. */
   ordOf (requestId: string, streamId: string, seq: number): number | undefined {
-    const head = `{"stream_id":"${streamId}","seq":${seq},`
-    const batch = this.#ordOf.get(requestId, `\n${head}`) as StoredBatch | undefined
-    if (batch === undefined) return undefined
-    const index = batch.frames.split('\n').findIndex((frame) => frame.startsWith(head))
-    return batch.ord - batch.count + 1 + index
+    const head = frameHead(streamId, seq)
+    return ordIn(this.#ordOf.get(requestId, `\n${head}`) as StoredBatch | undefined, head)
   }
 
   /** One stored row: consecutive frames of a run (ords `ord - count + 1` to `ord`). */
   #insert (runId: number, rows: readonly JournalRow[]): void {
-    this.#append.run(runId, (rows.at(-1) as JournalRow).ord, rows.length, rows.length === 1 ? (rows[0] as JournalRow).frame : rows.map((r) => r.frame).join('\n'))
+    const batch = batchOf(rows)
+    this.#append.run(runId, batch.ord, batch.count, batch.frames)
+  }
+
+  /**
+   * Run `fn` in one immediate transaction of its own (outside the group commit).
+   * @throws SQLITE_BUSY while another process holds the write lock
+   */
+  immediate<T>(fn: () => T): T {
+    return this.#db.transaction(fn).immediate()
   }
 
   /** Extend the leases of runs held under the given tokens until `expiresAt`, in one transaction. */

@@ -64,19 +64,18 @@ t.test('answers: 503 after a shutdown, 504 after a timeout, 502 otherwise when n
 t.test('a stored answer with its output (written before outputs were rebuilt from the journal) is served as stored', async (t) => {
   const app = await build(t)
   const record = { request_id: 'r', response_status: 200, response: JSON.stringify({ request_id: 'r', output: { old: true } }), end_reason: 'done' } as unknown as RunRecord
-  t.same(storedAnswer(record, app.runStore), { status: 200, body: { request_id: 'r', output: { old: true } } })
+  t.same(await storedAnswer(record, app.ledger), { status: 200, body: { request_id: 'r', output: { old: true } } })
   const failed = { ...record, response_status: 502, response: JSON.stringify({ code: 'AH_ERR_AGENT_FAILED' }) }
-  t.same(storedAnswer(failed, app.runStore).status, 502)
-  t.same(storedAnswer({ ...record, response_status: null, response: null }, app.runStore), { status: 500, body: {} })
+  t.same((await storedAnswer(failed, app.ledger)).status, 502)
+  t.same(await storedAnswer({ ...record, response_status: null, response: null }, app.ledger), { status: 500, body: {} })
 })
 
 t.test('recovering a run that is not an orphan changes nothing', async (t) => {
   const app = await build(t)
   const body = envelope(AGENTS.echo)
   await app.inject({ method: 'POST', url: '/v1/assist', payload: body })
-  const stores = { db: app.db, store: app.runStore, sessions: app.sessions, audit: app.audit }
-  t.same(recoverRun(stores, body.request_id, 1024).recovered, false, 'an ended run')
-  t.same(recoverRun(stores, '55555555-5555-4555-8555-555555555555', 1024), { record: undefined, recovered: false }, 'an unknown run')
+  t.same((await recoverRun(app.ledger, body.request_id, 1024)).recovered, false, 'an ended run')
+  t.same(await recoverRun(app.ledger, '55555555-5555-4555-8555-555555555555', 1024), { record: undefined, recovered: false }, 'an unknown run')
 })
 
 t.test('a bounded transcript keeps a summary and says it is one; the last error survives the budget', async (t) => {

@@ -1,0 +1,109 @@
+import pg from 'pg'
+
+/** The channels instances tell each other on. Payloads are ids only, comma-separated. */
+export const CHANNELS = {
+  /** Run ids whose journal grew or that ended (one notification per transaction). */
+  journal: 'agent_host_journal',
+  /** Request ids (run keys) another instance asked to cancel. */
+  cancel: 'agent_host_cancel'
+} as const
+
+export type Channel = typeof CHANNELS[keyof typeof CHANNELS]
+
+/** A notification's payload limit is 8 000 bytes: ids are sent in chunks well below it. */
+const MAX_PAYLOAD = 7000
+
+/** Queue notifications of `ids` on `channel` in the caller's transaction (sent when it commits; none if it rolls back). */
+export async function notifyIn (client: pg.ClientBase, channel: Channel, ids: ReadonlyArray<string | number>): Promise<void> {
+  let chunk = ''
+  for (const id of ids) {
+    const next = chunk === '' ? String(id) : `${chunk},${String(id)}`
+    if (next.length > MAX_PAYLOAD) {
+      await client.query('SELECT pg_notify($1, $2)', [channel, chunk])
+      chunk = String(id)
+    } else {
+      chunk = next
+    }
+  }
+  if (chunk !== '') await client.query('SELECT pg_notify($1, $2)', [channel, chunk])
+}
+
+/**
+ * One connection of its own (outside the pool) that LISTENs on every channel and tells each id to
+ * its subscribers. When the connection drops it reconnects with backoff (100 ms doubling to 5 s);
+ * while it is down {@link connected} is false and waiters fall back to polling, so a lost
+ * notification costs latency, never correctness.
+ */
+export class Notifications {
+  readonly #config: pg.ClientConfig
+  readonly #log: { warn: (obj: object, msg: string) => void }
+  readonly #listeners = new Map<Channel, Set<(id: string) => void>>()
+  #client: pg.Client | undefined
+  #connected = false
+  #closed = false
+  #retry: NodeJS.Timeout | undefined
+  #backoffMs = 100
+
+  constructor (config: pg.ClientConfig, log: { warn: (obj: object, msg: string) => void }) {
+    this.#config = config
+    this.#log = log
+  }
+
+  /** Whether the listening connection is up now. */
+  get connected (): boolean { return this.#connected }
+
+  /** Connect and listen; resolves once listening (or once the first try failed: it keeps retrying). */
+  async start (): Promise<void> {
+    await this.#connect()
+  }
+
+  /** Call `listener` with each id notified on `channel`; returns the function that stops it. */
+  on (channel: Channel, listener: (id: string) => void): () => void {
+    let set = this.#listeners.get(channel)
+    if (set === undefined) this.#listeners.set(channel, set = new Set())
+    set.add(listener)
+    return () => { set.delete(listener) }
+  }
+
+  async close (): Promise<void> {
+    this.#closed = true
+    clearTimeout(this.#retry)
+    const client = this.#client
+    this.#client = undefined
+    this.#connected = false
+    await client?.end().catch(() => {})
+  }
+
+  async #connect (): Promise<void> {
+    if (this.#closed) return
+    const client = new pg.Client(this.#config)
+    const lost = (err?: Error): void => {
+      if (this.#client !== client) return
+      this.#client = undefined
+      this.#connected = false
+      client.removeAllListeners()
+      client.end().catch(() => {})
+      if (this.#closed) return
+      this.#log.warn({ err }, 'the PostgreSQL notification connection was lost; followers poll until it is back')
+      this.#retry = setTimeout(() => { this.#connect().catch(() => {}) }, this.#backoffMs)
+      this.#backoffMs = Math.min(this.#backoffMs * 2, 5000)
+    }
+    this.#client = client
+    client.on('error', lost)
+    client.on('end', () => { lost() })
+    client.on('notification', (message) => {
+      const listeners = this.#listeners.get(message.channel as Channel)
+      if (listeners === undefined || message.payload === undefined) return
+      for (const id of message.payload.split(',')) for (const listener of listeners) listener(id)
+    })
+    try {
+      await client.connect()
+      for (const channel of Object.values(CHANNELS)) await client.query(`LISTEN ${channel}`)
+      if (this.#client !== client) return
+      this.#connected = true
+      this.#backoffMs = 100
+    } catch (err) {
+      lost(err as Error)
+    }
+  }
+}
