@@ -5,6 +5,7 @@
 // change, stringify, write, unlock. `naive` writes as safely as the file store (a temporary file,
 // fsynced, renamed over the graph: a reader never sees half a file, a power cut never empties it);
 // `naive-in-place` writes the file in place without fsync (faster, and neither holds).
+import { readFileSync } from 'node:fs'
 import { open, readFile, rename, writeFile } from 'node:fs/promises'
 import { join } from 'node:path'
 import lockfile from 'proper-lockfile'
@@ -14,6 +15,8 @@ const [kind, dataDir, owner, seconds, build] = process.argv.slice(2).filter((a) 
 const { openDatabase } = await load('storage/database', build)
 const { FileTaskStore, TASK_GRAPH_FILE } = await load('runtime/file-task-store', build)
 const { SqliteTaskStore } = await load('runtime/sqlite-task-store', build)
+// only asked for when used: a build given to compare may predate them
+const postgres = kind === 'postgres' ? { ...await load('runtime/pg-task-store', build), ...await load('storage/postgres/database', build) } : undefined
 const graph = await load('runtime/task-graph', build)
 
 /** A naive store: lock, read, parse, change, stringify, write (`safely`: temp file, fsync, rename), unlock. */
@@ -61,13 +64,30 @@ function naiveStore (file, safely) {
 }
 
 const db = kind === 'sqlite' ? openDatabase(dataDir) : undefined
+// one connection: a worker makes one call at a time
+const pool = postgres !== undefined ? await postgres.openPostgres(dataDir, { max: 1, applicationName: `bench-claims-${owner}` }) : undefined
 const store = db !== undefined
   ? new SqliteTaskStore(db)
-  : kind.startsWith('naive') ? naiveStore(join(dataDir, TASK_GRAPH_FILE), kind === 'naive') : new FileTaskStore(dataDir)
+  : pool !== undefined
+    ? new postgres.PgTaskStore(pool)
+    : kind.startsWith('naive') ? naiveStore(join(dataDir, TASK_GRAPH_FILE), kind === 'naive') : new FileTaskStore(dataDir)
+// on PostgreSQL, the CPU its server process (the backend of our one connection) spends for us,
+// from /proc (USER_HZ 100); undefined when the server is on another machine
+const backend = pool !== undefined ? (await pool.query('SELECT pg_backend_pid() AS pid')).rows[0].pid : undefined
+const backendCpuMs = () => {
+  try {
+    const fields = readFileSync(`/proc/${backend}/stat`, 'utf8').split(') ')[1].split(' ')
+    return (Number(fields[11]) + Number(fields[12])) * 10
+  } catch {
+    return undefined
+  }
+}
+const backendBefore = backend !== undefined ? backendCpuMs() : undefined
 const deadline = Date.now() + Number(seconds) * 1000
 let first
 let last
 let done = 0
+const cpu = process.cpuUsage()
 while (Date.now() < deadline) {
   const task = await store.claim('w', owner, 60_000)
   if (task === undefined) break
@@ -76,6 +96,9 @@ while (Date.now() < deadline) {
   last = Date.now()
   done++
 }
+const used = process.cpuUsage(cpu)
+const backendAfter = backendBefore !== undefined ? backendCpuMs() : undefined
 await store.close?.()
 db?.close()
-process.stdout.write(JSON.stringify({ done, first, last }) + '\n')
+await pool?.end()
+process.stdout.write(JSON.stringify({ done, first, last, cpuMs: (used.user + used.system) / 1000, backend, backendCpuMs: backendAfter === undefined ? undefined : backendAfter - backendBefore }) + '\n')

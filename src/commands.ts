@@ -1,22 +1,31 @@
 import { parseArgs } from 'node:util'
-import { auditKeysRetired, loadConfig } from './config.js'
+import { auditKeysRetired, loadConfig, type Config } from './config.js'
 import { DB_FILE, openDatabase, type Db } from './storage/database.js'
 import { existsSync } from 'node:fs'
 import { join } from 'node:path'
 import Database from 'better-sqlite3'
 import { CHECKPOINT_FILE, parseCheckpoint, readCheckpoints, type FoundCheckpoint } from './storage/audit-checkpoints.js'
 import { AuditKeyring } from './storage/audit-key.js'
-import { AuditLog, type AuditVerification } from './storage/audit.js'
-import { EventStore } from './storage/events.js'
+import { AuditLog, type AuditStore, type AuditVerification } from './storage/audit.js'
+import { databaseName, openAuditReader, PgAuditLog } from './storage/postgres/audit.js'
+import { EventStore, type EventLog } from './storage/events.js'
+import type { Awaitable } from './storage/awaitable.js'
+import { PgEventStore } from './storage/postgres/events.js'
+import { PgBusStore } from './storage/postgres/bus.js'
+import { PgTaskStore } from './runtime/pg-task-store.js'
+import type { TaskStore } from './runtime/task-store.js'
 import { loadAgents } from './agents/loader.js'
 import { FileTaskStore } from './runtime/file-task-store.js'
 import { SqliteTaskStore } from './runtime/sqlite-task-store.js'
 import { WorkerPool } from './runtime/worker-pool.js'
-import { KeyStore, type ApiKeyRecord } from './auth/keys.js'
+import { SqliteKeyStore, type ApiKeyRecord, type NewKey } from './auth/keys.js'
+import { PgKeyStore } from './storage/postgres/keys.js'
+import { inTransaction, openPostgres } from './storage/postgres/database.js'
+import type pg from 'pg'
 import { createBackends } from './backends/registry.js'
 import { EventBus } from './bus/event-bus.js'
 import { subscribeAgents } from './bus/agent-subscriptions.js'
-import { BusStore } from './storage/bus.js'
+import { SqliteBusStore, type BusStore } from './storage/bus.js'
 import { retryBusy } from './storage/busy.js'
 import { randomUUID } from 'node:crypto'
 import { userInfo } from 'node:os'
@@ -28,9 +37,11 @@ const USAGE = `usage: agent-host <command>
 
 commands:
   audit verify [--data-dir DIR] [--checkpoint JSON]... [--checkpoint-file FILE]...
-                                                check the audit log against its checkpoints and those
-                                                kept elsewhere (exit 0 when intact, 1 when not, 2 when
-                                                there is no log); needs AUDIT_KEY for a keyed log
+                                                check the audit log (DATA_DIR's, or DATABASE_URL's) against
+                                                its checkpoints and those kept elsewhere (with PostgreSQL:
+                                                each instance's DATA_DIR/audit-checkpoints.jsonl, given
+                                                with --checkpoint-file) (exit 0 when intact, 1 when not, 2
+                                                when there is no log); needs AUDIT_KEY for a keyed log
   worker --type T [--concurrency N] [--data-dir DIR]
                                                 work the task graph as task agent T until SIGTERM/SIGINT
   keys create --name N --scopes s1,s2 [--agents a,b] [--expires 30d|ISO date]
@@ -39,6 +50,8 @@ commands:
                                                 expiry, state (never the key); columns aligned on a terminal,
                                                 tab-separated when piped; --json: one JSON array
   keys revoke ID|NAME                           revoke a key
+                                                (keys live in DATABASE_URL's database when it is set, else
+                                                in DATA_DIR's; every change is audited)
   new agent NAME [--stream | --task | --contract]
                                                 write a working agent, AGENTS_DIR/NAME/index.ts (default
                                                 agents/), and its test, test/agents/NAME.test.ts: a JSON
@@ -98,16 +111,16 @@ async function worker (type: string | undefined, concurrency: number, env: Recor
     io.err(`no task agent of type "${type}" in ${config.AGENTS_DIR} (found: ${taskAgents.map((a) => a.agent.agentType).join(', ') || 'none'})`)
     return 2
   }
-  const db = openData(config.DATA_DIR, io)
-  const store = config.TASK_STORE === 'sqlite' ? new SqliteTaskStore(db) : new FileTaskStore(config.DATA_DIR, { staleMs: config.TASK_LOCK_STALE_MS })
+  const data = await workerStores(config, io)
+  const store = data.tasks
   const log = {
     info: (obj: object, msg?: string) => { io.out(JSON.stringify({ level: 'info', msg, ...obj })) },
     error: (obj: object, msg?: string) => { io.err(JSON.stringify({ level: 'error', msg, ...obj, err: String((obj as { err?: unknown }).err) })) }
   }
   const backends = createBackends(config, { ...log, warn: log.info })
   const bus = new EventBus({
-    store: new BusStore(db),
-    write: async (write) => await retryBusy(write, config.DB_WRITE_BUDGET_MS),
+    store: data.bus,
+    write: data.write,
     instanceId: randomUUID(),
     pollMs: config.BUS_POLL_MS,
     leaseMs: config.BUS_LEASE_MS,
@@ -117,8 +130,8 @@ async function worker (type: string | undefined, concurrency: number, env: Recor
   })
   const pool = new WorkerPool({
     store,
-    events: new EventStore(db),
-    audit: new AuditLog(db, new AuditKeyring(config.AUDIT_KEY, auditKeysRetired(config))),
+    events: data.events,
+    audit: data.audit,
     workersPerType: concurrency,
     heartbeatMs: config.TASK_HEARTBEAT_MS,
     leaseMs: config.TASK_LEASE_MS,
@@ -135,20 +148,53 @@ async function worker (type: string | undefined, concurrency: number, env: Recor
   await pool.stop()
   await backends.close()
   await store.close()
-  db.close()
+  await data.close()
   io.out('worker stopped')
   return 0
 }
 
+/** What a worker process writes to: the database the server uses (DATABASE_URL, else DATA_DIR's SQLite file) and the task store TASK_STORE names. */
+async function workerStores (config: Config, io: CommandIo): Promise<{ tasks: TaskStore, bus: BusStore, events: EventLog, audit: AuditStore, write: <T>(op: () => Awaitable<T>) => Promise<T>, close: () => Promise<void> }> {
+  const keyring = new AuditKeyring(config.AUDIT_KEY, auditKeysRetired(config))
+  if (config.DATABASE_URL !== '') {
+    const pool = await openPostgres(config.DATABASE_URL, { max: config.DB_POOL_MAX, applicationName: 'agent-host worker' })
+    try {
+      return {
+        tasks: config.TASK_STORE === 'postgres' ? new PgTaskStore(pool) : new FileTaskStore(config.DATA_DIR, { staleMs: config.TASK_LOCK_STALE_MS }),
+        bus: new PgBusStore(pool),
+        events: new PgEventStore(pool),
+        audit: await PgAuditLog.open(pool, keyring),
+        write: async (op) => await op(),
+        close: async () => { await pool.end() }
+      }
+    } catch (err) {
+      await pool.end()
+      throw err
+    }
+  }
+  const db = openData(config.DATA_DIR, io)
+  return {
+    tasks: config.TASK_STORE === 'sqlite' ? new SqliteTaskStore(db) : new FileTaskStore(config.DATA_DIR, { staleMs: config.TASK_LOCK_STALE_MS }),
+    bus: new SqliteBusStore(db),
+    events: new EventStore(db),
+    audit: new AuditLog(db, keyring),
+    write: async (op) => await retryBusy(op, config.DB_WRITE_BUDGET_MS),
+    close: async () => { db.close() }
+  }
+}
+
 /**
- * `audit verify`: the log of DATA_DIR, opened read-only, held against the checkpoints beside it and
- * those given (`--checkpoint '<json>'`, `--checkpoint-file <jsonl>`: copies kept elsewhere).
- * Exit 0 when intact, 1 when not, 2 when there is nothing to verify.
+ * `audit verify`: the log of DATA_DIR (of DATABASE_URL when set), opened read-only, held against
+ * the checkpoints beside it (DATA_DIR/audit-checkpoints.jsonl) and those given (`--checkpoint
+ * '<json>'`, `--checkpoint-file <jsonl>`: copies kept elsewhere; with PostgreSQL, the other
+ * instances' checkpoint files). Exit 0 when intact, 1 when not, 2 when there is nothing to verify
+ * (or the database cannot be reached).
  */
-function auditVerify (values: { checkpoint?: string[], 'checkpoint-file'?: string[] }, env: Record<string, string | undefined>, io: CommandIo): number {
+async function auditVerify (values: { checkpoint?: string[], 'checkpoint-file'?: string[] }, env: Record<string, string | undefined>, io: CommandIo): Promise<number> {
   const config = loadConfig(env)
   const file = join(config.DATA_DIR, DB_FILE)
-  if (!existsSync(file)) { io.err(`no audit database at ${file}: is --data-dir (or DATA_DIR) right?`); return 2 }
+  const postgres = config.DATABASE_URL !== ''
+  if (!postgres && !existsSync(file)) { io.err(`no audit database at ${file}: is --data-dir (or DATA_DIR) right?`); return 2 }
   const checkpoints: FoundCheckpoint[] = []
   const problems: string[] = []
   for (const path of [join(config.DATA_DIR, CHECKPOINT_FILE), ...(values['checkpoint-file'] ?? [])]) {
@@ -162,13 +208,33 @@ function auditVerify (values: { checkpoint?: string[], 'checkpoint-file'?: strin
     if (given === undefined) { io.err(`--checkpoint #${i + 1} is not a checkpoint: give the JSON of GET /v1/audit/checkpoint (at least {"rows": N, "head": "<hash>"})`); return 2 }
     checkpoints.push(given)
   }
-  const db = new Database(file, { readonly: true, fileMustExist: true })
+  const keyring = new AuditKeyring(config.AUDIT_KEY, auditKeysRetired(config))
+  let audit: AuditStore
+  let close: () => Promise<void>
+  if (postgres) {
+    const where = databaseName(config.DATABASE_URL)
+    let pool
+    try {
+      pool = await openAuditReader(config.DATABASE_URL)
+    } catch (err) {
+      io.err(`cannot read the audit log at ${where}: ${(err as Error).message}`)
+      return 2
+    }
+    if (pool === undefined) { io.err(`no audit log in ${where}: is DATABASE_URL right?`); return 2 }
+    const opened = pool
+    audit = await PgAuditLog.open(opened, keyring, { readOnly: true })
+    close = async () => { await opened.end() }
+  } else {
+    const db = new Database(file, { readonly: true, fileMustExist: true })
+    audit = new AuditLog(db, keyring, { readOnly: true })
+    close = async () => { db.close() }
+  }
   try {
     const onProgress = io.progress === undefined ? undefined : (rows: number, total: number) => { io.progress?.update(rows, total, 'verifying audit rows') }
     let result: AuditVerification
     // the line is cleared before the verdict, which would otherwise be printed after it on the same row
     try {
-      result = new AuditLog(db, new AuditKeyring(config.AUDIT_KEY, auditKeysRetired(config)), { readOnly: true }).verify(checkpoints, { onProgress })
+      result = await audit.verify(checkpoints, { onProgress })
     } finally {
       io.progress?.end()
     }
@@ -177,7 +243,7 @@ function auditVerify (values: { checkpoint?: string[], 'checkpoint-file'?: strin
     if (verdict.ok && verdict.keyed_rows < verdict.rows) io.err(`${verdict.rows - verdict.keyed_rows} rows are not signed (written without AUDIT_KEY): they are checked against accidents and the checkpoints only`)
     return verdict.ok ? 0 : 1
   } finally {
-    db.close()
+    await close()
   }
 }
 
@@ -189,6 +255,10 @@ function expiry (text: string): Date | undefined {
   return /^\d{4}-\d\d-\d\d/.test(text) && !Number.isNaN(date.getTime()) ? date : undefined
 }
 
+/**
+ * `keys create|list|revoke`: the keys of DATABASE_URL's PostgreSQL database when it is set (shared
+ * by every instance), else of DATA_DIR's SQLite database; each change is audited.
+ */
 async function keys (sub: string | undefined, target: string | undefined, values: { name?: string, scopes?: string, agents?: string, expires?: string, json?: boolean }, env: Record<string, string | undefined>, io: CommandIo): Promise<number> {
   const list = (v: string | undefined): string[] => (v ?? '').split(',').map((s) => s.trim()).filter((s) => s !== '')
   if (sub !== 'create' && sub !== 'list' && sub !== 'revoke') { io.err(`keys needs create, list or revoke\n\n${USAGE}`); return 2 }
@@ -210,35 +280,101 @@ async function keys (sub: string | undefined, target: string | undefined, values
     const unknown = agents.filter((a) => registry.get(a) === undefined)
     if (unknown.length > 0) { io.err(`no agent ${unknown.map((a) => `"${a}"`).join(', ')} in ${config.AGENTS_DIR} (known: ${registry.list().map((h) => h.manifest.metadata.name).join(', ')})`); return 2 }
   }
-  const db = openData(config.DATA_DIR, io)
+  // who ran the command on this machine: the operating-system user (keys are made outside the HTTP API)
+  const actor = `cli:${userInfo().username}`
+  const keyring = new AuditKeyring(config.AUDIT_KEY, auditKeysRetired(config))
+  const store = config.DATABASE_URL !== '' ? await pgKeys(config.DATABASE_URL, keyring, actor, io) : sqliteKeys(config.DATA_DIR, keyring, actor, io)
   try {
-    const store = new KeyStore(db)
-    // who ran the command on this machine: the operating-system user (keys are made outside the HTTP API)
-    const audit = (action: string, resource: string, details: Record<string, unknown>): void => {
-      new AuditLog(db, new AuditKeyring(config.AUDIT_KEY, auditKeysRetired(config))).append({ actor: `cli:${userInfo().username}`, action, resource, success: true, details })
-    }
     if (sub === 'create') {
-      const { key, record } = store.create({ name: values.name as string, scopes: list(values.scopes), ...(agents.length > 0 ? { agents } : {}), ...(expiresAt !== undefined ? { expiresAt } : {}) })
-      audit('key.create', record.id, { name: record.name, scopes: record.scopes, agents: record.agents, expires_at: record.expires_at })
+      const { key, record } = await store.create({ name: values.name as string, scopes: list(values.scopes), ...(agents.length > 0 ? { agents } : {}), ...(expiresAt !== undefined ? { expiresAt } : {}) })
       io.out(key)
       io.err(`key ${record.id} "${record.name}" made; it is shown only now`)
       return 0
     }
     if (sub === 'list') {
-      const listed = store.list()
+      const listed = await store.list()
       if (values.json === true) { io.out(JSON.stringify(listed.map(keyJson))); return 0 }
       table(['ID', 'NAME', 'SCOPES', 'AGENTS', 'CREATED', 'EXPIRES', 'STATE'], listed.map((k) => [
         k.id, k.name, k.scopes.join(','), k.agents?.join(',') ?? '*', k.created_at, k.expires_at ?? 'never', k.revoked_at === null ? 'active' : `revoked ${k.revoked_at}`
       ]), io)
       return 0
     }
-    const revoked = target === undefined ? 0 : store.revoke(target)
+    const revoked = target === undefined ? 0 : await store.revoke(target)
     if (revoked === 0) { io.err(`no active key with id or name "${target ?? ''}"`); return 1 }
-    audit('key.revoke', target as string, { keys: revoked })
     io.out(`revoked ${revoked} key(s)`)
     return 0
   } finally {
-    db.close()
+    await store.close()
+  }
+}
+
+/** The keys as `agent-host keys` changes them: each change with its audit row. */
+interface KeysCommandStore {
+  create: (options: NewKey) => Promise<{ key: string, record: ApiKeyRecord }>
+  list: () => Promise<ApiKeyRecord[]>
+  /** Revoke by id or name; audited when something was revoked. */
+  revoke: (target: string) => Promise<number>
+  close: () => Promise<void>
+}
+
+function keyCreated (record: ApiKeyRecord): Record<string, unknown> {
+  return { name: record.name, scopes: record.scopes, agents: record.agents, expires_at: record.expires_at }
+}
+
+/** The keys of DATA_DIR's SQLite database. */
+function sqliteKeys (dataDir: string, keyring: AuditKeyring, actor: string, io: CommandIo): KeysCommandStore {
+  const db = openData(dataDir, io)
+  const store = new SqliteKeyStore(db)
+  const audit = (action: string, resource: string, details: Record<string, unknown>): void => {
+    new AuditLog(db, keyring).append({ actor, action, resource, success: true, details })
+  }
+  return {
+    create: async (options) => {
+      const made = store.create(options)
+      audit('key.create', made.record.id, keyCreated(made.record))
+      return made
+    },
+    list: async () => store.list(),
+    revoke: async (target) => {
+      const revoked = store.revoke(target)
+      if (revoked > 0) audit('key.revoke', target, { keys: revoked })
+      return revoked
+    },
+    close: async () => { db.close() }
+  }
+}
+
+/** The keys of DATABASE_URL's PostgreSQL database (migrated first): a key and its audit row are committed together. */
+async function pgKeys (url: string, keyring: AuditKeyring, actor: string, io: CommandIo): Promise<KeysCommandStore> {
+  const progress = io.progress
+  let pool: pg.Pool
+  try {
+    pool = await openPostgres(url, { max: 2, applicationName: 'agent-host keys', ...(progress !== undefined ? { onMigration: (step, index, pending) => { progress.update(index, pending, `migrating the database (${step.version}: ${step.description})`) } } : {}) })
+  } finally {
+    progress?.end()
+  }
+  const opened = pool
+  const store = new PgKeyStore(opened)
+  let audit: PgAuditLog
+  try {
+    audit = await PgAuditLog.open(opened, keyring)
+  } catch (err) {
+    await opened.end()
+    throw err
+  }
+  return {
+    create: async (options) => await inTransaction(opened, async (client) => {
+      const made = await store.createIn(client, options)
+      await audit.appendIn(client, { actor, action: 'key.create', resource: made.record.id, success: true, details: keyCreated(made.record) })
+      return made
+    }),
+    list: async () => await store.list(),
+    revoke: async (target) => await inTransaction(opened, async (client) => {
+      const revoked = await store.revokeIn(client, target)
+      if (revoked > 0) await audit.appendIn(client, { actor, action: 'key.revoke', resource: target, success: true, details: { keys: revoked } })
+      return revoked
+    }),
+    close: async () => { await opened.end() }
   }
 }
 
@@ -279,7 +415,7 @@ export async function main (argv: string[], env: Record<string, string | undefin
     return command === undefined && parsed.values.help !== true ? 2 : 0
   }
   const scoped = { ...env, ...(parsed.values['data-dir'] !== undefined ? { DATA_DIR: parsed.values['data-dir'] } : {}) }
-  if (command === 'audit' && sub === 'verify') return auditVerify(parsed.values, scoped, io)
+  if (command === 'audit' && sub === 'verify') return await auditVerify(parsed.values, scoped, io)
   if (command === 'new') return await newAgent(parsed.positionals.slice(1), parsed.values, { root: io.cwd ?? process.cwd(), env }, io)
   if (command === 'keys') return await keys(sub, parsed.positionals[2], parsed.values, scoped, io)
   if (command === 'worker') {

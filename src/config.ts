@@ -61,7 +61,7 @@ export const ConfigSchema = Type.Object({
   DB_PAGE_SIZE: Type.Union([Type.Literal(1024), Type.Literal(2048), Type.Literal(4096), Type.Literal(8192)], { default: 4096 }),
   /** What a run does when its last client goes away: go on (a re-POST picks it up) or be cancelled. */
   DISCONNECT_POLICY: Type.Union([Type.Literal('continue'), Type.Literal('cancel')], { default: 'continue' }),
-  /** Where the task graph lives: `file` (DATA_DIR/tasks.graph.json, file-locked), `sqlite`, or `postgres` (DATABASE_URL). */
+  /** Where the task graph lives: `file` (DATA_DIR/tasks.graph.json, file-locked), `sqlite`, or `postgres` (DATABASE_URL; the default when it is set). */
   TASK_STORE: Type.Union([Type.Literal('file'), Type.Literal('sqlite'), Type.Literal('postgres')], { default: 'file' }),
   /** Worker loops per task agent in the server (0: the server runs none; use `agent-host worker`). */
   WORKERS_PER_TYPE: Type.Integer({ default: 1, minimum: 0, maximum: 64 }),
@@ -220,6 +220,8 @@ export function loadConfig (env: Record<string, string | undefined>, dotenv = fa
   } catch (err) {
     throw new AH_ERR_CONFIG_INVALID(settingErrors(err, data), { cause: err })
   }
+  // with a shared database the task graph is shared too, unless a store is chosen
+  if (data.TASK_STORE === undefined && raw.DATABASE_URL !== '') raw.TASK_STORE = 'postgres'
   if (raw.TASK_HEARTBEAT_MS >= raw.TASK_LEASE_MS) {
     throw new AH_ERR_CONFIG_INVALID('env/TASK_HEARTBEAT_MS must be shorter than TASK_LEASE_MS, or leases lapse between heartbeats')
   }
@@ -248,6 +250,9 @@ export function loadConfig (env: Record<string, string | undefined>, dotenv = fa
   }
   if (raw.TASK_STORE === 'postgres' && raw.DATABASE_URL === '') {
     throw new AH_ERR_CONFIG_INVALID('env/TASK_STORE=postgres needs DATABASE_URL')
+  }
+  if (raw.TASK_STORE === 'sqlite' && raw.DATABASE_URL !== '') {
+    throw new AH_ERR_CONFIG_INVALID('env/TASK_STORE=sqlite with DATABASE_URL would keep the task graph on this machine while everything else is shared: use TASK_STORE=postgres (the default with DATABASE_URL)')
   }
   parseApiKeys(raw.API_KEYS)
   parsePrices(raw.LLM_PRICES)

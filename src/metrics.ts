@@ -115,7 +115,7 @@ export class HostMetrics {
   /**
    * @param sources read at each scrape: the task graph (tasks by status) and the audit log's size
    */
-  constructor (sources: { tasks: () => TaskStore, auditRows: () => number }) {
+  constructor (sources: { tasks: () => TaskStore, auditRows: () => number | Promise<number> }) {
     collectDefaultMetrics({ register: this.registry, prefix: PREFIX })
     const registry = this.registry
     new Gauge({ // eslint-disable-line no-new
@@ -133,7 +133,7 @@ export class HostMetrics {
       name: `${PREFIX}audit_rows`,
       help: 'Rows in the audit log',
       registers: [registry],
-      collect () { this.set(sources.auditRows()) }
+      async collect () { this.set(await sources.auditRows()) }
     })
   }
 

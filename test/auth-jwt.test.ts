@@ -66,8 +66,8 @@ t.test('HS256: a good token passes; each bad one is a 401 naming why, and audite
     const res = await app.inject({ url: '/v1/agents', headers: token === '' ? {} : bearer(token) })
     t.equal(res.statusCode, 401, name)
     t.match(checkErrorBody(res.json()), { code: 'AH_ERR_AUTH_REQUIRED', message }, name)
-    t.match(app.audit.list({ action: 'auth.deny', limit: 1000 }).at(-1), { success: false, details: { reason, scope: 'agents:read' } }, `${name}: audited as ${reason}`)
-    t.notMatch(JSON.stringify(app.audit.list({ action: 'auth.deny', limit: 1000 })), token === '' ? /^$/ : token, `${name}: the token is not in the audit log`)
+    t.match((await app.audit.list({ action: 'auth.deny', limit: 1000 })).at(-1), { success: false, details: { reason, scope: 'agents:read' } }, `${name}: audited as ${reason}`)
+    t.notMatch(JSON.stringify(await app.audit.list({ action: 'auth.deny', limit: 1000 })), token === '' ? /^$/ : token, `${name}: the token is not in the audit log`)
   }
 
   const skewed = await app.inject({ url: '/v1/agents', headers: bearer(mint(claims({ exp: now() - 2 }))) })
@@ -114,7 +114,7 @@ t.test('JWT claim types are enforced: a claim of the wrong type is a 401 naming 
     const res = await app.inject({ url: '/v1/agents', headers: bearer(mint(claims(over))) })
     t.equal(res.statusCode, 401, name)
     t.match(checkErrorBody(res.json()), { code: 'AH_ERR_AUTH_REQUIRED', message }, name)
-    t.match(app.audit.list({ action: 'auth.deny', limit: 1000 }).at(-1), { actor: 'unauthenticated', details: { reason: 'bad_claim' } }, `${name}: audited`)
+    t.match((await app.audit.list({ action: 'auth.deny', limit: 1000 })).at(-1), { actor: 'unauthenticated', details: { reason: 'bad_claim' } }, `${name}: audited`)
   }
   t.equal((await app.inject({ url: '/v1/agents', headers: bearer(mint(claims({ agents: [] }))) })).statusCode, 200, 'an empty agents list is a list (it may invoke none)')
 })
@@ -138,7 +138,7 @@ t.test('JWKS file: RS256, ES256 and EdDSA by kid; unknown kid, forged HS256 and 
   const unknown = await app.inject({ url: '/v1/agents', headers: bearer(mint(claims(), { alg: 'RS256', kid: 'rsa-9', key: rsa.privateKey })) })
   t.equal(unknown.statusCode, 401)
   t.match(checkErrorBody(unknown.json()).message, /"rsa-9" is not one of ours/)
-  t.match(app.audit.list({ action: 'auth.deny', limit: 100 }).at(-1), { details: { reason: 'unknown_key' } })
+  t.match((await app.audit.list({ action: 'auth.deny', limit: 100 })).at(-1), { details: { reason: 'unknown_key' } })
   t.equal((await app.inject({ url: '/v1/agents', headers: bearer(mint(claims(), { alg: 'RS256', key: rsa.privateKey })) })).statusCode, 401, 'no kid')
 
   const pem = rsa.publicKey.export({ type: 'spki', format: 'pem' }).toString()

@@ -55,7 +55,7 @@ const REQUESTS: Record<string, { method: 'GET' | 'POST' | 'DELETE', url: string,
 }
 
 async function keyWith (app: FastifyInstance, scopes: string[], agents?: string[]): Promise<string> {
-  return app.keys.create({ name: `k-${scopes.join('+')}`, scopes, ...(agents !== undefined ? { agents } : {}) }).key
+  return (await app.keys.create({ name: `k-${scopes.join('+')}`, scopes, ...(agents !== undefined ? { agents } : {}) })).key
 }
 
 t.test('every route on every scope: 401 without a key, 403 with the wrong scope, through with the right one', async (t) => {
@@ -81,17 +81,17 @@ t.test('every route on every scope: 401 without a key, 403 with the wrong scope,
   for (const url of ['/health', '/openapi.json', '/docs']) t.not((await app.inject({ url })).statusCode, 401, `${url} is public`)
   const internal = await app.inject({ url: '/v1/conversations/c1/events?internal=true', headers: { authorization: `Bearer ${keys.get('tasks:read') as string}` } })
   t.equal(internal.statusCode, 403, 'internal events need events:internal')
-  t.ok(app.audit.list({ action: 'auth.deny', limit: 100000 }).length > 100, 'every refusal is audited')
-  t.match(app.audit.list({ action: 'auth.deny', limit: 100000 }).at(-1), { actor: /^[0-9a-f]{16}$/, success: false, details: { reason: 'scope', scope: 'events:internal', name: 'k-tasks:read' } }, 'the actor is the key\'s id, its name beside it')
+  t.ok((await app.audit.list({ action: 'auth.deny', limit: 100000 })).length > 100, 'every refusal is audited')
+  t.match((await app.audit.list({ action: 'auth.deny', limit: 100000 })).at(-1), { actor: /^[0-9a-f]{16}$/, success: false, details: { reason: 'scope', scope: 'events:internal', name: 'k-tasks:read' } }, 'the actor is the key\'s id, its name beside it')
 })
 
 t.test('key lifecycle: made, listed without its secret, used, expired, revoked; bad keys are 401', async (t) => {
   const app = await build(t, { AUTH_MODE: 'apikey', API_KEYS: JSON.stringify([{ name: 'from-config', key: CONFIG_KEY, scopes: ['agents:read'] }]) })
-  const { key, record } = app.keys.create({ name: 'ci', scopes: ['agents:read'] })
+  const { key, record } = await app.keys.create({ name: 'ci', scopes: ['agents:read'] })
   t.match(key, /^ahk_[0-9a-f]{16}_[A-Za-z0-9_-]{43}$/)
   // the secret is everything after `ahk_<id>_`; it may itself contain '_' (base64url)
-  t.notOk(JSON.stringify(app.keys.list()).includes(key.slice(`ahk_${record.id}_`.length)), 'the secret is never listed')
-  t.match(app.keys.list().map((k) => [k.name, k.source]), [['ci', 'db'], ['from-config', 'config']])
+  t.notOk(JSON.stringify(await app.keys.list()).includes(key.slice(`ahk_${record.id}_`.length)), 'the secret is never listed')
+  t.match((await app.keys.list()).map((k) => [k.name, k.source]), [['ci', 'db'], ['from-config', 'config']])
   const get = async (token: string) => await app.inject({ url: '/v1/agents', headers: { authorization: `Bearer ${token}` } })
   t.equal((await get(key)).statusCode, 200)
   t.equal((await get(CONFIG_KEY)).statusCode, 200, 'a key from API_KEYS works')
@@ -101,13 +101,13 @@ t.test('key lifecycle: made, listed without its secret, used, expired, revoked; 
     t.match(checkErrorBody(res.json()).message, /not valid/)
   }
   t.equal((await app.inject({ url: '/v1/agents', headers: { authorization: `Basic ${key}` } })).statusCode, 401, 'only Bearer')
-  const expiring = app.keys.create({ name: 'short', scopes: ['agents:read'], expiresAt: new Date(Date.now() + 50) })
+  const expiring = await app.keys.create({ name: 'short', scopes: ['agents:read'], expiresAt: new Date(Date.now() + 50) })
   t.equal((await get(expiring.key)).statusCode, 200)
   await new Promise((resolve) => setTimeout(resolve, 80))
   t.match(checkErrorBody((await get(expiring.key)).json()).message, /expired/)
-  t.equal(app.keys.revoke('ci'), 1)
+  t.equal(await app.keys.revoke('ci'), 1)
   t.match(checkErrorBody((await get(key)).json()).message, /revoked/)
-  t.equal(app.keys.revoke('ci'), 0, 'already revoked')
+  t.equal(await app.keys.revoke('ci'), 0, 'already revoked')
 })
 
 t.test('a key limited to some agents, and agents that require auth', async (t) => {
@@ -118,7 +118,7 @@ t.test('a key limited to some agents, and agents that require auth', async (t) =
   const refused = await call(AGENTS.showcase, echoOnly)
   t.equal(refused.statusCode, 403)
   t.match(checkErrorBody(refused.json()).message, /may not invoke agent "showcase"/)
-  t.match(app.audit.list({ action: 'auth.deny' }).at(-1), { resource: 'agent:showcase', details: { reason: 'agent' } })
+  t.match((await app.audit.list({ action: 'auth.deny' })).at(-1), { resource: 'agent:showcase', details: { reason: 'agent' } })
 })
 
 t.test('binding beyond loopback with auth off refuses to start unless ALLOW_INSECURE=true', async (t) => {
@@ -157,7 +157,7 @@ t.test('agent-host keys create / list / revoke', async (t) => {
 t.test('sessions belong to the key that made them: another key gets 404; admin sees all', async (t) => {
   const app = await build(t, { AUTH_MODE: 'apikey' })
   const alice = await keyWith(app, ['assist:invoke', 'sessions:read', 'sessions:delete'])
-  const bob = (app.keys.create({ name: 'bob', scopes: ['assist:invoke', 'sessions:read', 'sessions:delete'] })).key
+  const bob = (await app.keys.create({ name: 'bob', scopes: ['assist:invoke', 'sessions:read', 'sessions:delete'] })).key
   const admin = await keyWith(app, ['admin'])
   const as = (key: string) => ({ authorization: `Bearer ${key}` })
   const sessionId = '5e55e55e-0000-4000-8000-000000000001'
@@ -234,13 +234,13 @@ t.test('first run: BOOTSTRAP_ADMIN_KEY makes one admin key, once; with no key at
   t.equal((await app.inject({ url: '/v1/agents', headers: { authorization: `Bearer ${chosen}x` } })).statusCode, 401, 'and only it')
   const audit = (await app.inject({ url: '/v1/audit?action=key.create', headers: { authorization: `Bearer ${chosen}` } })).json() as { rows: Array<{ actor: string, details: { name: string } }> }
   t.match(audit.rows, [{ actor: 'bootstrap', details: { name: 'bootstrap-admin' } }], 'audited')
-  t.equal(app.keys.list().length, 1)
+  t.equal((await app.keys.list()).length, 1)
   await app.close()
 
   ;({ app, warnings } = await boot({ BOOTSTRAP_ADMIN_KEY: chosen }))
   t.same(warnings, [], 'the next boot makes nothing and warns of nothing')
-  t.equal(app.keys.list().length, 1)
-  t.equal(app.keys.revoke('bootstrap-admin'), 1)
+  t.equal((await app.keys.list()).length, 1)
+  t.equal(await app.keys.revoke('bootstrap-admin'), 1)
   await app.close()
 
   ;({ app, warnings } = await boot({ BOOTSTRAP_ADMIN_KEY: chosen }))

@@ -67,7 +67,7 @@ t.test('preflights pass before authentication and rate limits; refusals are read
   t.equal(denied.statusCode, 401)
   t.equal(denied.headers['access-control-allow-origin'], APP)
   t.equal(denied.json().code, 'AH_ERR_AUTH_REQUIRED')
-  const { key } = app.keys.create({ name: 'page', scopes: ['assist:invoke', 'agents:read'] })
+  const { key } = await app.keys.create({ name: 'page', scopes: ['assist:invoke', 'agents:read'] })
   const headers = { origin: APP, authorization: `Bearer ${key}` }
   const codes = []
   for (let i = 0; i < 3; i++) codes.push(await app.inject({ method: 'GET', url: '/v1/agents', headers }))

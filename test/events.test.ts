@@ -4,6 +4,8 @@ import { setTimeout as sleep } from 'node:timers/promises'
 import { build, envelope, FIXTURE_AGENTS_DIR, listen } from './helper.js'
 import { observed } from './fixtures/agents/scripted/index.js'
 
+// The event log's own contract, on SQLite and on PostgreSQL, is test/storage/events-contract.test.ts;
+// here: events through the app (what agents emit, GET /v1/events and its SSE tail).
 const SCRIPTED = 'f0000000-0000-4000-8000-000000000002'
 const cloudEvent = (id: string, extra: Record<string, unknown> = {}) => ({ specversion: '1.0', id, source: '/agents/test', type: 'com.example.step', time: '2026-11-22T10:00:00+02:00', data: { n: 1 }, ...extra })
 const graphEvent = { event_type: 'NODE_DONE', run_id: 'run-1', node_id: 'n1', timestamp: '2026-11-22T10:00:00Z', payload: { ok: true } }
@@ -19,7 +21,7 @@ t.test('emitted CloudEvents and graph events are stored with their request, sess
   })
   const res = await app.inject({ method: 'POST', url: '/v1/assist', payload: body })
   t.equal(res.statusCode, 200)
-  const events = app.events.list({ request_id: body.request_id })
+  const events = await app.events.list({ request_id: body.request_id })
   t.same(events.map((e) => [e.kind, e.type]), [['cloudevent', 'com.example.step'], ['graph', 'NODE_DONE'], ['cloudevent', 'agent.log']])
   for (const e of events) {
     t.equal(e.session_id, body.context.session_id)
@@ -49,7 +51,7 @@ t.test('malformed events are refused to the agent and nothing is stored', async 
   const errors = observed.errors.filter((e) => e.sessionId === body.context.session_id)
   t.equal(errors.length, bad.length)
   t.ok(errors.every((e) => e.code === 'AH_ERR_EVENT_INVALID'))
-  t.same(app.events.list({ request_id: body.request_id }), [])
+  t.same(await app.events.list({ request_id: body.request_id }), [])
 })
 
 t.test('GET /v1/events filters by session, request, type and time, and pages with after/next', async (t) => {
@@ -75,7 +77,7 @@ t.test('GET /v1/events?follow=true tails new events as SSE, from Last-Event-ID',
   const { app, url } = await listen(t, { AGENTS_DIR: FIXTURE_AGENTS_DIR, SSE_HEARTBEAT_MS: '50' })
   const first = envelope(SCRIPTED, { script: [{ op: 'emit', event: cloudEvent('old') }] })
   await app.inject({ method: 'POST', url: '/v1/assist', payload: first })
-  const oldSeq = app.events.list()[0]?.seq ?? 0
+  const oldSeq = (await app.events.list())[0]?.seq ?? 0
   let text = ''
   const res = await new Promise<import('node:http').IncomingMessage>((resolve) => {
     request(`${url}/v1/events?follow=true&type=com.example.step`, { headers: { 'last-event-id': String(oldSeq) } }, resolve).end()

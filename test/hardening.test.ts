@@ -29,18 +29,18 @@ async function raw (port: number, text: string): Promise<string> {
 
 t.test('audit rows name the authenticated caller; the envelope\'s user is a separate, bounded claim', async (t) => {
   const app = await build(t, { AUTH_MODE: 'apikey', WORKERS_PER_TYPE: '0', BODY_LIMIT: '2000000' })
-  const made = app.keys.create({ name: 'frontend', scopes: ['assist:invoke', 'sessions:delete', 'tasks:write', 'tasks:read'] })
+  const made = await app.keys.create({ name: 'frontend', scopes: ['assist:invoke', 'sessions:delete', 'tasks:write', 'tasks:read'] })
   const auth = { authorization: `Bearer ${made.key}` }
   const body = envelope(AGENTS.echo, { query: 'hi' })
   ;(body.context.user as { user_id: string }).user_id = 'root-admin'
   t.equal((await app.inject({ method: 'POST', url: '/v1/assist', headers: { ...auth, accept: 'application/json' }, payload: body })).statusCode, 200)
-  t.match(app.audit.list({ action: 'assist' }).at(-1), { actor: made.record.id, claimed_user: 'root-admin', request_id: body.request_id })
+  t.match((await app.audit.list({ action: 'assist' })).at(-1), { actor: made.record.id, claimed_user: 'root-admin', request_id: body.request_id })
 
   const huge = envelope(AGENTS.echo, { query: 'hi' })
   ;(huge.context.user as { user_id: string }).user_id = 'u'.repeat(900_000)
   const res = await app.inject({ method: 'POST', url: '/v1/assist', headers: { ...auth, accept: 'application/json' }, payload: huge })
   if (res.statusCode === 200) {
-    const row = app.audit.list({ action: 'assist' }).at(-1)
+    const row = (await app.audit.list({ action: 'assist' })).at(-1)
     t.equal(row?.actor, made.record.id)
     t.equal(row?.claimed_user?.length, 256, 'a claimed user is cut to 256 characters in the log')
   } else {
@@ -48,17 +48,17 @@ t.test('audit rows name the authenticated caller; the envelope\'s user is a sepa
   }
 
   t.equal((await app.inject({ method: 'DELETE', url: `/v1/sessions/${body.context.session_id}`, headers: auth })).statusCode, 204)
-  t.match(app.audit.list({ action: 'session.erase' }).at(-1), { actor: made.record.id, resource: body.context.session_id })
+  t.match((await app.audit.list({ action: 'session.erase' })).at(-1), { actor: made.record.id, resource: body.context.session_id })
   await app.inject({ method: 'POST', url: '/v1/tasks', headers: auth, payload: { tasks: [{ id: 'job-1', type: 'nobody' }] } })
-  t.match(app.audit.list({ action: 'task.create' }).at(-1), { actor: made.record.id, resource: 'job-1' })
+  t.match((await app.audit.list({ action: 'task.create' })).at(-1), { actor: made.record.id, resource: 'job-1' })
   t.equal((await app.inject({ method: 'POST', url: '/v1/tasks/job-1/cancel', headers: auth })).statusCode, 200)
-  t.match(app.audit.list({ action: 'task.cancel' }).at(-1), { actor: made.record.id, resource: 'job-1' })
-  t.notOk(app.audit.list({ limit: 1000 }).some((r) => r.actor === 'anonymous'), 'nobody is anonymous when auth is on')
+  t.match((await app.audit.list({ action: 'task.cancel' })).at(-1), { actor: made.record.id, resource: 'job-1' })
+  t.notOk((await app.audit.list({ limit: 1000 })).some((r) => r.actor === 'anonymous'), 'nobody is anonymous when auth is on')
 })
 
 t.test('two Authorization headers are a 400, whichever comes first', async (t) => {
   const { app, port } = await listen(t, { AUTH_MODE: 'apikey', WORKERS_PER_TYPE: '0' })
-  const good = app.keys.create({ name: 'reader', scopes: ['agents:read'] }).key
+  const good = (await app.keys.create({ name: 'reader', scopes: ['agents:read'] })).key
   for (const [first, second] of [[good, 'ahk_bogus'], ['ahk_bogus', good], [good, good]]) {
     const answer = await raw(port, `GET /v1/agents HTTP/1.1\r\nHost: x\r\nAuthorization: Bearer ${first as string}\r\nAuthorization: Bearer ${second as string}\r\nConnection: close\r\n\r\n`)
     t.match(answer, /^HTTP\/1\.1 400 /)
@@ -101,7 +101,7 @@ t.test('audit verify holds the log against checkpoints kept elsewhere, and needs
   const key = 'k'.repeat(40)
   const app = await build(t, { AUDIT_KEY: key, WORKERS_PER_TYPE: '0' })
   const dir = app.config.DATA_DIR
-  app.audit.append({ actor: 'x', action: 'y', resource: 'z', success: true })
+  await app.audit.append({ actor: 'x', action: 'y', resource: 'z', success: true })
   const kept = (await app.inject({ url: '/v1/audit/checkpoint' })).body
   t.match(JSON.parse(kept), { rows: 2, key_id: /^[0-9a-f]{16}$/, signature: /^[0-9a-f]{64}$/ })
   await app.close()

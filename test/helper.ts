@@ -4,6 +4,11 @@ import { join } from 'node:path'
 import { randomUUID } from 'node:crypto'
 import { fileURLToPath } from 'node:url'
 import type { FastifyInstance } from 'fastify'
+import type Database from 'better-sqlite3'
+import type { GroupWriter } from '../src/storage/group-writer.js'
+import type { SqliteSessionStore } from '../src/storage/sessions.js'
+import { RunStore } from '../src/storage/runs.js'
+import type { AuditLog } from '../src/storage/audit.js'
 import { buildApp } from '../src/app.js'
 import { loadConfig, type Config } from '../src/config.js'
 
@@ -92,4 +97,33 @@ export function envelope (agentId: string, payload: Record<string, unknown> = { 
     },
     payload: { session_id: sessionId, payload, ...extra.agentRequest }
   }
+}
+
+/** The SQLite database of an app built on SQLite (tests that look at or tamper with its file). */
+export function sqliteDb (app: FastifyInstance): Database.Database {
+  if (app.storage.kind !== 'sqlite') throw new Error('this test needs the SQLite backend')
+  return app.storage.db
+}
+
+/** The group writer of an app built on SQLite. */
+export function sqliteWriter (app: FastifyInstance): GroupWriter {
+  if (app.storage.kind !== 'sqlite') throw new Error('this test needs the SQLite backend')
+  return app.storage.writer
+}
+
+/** The session store of an app built on SQLite (its search index is SQLite's own). */
+export function sqliteSessions (app: FastifyInstance): SqliteSessionStore {
+  if (app.storage.kind !== 'sqlite') throw new Error('this test needs the SQLite backend')
+  return app.sessions as SqliteSessionStore
+}
+
+/** The run store of an app built on SQLite, read synchronously. */
+export function sqliteRuns (app: FastifyInstance): RunStore {
+  return new RunStore(sqliteDb(app))
+}
+
+/** The audit log of an app built on SQLite, read synchronously. */
+export function sqliteAudit (app: FastifyInstance): AuditLog {
+  if (app.storage.kind !== 'sqlite') throw new Error('this test needs the SQLite backend')
+  return app.storage.audit
 }

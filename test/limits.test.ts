@@ -76,8 +76,8 @@ t.test('under pressure: 503 AH_ERR_OVERLOADED with Retry-After; /health says deg
 t.test('rate limit per caller: 429 AH_ERR_RATE_LIMITED with Retry-After past RATE_LIMIT_MAX; each key counts alone', async (t) => {
   // windows of 3 s: a loaded CI machine must not roll one over between the requests that fill it
   const app = await build(t, { AUTH_MODE: 'apikey', RATE_LIMIT_MAX: '3', RATE_LIMIT_WINDOW_MS: '3000', WORKERS_PER_TYPE: '0' })
-  const a = { authorization: `Bearer ${app.keys.create({ name: 'a', scopes: ['agents:read'] }).key}` }
-  const b = { authorization: `Bearer ${app.keys.create({ name: 'b', scopes: ['agents:read'] }).key}` }
+  const a = { authorization: `Bearer ${(await app.keys.create({ name: 'a', scopes: ['agents:read'] })).key}` }
+  const b = { authorization: `Bearer ${(await app.keys.create({ name: 'b', scopes: ['agents:read'] })).key}` }
   const remaining: string[] = []
   for (let i = 0; i < 3; i++) {
     const res = await app.inject({ url: '/v1/agents', headers: a })
@@ -93,7 +93,7 @@ t.test('rate limit per caller: 429 AH_ERR_RATE_LIMITED with Retry-After past RAT
   for (let i = 0; i < 5; i++) t.equal((await app.inject({ url: '/health' })).statusCode, 200, 'public routes are not limited')
   await sleep(3100)
   t.equal((await app.inject({ url: '/v1/agents', headers: a })).statusCode, 200, 'a new window, a new budget')
-  const metrics = await app.inject({ url: '/metrics', headers: { authorization: `Bearer ${app.keys.create({ name: 'm', scopes: ['admin'] }).key}` } })
+  const metrics = await app.inject({ url: '/metrics', headers: { authorization: `Bearer ${(await app.keys.create({ name: 'm', scopes: ['admin'] })).key}` } })
   t.match(metrics.body, /agent_host_rate_limited_total\{limit="caller"\} 1\n/)
 })
 
@@ -122,9 +122,9 @@ t.test('rate limit per agent: RATE_LIMIT_AGENT_MAX new runs per window across ca
 
 t.test('SSE stream caps: MAX_STREAMS_PER_CALLER (429) and MAX_STREAMS (503); a slot frees when its stream ends', async (t) => {
   const { app, url } = await listen(t, { AGENTS_DIR: FIXTURE_AGENTS_DIR, AUTH_MODE: 'apikey', MAX_STREAMS_PER_CALLER: '2', MAX_STREAMS: '3', WORKERS_PER_TYPE: '0' })
-  const key = (name: string): Record<string, string> => ({ authorization: `Bearer ${app.keys.create({ name, scopes: ['assist:invoke', 'events:internal'] }).key}` })
-  const a = key('a')
-  const b = key('b')
+  const key = async (name: string): Promise<Record<string, string>> => ({ authorization: `Bearer ${(await app.keys.create({ name, scopes: ['assist:invoke', 'events:internal'] })).key}` })
+  const a = await key('a')
+  const b = await key('b')
   const waiting = (): ReturnType<typeof envelope> => envelope(SCRIPTED, { script: [{ op: 'open', name: 's' }, { op: 'wait_abort' }] })
   const a1 = await open(url, waiting(), undefined, a)
   const a2 = await open(url, waiting(), undefined, a)
@@ -156,7 +156,7 @@ t.test('SSE stream caps: MAX_STREAMS_PER_CALLER (429) and MAX_STREAMS (503); a s
   t.equal(again.status, 200, 'a freed slot can be taken')
   await again.body?.cancel()
   await until('the feed to be closed', () => app.limits.streams.open === 2)
-  const metrics = await app.inject({ url: '/metrics', headers: { authorization: `Bearer ${app.keys.create({ name: 'm', scopes: ['admin'] }).key}` } })
+  const metrics = await app.inject({ url: '/metrics', headers: { authorization: `Bearer ${(await app.keys.create({ name: 'm', scopes: ['admin'] })).key}` } })
   t.match(metrics.body, /agent_host_rate_limited_total\{limit="caller_streams"\} 1\n/)
   t.match(metrics.body, /agent_host_rate_limited_total\{limit="total_streams"\} 1\n/)
   for (const s of [a2, b1]) s.res.destroy()
@@ -165,9 +165,9 @@ t.test('SSE stream caps: MAX_STREAMS_PER_CALLER (429) and MAX_STREAMS (503); a s
 
 t.test('failed authentications: 401 and audited up to AUTH_FAILURE_MAX per address, then 429 and not audited; good keys still pass', async (t) => {
   const app = await build(t, { AUTH_MODE: 'apikey', AUTH_FAILURE_MAX: '3', RATE_LIMIT_WINDOW_MS: '3000', WORKERS_PER_TYPE: '0' })
-  const good = { authorization: `Bearer ${app.keys.create({ name: 'good', scopes: ['agents:read'] }).key}` }
+  const good = { authorization: `Bearer ${(await app.keys.create({ name: 'good', scopes: ['agents:read'] })).key}` }
   const bad = { authorization: 'Bearer ahk_0000000000000000_AAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAA' }
-  const denials = (): number => app.audit.list({ action: 'auth.deny', limit: 1000 }).length
+  const denials = async (): Promise<number> => (await app.audit.list({ action: 'auth.deny', limit: 1000 })).length
   for (const headers of [bad, {}, bad]) t.equal((await app.inject({ url: '/v1/agents', headers, remoteAddress: '10.0.0.9' })).statusCode, 401)
   t.equal(denials(), 3)
   for (let i = 0; i < 5; i++) {
@@ -181,6 +181,6 @@ t.test('failed authentications: 401 and audited up to AUTH_FAILURE_MAX per addre
   t.equal((await app.inject({ url: '/v1/agents', headers: bad, remoteAddress: '10.0.0.8' })).statusCode, 401, 'another address has its own count')
   await sleep(3100)
   t.equal((await app.inject({ url: '/v1/agents', headers: bad, remoteAddress: '10.0.0.9' })).statusCode, 401, 'a new window')
-  const metrics = await app.inject({ url: '/metrics', headers: { authorization: `Bearer ${app.keys.create({ name: 'm', scopes: ['admin'] }).key}` } })
+  const metrics = await app.inject({ url: '/metrics', headers: { authorization: `Bearer ${(await app.keys.create({ name: 'm', scopes: ['admin'] })).key}` } })
   t.match(metrics.body, /agent_host_rate_limited_total\{limit="auth_failures"\} 5\n/)
 })

@@ -83,8 +83,8 @@ t.test('the event bus counts publications and deliveries by outcome', async (t) 
   await publish('good')
   await publish('good')
   await publish('bad')
-  const settled = (): boolean => app.bus.deadLetters({}).length === 1 && calls >= 3
-  while (!settled()) await sleep(5)
+  const settled = async (): Promise<boolean> => (await app.bus.deadLetters({})).length === 1 && calls >= 3
+  while (!await settled()) await sleep(5)
   const text = (await app.inject({ url: '/metrics' })).body
   t.equal(sample(text, 'agent_host_bus_events_published_total', { duplicate: 'false' }), 2)
   t.equal(sample(text, 'agent_host_bus_events_published_total', { duplicate: 'true' }), 1)

@@ -6,7 +6,7 @@ import { fileURLToPath } from 'node:url'
 import { setTimeout as sleep } from 'node:timers/promises'
 import { buildApp } from '../src/app.js'
 import type { StreamPacket } from '../src/protocol/packets.js'
-import { AGENTS, build, envelope, FIXTURE_AGENTS_DIR, listen, tempDataDir, testConfig } from './helper.js'
+import { AGENTS, build, envelope, FIXTURE_AGENTS_DIR, listen, sqliteAudit, sqliteRuns, sqliteSessions, tempDataDir, testConfig } from './helper.js'
 import { assertStreamRules, checkErrorBody, parseSse } from './sse.js'
 import { observed } from './fixtures/agents/scripted/index.js'
 
@@ -55,7 +55,7 @@ t.test('drop the socket mid-stream, re-POST with Last-Event-ID: no gap, no dupli
   const union = [...got, ...rest]
   t.equal(new Set(union.map(key)).size, union.length, 'no duplicates')
   assertStreamRules(union)
-  const journal = app.runStore.rows(body.request_id).map((r) => r.frame)
+  const journal = sqliteRuns(app).rows(body.request_id).map((r) => r.frame)
   t.same(union.map((p) => JSON.stringify(p)), journal, 'exactly the journaled packets, byte for byte')
   t.equal(observed.started.filter((s) => s === body.context.session_id).length, 1, 'the agent ran once')
 })
@@ -73,7 +73,7 @@ t.test('a bare stream id as Last-Event-ID replays everything; a finished run rep
   await bare.ended
   t.same(parseSse(bare.text()).packets, original)
   t.equal(observed.started.filter((s) => s === body.context.session_id).length, 1)
-  t.equal(app.sessions.history(body.context.session_id).length, 1, 'one interaction')
+  t.equal(sqliteSessions(app).history(body.context.session_id).length, 1, 'one interaction')
 })
 
 t.test('several clients can follow one live run', async (t) => {
@@ -112,7 +112,7 @@ t.test('JSON retries are idempotent: the stored answer, the agent ran once', asy
   t.equal(first.json().output.calls, 1)
   const asSse = await app.inject({ method: 'POST', url: '/v1/assist', headers: { accept: 'text/event-stream' }, payload: body })
   t.same(parseSse(asSse.body).packets.map((p) => p.op), ['EVENT', 'CLOSE'], 'the run\'s journal replays as SSE too')
-  t.equal(app.sessions.history(body.context.session_id).length, 1)
+  t.equal(sqliteSessions(app).history(body.context.session_id).length, 1)
 })
 
 t.test('failed JSON runs replay their error answer', async (t) => {
@@ -130,7 +130,7 @@ t.test('a cursor for a request the journal no longer holds gets resume_gap', asy
   const body = envelope(SCRIPTED, { script: [{ op: 'markdown', content: 'm' }] })
   const res = await app.inject({ method: 'POST', url: '/v1/assist', headers: { accept: 'text/event-stream' }, payload: body })
   const packets = parseSse(res.body).packets
-  t.equal(app.runStore.prune(Date.now() + 1), 1, 'the finished run is pruned once it is older than the retention')
+  t.equal(sqliteRuns(app).prune(Date.now() + 1), 1, 'the finished run is pruned once it is older than the retention')
   const cursor = `${packets[0]?.stream_id ?? ''}:1`
   const gap = await app.inject({ method: 'POST', url: '/v1/assist', headers: { accept: 'text/event-stream', 'last-event-id': cursor }, payload: body })
   const { packets: gapPackets } = parseSse(gap.body, false)
@@ -146,7 +146,7 @@ t.test('the prune timer removes expired journals', async (t) => {
   const app = await build(t, { JOURNAL_RETENTION_MS: '1000' })
   const body = envelope(AGENTS.echo, { query: 'x' })
   await app.inject({ method: 'POST', url: '/v1/assist', payload: body })
-  await until(() => app.runStore.get(body.request_id) === undefined, 4000)
+  await until(() => sqliteRuns(app).get(body.request_id) === undefined, 4000)
   t.pass('pruned within a few seconds')
 })
 
@@ -179,8 +179,8 @@ t.test('a run whose process was killed is finished as run_interrupted, and a re-
 
   const app = await buildApp(testConfig(t, { DATA_DIR: dataDir, RUN_LEASE_MS: '300' }))
   t.teardown(() => app.close())
-  await until(() => app.runStore.get(body.request_id)?.state === 'ended', 10_000)
-  t.equal(app.runStore.get(body.request_id)?.end_reason, 'interrupted', 'recovered once its owner\'s lease lapsed')
+  await until(() => sqliteRuns(app).get(body.request_id)?.state === 'ended', 10_000)
+  t.equal(sqliteRuns(app).get(body.request_id)?.end_reason, 'interrupted', 'recovered once its owner\'s lease lapsed')
   const replay = await app.inject({ method: 'POST', url: '/v1/assist', payload: body })
   const packets = parseSse(replay.body).packets
   t.same(packets.slice(0, before.length), before, 'what the client had is replayed first')
@@ -188,8 +188,8 @@ t.test('a run whose process was killed is finished as run_interrupted, and a re-
   const json = await app.inject({ method: 'POST', url: '/v1/assist', headers: { accept: 'application/json' }, payload: body })
   t.equal(json.statusCode, 200)
   t.match(json.json().output.errors, [{ code: 'run_interrupted', severity: 'FATAL' }])
-  t.match(app.audit.list({ action: 'assist.interrupted' }), [{ request_id: body.request_id, success: false }])
-  t.match(app.sessions.history(body.context.session_id), [{ request_id: body.request_id, status: 'interrupted', input: { query: 'one two three four five six seven eight' } }])
+  t.match(sqliteAudit(app).list({ action: 'assist.interrupted' }), [{ request_id: body.request_id, success: false }])
+  t.match(sqliteSessions(app).history(body.context.session_id), [{ request_id: body.request_id, status: 'interrupted', input: { query: 'one two three four five six seven eight' } }])
 })
 
 t.test('a run live in another process on the same DATA_DIR is replayed and followed through its journal', async (t) => {

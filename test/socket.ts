@@ -30,9 +30,9 @@ export async function open (url: string, body: unknown, accept = 'text/event-str
 }
 
 /** Poll `check` every `every` ms until it holds; throw after `ms`. */
-export async function until (what: string, check: () => boolean, ms = 5000, every = 2): Promise<void> {
+export async function until (what: string, check: () => boolean | Promise<boolean>, ms = 5000, every = 2): Promise<void> {
   const deadline = Date.now() + ms
-  while (!check()) {
+  while (!await check()) {
     if (Date.now() > deadline) throw new Error(`timed out waiting for ${what}`)
     await sleep(every)
   }

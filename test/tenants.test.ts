@@ -18,9 +18,9 @@ async function as (app: FastifyInstance, key: string, method: 'GET' | 'POST' | '
 
 t.test('a second key cannot read, follow, cancel or erase what the first owns; an admin can', async (t) => {
   const { app, url } = await listen(t, { AUTH_MODE: 'apikey', WORKERS_PER_TYPE: '1', TASK_POLL_MS: '20' })
-  const alice = app.keys.create({ name: 'alice', scopes: [...TENANT_SCOPES] }).key
-  const bob = app.keys.create({ name: 'bob', scopes: [...TENANT_SCOPES] }).key
-  const admin = app.keys.create({ name: 'root', scopes: ['admin'] }).key
+  const alice = (await app.keys.create({ name: 'alice', scopes: [...TENANT_SCOPES] })).key
+  const bob = (await app.keys.create({ name: 'bob', scopes: [...TENANT_SCOPES] })).key
+  const admin = (await app.keys.create({ name: 'root', scopes: ['admin'] })).key
 
   // alice's things: a session with a finished call, a run still going, a task graph in a conversation, a plan, a bus event
   const call = envelope(AGENTS.echo, { query: 'mine' })
@@ -33,7 +33,7 @@ t.test('a second key cannot read, follow, cancel or erase what the first owns; a
   const planTask = { id: 'p1', type: 'code', description: 'x', estimated_hours: 1, priority: 5, assigned_agent: 'wordcount', input_artifacts: [], output_artifacts: [], success_criteria: {} }
   t.equal((await as(app, alice, 'POST', '/v1/plans', { id: 'alice-plan', tasks: [planTask], dependencies: {} })).statusCode, 201)
   await as(app, alice, 'POST', '/v1/bus/events', { event: { type: 'alice.secret', key: 'a1', data: { x: 1 }, visibility: 'a2a' } })
-  await until('alice\'s task done', () => app.events.list({ task_id: 'alice-count', type: 'AGENT_RESULT' }).length === 1, 10_000)
+  await until('alice\'s task done', async () => (await app.events.list({ task_id: 'alice-count', type: 'AGENT_RESULT' })).length === 1, 10_000)
   const owned: Owned = { session: call.context.session_id, conversation: 'shared-name', task: 'alice-count', plan: 'alice-plan', run: long.request_id }
 
   // what only the owner (or an admin) may reach: bob gets 404 for each; alice and the admin do not
@@ -80,8 +80,8 @@ t.test('a second key cannot read, follow, cancel or erase what the first owns; a
 
 t.test('the narrator keeps two tenants\' conversations of the same id apart', async (t) => {
   const { app } = await listen(t, { AUTH_MODE: 'apikey', WORKERS_PER_TYPE: '1', TASK_POLL_MS: '20' })
-  const alice = app.keys.create({ name: 'alice', scopes: [...TENANT_SCOPES] }).key
-  const bob = app.keys.create({ name: 'bob', scopes: [...TENANT_SCOPES] }).key
+  const alice = (await app.keys.create({ name: 'alice', scopes: [...TENANT_SCOPES] })).key
+  const bob = (await app.keys.create({ name: 'bob', scopes: [...TENANT_SCOPES] })).key
   await as(app, alice, 'POST', '/v1/tasks', { id: 'a-1', type: 'wordcount', inputs: { text: 'alpha beta' }, metadata: { conversation_id: 'demo' } })
   await as(app, bob, 'POST', '/v1/tasks', { id: 'b-1', type: 'wordcount', inputs: { text: 'one two three' }, metadata: { conversation_id: 'demo' } })
   const narrated = async (key: string): Promise<string[]> => (await as(app, key, 'GET', '/v1/conversations/demo/events')).json().events.map((e: { event: { text: string } }) => e.event.text)
@@ -102,8 +102,8 @@ t.test('the narrator keeps two tenants\' conversations of the same id apart', as
 
 t.test('a request id is scoped to its caller: the same id from another key is another run, and nothing says it was used', async (t) => {
   const { app } = await listen(t, { AUTH_MODE: 'apikey', WORKERS_PER_TYPE: '0' })
-  const alice = app.keys.create({ name: 'alice', scopes: [...TENANT_SCOPES] }).key
-  const bob = app.keys.create({ name: 'bob', scopes: [...TENANT_SCOPES] }).key
+  const alice = (await app.keys.create({ name: 'alice', scopes: [...TENANT_SCOPES] })).key
+  const bob = (await app.keys.create({ name: 'bob', scopes: [...TENANT_SCOPES] })).key
   const post = async (key: string, body: unknown): Promise<{ statusCode: number, json: () => any }> => await app.inject({ method: 'POST', url: '/v1/assist', headers: { authorization: `Bearer ${key}`, accept: 'application/json' }, payload: body as Record<string, unknown> })
   const first = envelope(AGENTS.echo, { query: 'alice asks' })
   const a = await post(alice, first)
@@ -124,5 +124,5 @@ t.test('a request id is scoped to its caller: the same id from another key is an
   t.equal((await app.inject({ method: 'POST', url: `/v1/assist/${first.request_id}/cancel`, headers: { authorization: `Bearer ${bob}` } })).statusCode, 404, 'bob\'s cancel of the id finds only his (ended) run')
   const history = (await app.inject({ url: `/v1/sessions/${same.context.session_id}/history`, headers: { authorization: `Bearer ${bob}` } })).json()
   t.match(history.interactions, [{ request_id: first.request_id }], 'history shows the caller\'s own request id')
-  t.equal(app.audit.list({ action: 'assist', request_id: first.request_id }).length, 2, 'two runs audited under the id, each with its caller')
+  t.equal((await app.audit.list({ action: 'assist', request_id: first.request_id })).length, 2, 'two runs audited under the id, each with its caller')
 })

@@ -3,8 +3,7 @@ import { AH_ERR_REMOTE_CALL_INVALID, AH_ERR_RUN_ABORTED } from '../errors.js'
 import { compileSchema, toIssues } from '../agents/json-schema.js'
 import { A2ARequest, type A2ACallOptions, type A2ACaller, type A2AResponse } from '../protocol/a2a-client.js'
 import type { HostCallContext } from '../backends/protocol.js'
-import type { AuditLog } from '../storage/audit.js'
-import type { EventStore } from '../storage/events.js'
+import type { RunLedger } from '../storage/run-ledger.js'
 import { AgentCards, reasonOf, type AgentCardOptions } from './agent-cards.js'
 import type { A2AAgentConfig } from './agents-file.js'
 import { answerOf, refusal, type CallFacts } from './call-answer.js'
@@ -30,10 +29,8 @@ export interface RemoteAgentsLog {
 
 export interface RemoteAgentsOptions {
   agents: readonly A2AAgentConfig[]
-  /** Runs a write in the group writer's next commit. */
-  write: <T>(op: () => T) => Promise<T>
-  events: EventStore
-  audit: AuditLog
+  /** Where each call's event and audit row are written, in one transaction. */
+  ledger: Pick<RunLedger, 'record'>
   log: RemoteAgentsLog
   cards?: AgentCardOptions
 }
@@ -182,30 +179,27 @@ export class RemoteAgents implements A2ACallers {
     this.#o.log.info({ requestId: context.requestId, a2a: data }, 'a2a call')
     const time = new Date().toISOString()
     try {
-      await this.#o.write(() => {
-        this.#o.events.append({
-          kind: 'cloudevent',
-          id: response.request_id,
-          type: 'a2a.call',
-          source: 'agent-host/a2a-client',
-          time,
-          session_id: context.sessionId,
-          request_id: context.requestId,
-          trace_id: context.traceId,
-          owner_key: context.owner,
-          event: { specversion: '1.0', id: response.request_id, source: 'agent-host/a2a-client', type: 'a2a.call', subject: resource, time, datacontenttype: 'application/json', data }
-        }, 'host')
-        this.#o.audit.append({
-          actor: context.owner,
-          action: 'a2a.call',
-          resource,
-          success: response.status === 'success',
-          claimed_user: context.user ?? null,
-          request_id: context.requestId,
-          root_request_id: context.rootRequestId ?? null,
-          trace_id: context.traceId,
-          details: { by: `agent:${context.agent}`, call_id: response.request_id, status: response.status, ...(data.task_id !== undefined ? { task_id: data.task_id } : {}), ...(data.error !== undefined ? { error: data.error.slice(0, 512) } : {}) }
-        })
+      await this.#o.ledger.record({
+        kind: 'cloudevent',
+        id: response.request_id,
+        type: 'a2a.call',
+        source: 'agent-host/a2a-client',
+        time,
+        session_id: context.sessionId,
+        request_id: context.requestId,
+        trace_id: context.traceId,
+        owner_key: context.owner,
+        event: { specversion: '1.0', id: response.request_id, source: 'agent-host/a2a-client', type: 'a2a.call', subject: resource, time, datacontenttype: 'application/json', data }
+      }, {
+        actor: context.owner,
+        action: 'a2a.call',
+        resource,
+        success: response.status === 'success',
+        claimed_user: context.user ?? null,
+        request_id: context.requestId,
+        root_request_id: context.rootRequestId ?? null,
+        trace_id: context.traceId,
+        details: { by: `agent:${context.agent}`, call_id: response.request_id, status: response.status, ...(data.task_id !== undefined ? { task_id: data.task_id } : {}), ...(data.error !== undefined ? { error: data.error.slice(0, 512) } : {}) }
       })
     } catch (err) {
       this.#o.log.warn({ err, requestId: context.requestId, a2a: data }, 'an A2A call could not be recorded')

@@ -4,8 +4,7 @@ import { RequestMalformedError, TaskNotFoundError } from '@a2a-js/sdk/errors'
 import type { Identity } from '../auth/keys.js'
 import { AH_ERR_PUSH_ADDRESS_REFUSED } from '../errors.js'
 import type { ServiceRequest } from '../protocol/envelope.js'
-import type { A2APushStore, PushConfigRecord } from '../storage/a2a-push.js'
-import type { AuditInput } from '../storage/audit.js'
+import type { A2APushStore, PushConfigChanges, PushConfigRecord } from '../storage/a2a-push.js'
 import type { RunRecord } from '../storage/runs.js'
 import { checkPushHost, hostOf } from './push-address.js'
 
@@ -29,9 +28,8 @@ export interface CheckedPushConfig {
 
 export interface PushConfigsOptions {
   store: A2APushStore
-  /** How a synchronous write is made durable (the group writer). */
-  write: <T>(write: () => T) => Promise<T>
-  audit: { append(input: AuditInput): unknown }
+  /** A task's configs changed with their audit row, in one transaction. */
+  changes: PushConfigChanges
   /** A2A_PUSH_ALLOW_PRIVATE: URLs resolving to non-public addresses are allowed. */
   allowPrivate: boolean
   /** Told when a config was saved (the delivery loop looks at once). */
@@ -92,28 +90,28 @@ export class PushConfigs {
   async save (record: RunRecord, config: CheckedPushConfig, who: Identity, from: 'start' | 'now'): Promise<TaskPushNotificationConfig> {
     const envelope = JSON.parse(record.envelope) as ServiceRequest
     const id = config.id !== '' ? config.id : from === 'start' ? stableId(config.url) : randomUUID()
-    const saved = await this.#o.write(() => {
-      const known = this.#o.store.list(record.request_id)
+    const saved = await this.#o.changes.save(record.request_id, (known) => {
       const same = known.find((c) => c.id === id)
       if (same === undefined && known.length >= MAX_CONFIGS_PER_TASK) {
         throw new RequestMalformedError(`Push notification config: task ${envelope.request_id} has ${MAX_CONFIGS_PER_TASK} configs already (the most it may have): delete one first`)
       }
-      const stored = this.#o.store.save({
-        run_key: record.request_id,
-        id,
-        task_id: envelope.request_id,
-        agent_id: record.agent_id,
-        owner_key: record.owner_key,
-        created_by: who.id,
-        url: config.url,
-        // a token left out keeps the one made before: its receiver already verifies with it
-        token: config.token !== '' ? config.token : same?.token ?? randomBytes(32).toString('base64url'),
-        auth_scheme: config.authentication?.scheme ?? null,
-        auth_credentials: config.authentication?.credentials ?? null
-      }, from, Date.now())
-      this.#o.audit.append({ actor: who.id, action: same === undefined ? 'a2a.push.create' : 'a2a.push.update', resource: record.agent_id, success: true, request_id: envelope.request_id, details: { config: id, host: new URL(config.url).host } })
-      return stored
-    })
+      return {
+        config: {
+          run_key: record.request_id,
+          id,
+          task_id: envelope.request_id,
+          agent_id: record.agent_id,
+          owner_key: record.owner_key,
+          created_by: who.id,
+          url: config.url,
+          // a token left out keeps the one made before: its receiver already verifies with it
+          token: config.token !== '' ? config.token : same?.token ?? randomBytes(32).toString('base64url'),
+          auth_scheme: config.authentication?.scheme ?? null,
+          auth_credentials: config.authentication?.credentials ?? null
+        },
+        audit: { actor: who.id, action: same === undefined ? 'a2a.push.create' : 'a2a.push.update', resource: record.agent_id, success: true, request_id: envelope.request_id, details: { config: id, host: new URL(config.url).host } }
+      }
+    }, from, Date.now())
     this.#o.saved()
     return wire(saved)
   }
@@ -122,24 +120,20 @@ export class PushConfigs {
    * The task's config `id`.
    * @throws TaskNotFoundError when the task has none of that id
    */
-  get (record: RunRecord, id: string): TaskPushNotificationConfig {
-    const found = this.#o.store.get(record.request_id, id)
+  async get (record: RunRecord, id: string): Promise<TaskPushNotificationConfig> {
+    const found = await this.#o.store.get(record.request_id, id)
     if (found === undefined) throw new TaskNotFoundError(`Push notification config ${id} not found for task ${taskIdOf(record)}`)
     return wire(found)
   }
 
   /** The task's configs, oldest first. */
-  list (record: RunRecord): TaskPushNotificationConfig[] {
-    return this.#o.store.list(record.request_id).map(wire)
+  async list (record: RunRecord): Promise<TaskPushNotificationConfig[]> {
+    return (await this.#o.store.list(record.request_id)).map(wire)
   }
 
   /** Delete the task's config `id` (nothing pushed to it from now on); deleting one that is not there is no error, so a retried delete succeeds. */
   async delete (record: RunRecord, id: string, who: Identity): Promise<void> {
-    await this.#o.write(() => {
-      if (this.#o.store.delete(record.request_id, id)) {
-        this.#o.audit.append({ actor: who.id, action: 'a2a.push.delete', resource: record.agent_id, success: true, request_id: taskIdOf(record), details: { config: id } })
-      }
-    })
+    await this.#o.changes.delete(record.request_id, id, { actor: who.id, action: 'a2a.push.delete', resource: record.agent_id, success: true, request_id: taskIdOf(record), details: { config: id } })
   }
 }
 

@@ -2,6 +2,7 @@ import { setTimeout as sleep } from 'node:timers/promises'
 import { StreamResponse } from '@a2a-js/sdk'
 import type { StreamPacket } from '../protocol/packets.js'
 import type { A2APushStore, ClaimedPushConfig } from '../storage/a2a-push.js'
+import type { Awaitable } from '../storage/awaitable.js'
 import type { RunReader } from '../storage/run-ledger.js'
 import type { RunRecord } from '../storage/runs.js'
 import type { PushSender } from './push-sender.js'
@@ -24,8 +25,8 @@ export interface PushDeliverySettings {
 export interface PushDeliveryOptions {
   store: A2APushStore
   runs: RunReader
-  /** How a synchronous write of the store is made durable (the group writer). */
-  write: <T>(write: () => T) => Promise<T>
+  /** How a write of the store is made durable (SQLite: the group writer; PostgreSQL: the store's own transaction). */
+  write: <T>(write: () => Awaitable<T>) => Promise<T>
   sender: PushSender
   /** The task a run is before its first packet (the same seed `GetTask` replays the journal onto). */
   projectionOf: (record: RunRecord) => TaskProjection
@@ -117,7 +118,7 @@ export class PushDelivery {
       try {
         const claimed = await this.#o.write(() => this.#o.store.claim(Date.now(), this.#leaseMs, CONCURRENCY - this.#active.size))
         for (const config of claimed) this.#track(config, signal)
-        const due = this.#o.store.nextRetry(Date.now())
+        const due = await this.#o.store.nextRetry(Date.now())
         if (due !== undefined) wait = Math.min(wait, Math.max(0, due - Date.now()))
       } catch (err) {
         this.#o.log.error({ err }, 'looking for push notifications to send failed; trying again')

@@ -217,7 +217,7 @@ export class AgentA2AHandler implements A2ARequestHandler {
   async listTaskPushNotificationConfigs (params: ListTaskPushNotificationConfigsRequest, context: ServerCallContext): Promise<ListTaskPushNotificationConfigsResponse> {
     const push = this.#pushConfigs()
     // a task has at most MAX_CONFIGS_PER_TASK configs: one page
-    return { configs: push.list(await this.#visible(params.taskId, callOf(context).identity)), nextPageToken: '' }
+    return { configs: await push.list(await this.#visible(params.taskId, callOf(context).identity)), nextPageToken: '' }
   }
 
   async deleteTaskPushNotificationConfig (params: DeleteTaskPushNotificationConfigRequest, context: ServerCallContext): Promise<void> {

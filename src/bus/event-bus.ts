@@ -1,3 +1,4 @@
+import type { Awaitable } from '../storage/awaitable.js'
 import { EventEmitter } from 'node:events'
 import { randomUUID } from 'node:crypto'
 import { setTimeout as sleep } from 'node:timers/promises'
@@ -55,8 +56,8 @@ export interface Published {
 
 export interface EventBusOptions {
   store: BusStore
-  /** How a synchronous write of the store is made durable (the group writer, or a busy retry). */
-  write: <T>(write: () => T) => Promise<T>
+  /** How a write of the store is made durable (SQLite: the group writer, or a busy retry; PostgreSQL: the store's own transaction). */
+  write: <T>(write: () => Awaitable<T>) => Promise<T>
   instanceId: string
   /** How often this process looks for deliveries other processes published (it is woken at once by its own). */
   pollMs: number
@@ -160,12 +161,12 @@ export class EventBus {
     if (options.forget === true) await this.#o.write(() => this.#o.store.removeSubscription(id))
   }
 
-  subscriptions (): SubscriptionRecord[] {
-    return this.#o.store.subscriptions()
+  async subscriptions (): Promise<SubscriptionRecord[]> {
+    return await this.#o.store.subscriptions()
   }
 
-  deadLetters (query: { after?: number, limit?: number, owner?: string }): DeadLetter[] {
-    return this.#o.store.deadLetters(query)
+  async deadLetters (query: { after?: number, limit?: number, owner?: string }): Promise<DeadLetter[]> {
+    return await this.#o.store.deadLetters(query)
   }
 
   /**
@@ -181,15 +182,15 @@ export class EventBus {
   }
 
   /** A page of live `a2a` events after the cursor matching `patterns`, and the cursor to go on from. */
-  feed (query: { after: number, patterns: readonly string[], owner?: string, limit?: number }): { events: BusEvent[], next: number } {
-    const page = this.#o.store.feed({ after: query.after, now: this.#now(), limit: query.limit ?? 500, ...(query.owner !== undefined ? { owner: query.owner } : {}) })
+  async feed (query: { after: number, patterns: readonly string[], owner?: string, limit?: number }): Promise<{ events: BusEvent[], next: number }> {
+    const page = await this.#o.store.feed({ after: query.after, now: this.#now(), limit: query.limit ?? 500, ...(query.owner !== undefined ? { owner: query.owner } : {}) })
     const wanted = typeMatcher(query.patterns)
     return { events: page.events.filter((e) => wanted(e.type)), next: page.next }
   }
 
   /** The cursor of the newest event. */
-  head (): number {
-    return this.#o.store.head()
+  async head (): Promise<number> {
+    return await this.#o.store.head()
   }
 
   /** Stop delivering: running handlers are aborted and waited for (their deliveries come again later). */
@@ -218,7 +219,7 @@ export class EventBus {
 
   /** Wait for a local publication, the next due retry, or the poll interval. */
   async #idle (signal: AbortSignal): Promise<void> {
-    const due = this.#o.store.nextDue([...this.#handlers.keys()])
+    const due = await this.#o.store.nextDue([...this.#handlers.keys()])
     const wait = Math.max(0, Math.min(this.#o.pollMs, due === undefined ? Infinity : due - this.#now()))
     const woken = new Promise<void>((resolve) => { this.#wake = resolve })
     await Promise.race([woken, sleep(wait, undefined, { signal }).catch(() => {})])

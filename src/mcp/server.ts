@@ -9,7 +9,7 @@ import type { RunLogger } from '../assist/run.js'
 import type { Identity } from '../auth/keys.js'
 import type { TraceContext } from '../protocol/envelope.js'
 import type { StreamPacket } from '../protocol/packets.js'
-import type { EventStore } from '../storage/events.js'
+import type { EventLog } from '../storage/events.js'
 import { CallResultBuilder, mcpLogLevel, META_REQUEST_ID, META_SESSION_ID, type LogUpdate } from './call-result.js'
 import { toolCallEnvelope } from './envelope.js'
 import type { ToolCatalogue } from './tools.js'
@@ -36,7 +36,7 @@ export interface McpServerOptions {
   engine: Pick<AssistEngine, 'submit' | 'follow' | 'cancel'>
   catalogue: ToolCatalogue
   /** The event log, where an agent's `log()` lines are stored (they become logging notifications). */
-  events: Pick<EventStore, 'list' | 'appended'>
+  events: Pick<EventLog, 'list' | 'appended'>
   /** This host's version (the server's `serverInfo`). */
   version: string
   /** The CAP session of this MCP session: every tool call's runs share it. */
@@ -84,22 +84,28 @@ function refusal (err: unknown, meta: JsonObject): CallToolResult {
  * Send the agent's `log()` lines of one run (stored in the event log as `agent.log` events) as they
  * are stored: woken by this process's appends of the session, read by request id after the write.
  */
-function watchAgentLogs (events: McpServerOptions['events'], run: { requestId: string, sessionId: string, owner: string }, send: (data: JsonObject) => void): { drain: () => void, stop: () => void } {
+function watchAgentLogs (events: McpServerOptions['events'], run: { requestId: string, sessionId: string, owner: string }, send: (data: JsonObject) => void): { drain: () => Promise<void>, stop: () => void } {
   let cursor = 0
   let pending: NodeJS.Immediate | undefined
-  const drain = (): void => {
-    for (let rows = events.list({ request_id: run.requestId, type: 'agent.log', owner_key: run.owner, after: cursor }); rows.length > 0;
-      rows = events.list({ request_id: run.requestId, type: 'agent.log', owner_key: run.owner, after: cursor })) {
+  // one read at a time, each after the one before: no line sent twice or out of order
+  let reading: Promise<void> = Promise.resolve()
+  const read = async (): Promise<void> => {
+    for (let rows = await events.list({ request_id: run.requestId, type: 'agent.log', owner_key: run.owner, after: cursor }); rows.length > 0;
+      rows = await events.list({ request_id: run.requestId, type: 'agent.log', owner_key: run.owner, after: cursor })) {
       for (const row of rows) {
         cursor = row.seq
         send(row.event)
       }
     }
   }
+  const drain = async (): Promise<void> => {
+    reading = reading.then(read, read)
+    await reading
+  }
   const wake = (event: { type: string, session_id?: string }): void => {
     if (event.type !== 'agent.log' || event.session_id !== run.sessionId || pending !== undefined) return
     // after the write that stored it has committed
-    pending = setImmediate(() => { pending = undefined; drain() })
+    pending = setImmediate(() => { pending = undefined; drain().catch(() => {}) })
   }
   events.appended.on('event', wake)
   return { drain, stop: () => { events.appended.off('event', wake); clearImmediate(pending) } }
@@ -196,7 +202,7 @@ export function createMcpServer (options: McpServerOptions): Server {
           if (update.log !== undefined) await log(update.log)
         }
       }
-      logs.drain()
+      await logs.drain()
     } finally {
       logs.stop()
       signal.removeEventListener('abort', cancel)

@@ -17,9 +17,7 @@ declare module 'fastify' {
 async function a2aClient (app: FastifyInstance): Promise<void> {
   const agents = new RemoteAgents({
     agents: app.config.A2A_AGENTS,
-    write: async (op) => await app.writer.write(op),
-    events: app.events,
-    audit: app.audit,
+    ledger: app.ledger,
     log: app.log
   })
   if (agents.names.length > 0) app.log.info({ a2aAgents: agents.names }, 'external A2A agents configured')

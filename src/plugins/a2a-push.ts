@@ -4,7 +4,8 @@ import { PushConfigs } from '../a2a/push-configs.js'
 import { PushDelivery } from '../a2a/push-delivery.js'
 import { projectionOf } from '../a2a/task-projection.js'
 import { PushSender } from '../a2a/push-sender.js'
-import { A2APushStore } from '../storage/a2a-push.js'
+import { sqlitePushChanges, SqlitePushStore, type A2APushStore, type PushConfigChanges } from '../storage/a2a-push.js'
+import { pgPushChanges, PgPushStore } from '../storage/postgres/a2a-push.js'
 
 declare module 'fastify' {
   interface FastifyInstance {
@@ -14,18 +15,28 @@ declare module 'fastify' {
 }
 
 /**
- * A2A push notifications: the configs in the embedded store, written through the group writer, and
+ * A2A push notifications: the configs in the database (each change with its audit row), and
  * this process's delivery loop (started once the app is ready, stopped before the database
  * closes: POSTs in flight are aborted and their updates pushed again by the next process).
  */
 async function a2aPush (app: FastifyInstance): Promise<void> {
   const config = app.config
-  const store = new A2APushStore(app.db)
-  const write = async <T>(op: () => T): Promise<T> => await app.writer.write(op)
+  const backend = app.storage
+  let store: A2APushStore
+  let changes: PushConfigChanges
+  if (backend.kind === 'sqlite') {
+    const sqliteStore = new SqlitePushStore(backend.db)
+    store = sqliteStore
+    changes = sqlitePushChanges(sqliteStore, backend.audit, async (op) => await backend.writer.write(op))
+  } else {
+    const pgStore = new PgPushStore(backend.pool)
+    store = pgStore
+    changes = pgPushChanges(backend.pool, pgStore, backend.audit)
+  }
   const delivery = new PushDelivery({
     store,
-    runs: app.runStore,
-    write,
+    runs: app.ledger,
+    write: backend.write,
     sender: new PushSender({ timeoutMs: config.A2A_PUSH_TIMEOUT_MS, allowPrivate: config.A2A_PUSH_ALLOW_PRIVATE }),
     projectionOf: (record) => projectionOf(record, app.agents.get(record.agent_id)?.manifest.metadata.name ?? record.agent_id),
     settings: {
@@ -37,7 +48,7 @@ async function a2aPush (app: FastifyInstance): Promise<void> {
     },
     log: app.log.child({ component: 'a2a-push' })
   })
-  const configs = new PushConfigs({ store, write, audit: app.audit, allowPrivate: config.A2A_PUSH_ALLOW_PRIVATE, saved: () => { delivery.wake() } })
+  const configs = new PushConfigs({ store, changes, allowPrivate: config.A2A_PUSH_ALLOW_PRIVATE, saved: () => { delivery.wake() } })
   app.decorate('a2aPush', { configs, store })
   app.addHook('onReady', async () => { delivery.start() })
   app.addHook('preClose', async () => { await delivery.close() })

@@ -2,7 +2,8 @@ import fp from 'fastify-plugin'
 import type { FastifyInstance, FastifyReply, FastifyRequest } from 'fastify'
 import fastifyJwt from '@fastify/jwt'
 import { identityOf, jwtOptions, refusalOf, type Refusal } from '../auth/jwt.js'
-import { ANONYMOUS, BOOTSTRAP_KEY_NAME, KeyStore, type Identity } from '../auth/keys.js'
+import { ANONYMOUS, BOOTSTRAP_KEY_NAME, SqliteKeyStore, type Identity, type KeyStoreContract } from '../auth/keys.js'
+import { PgKeyStore } from '../storage/postgres/keys.js'
 import { grants, isPublic, ROUTE_SCOPES, routeKey } from '../auth/scopes.js'
 import { parseApiKeys } from '../config.js'
 import { AH_ERR_AUTH_REQUIRED, AH_ERR_FORBIDDEN, AH_ERR_REQUEST_INVALID } from '../errors.js'
@@ -11,7 +12,7 @@ import { ErrorBody } from '../protocol/response.js'
 declare module 'fastify' {
   interface FastifyInstance {
     /** API keys (`agent-host keys`, API_KEYS). */
-    keys: KeyStore
+    keys: KeyStoreContract
   }
   interface FastifyRequest {
     /** Who is calling (anonymous with every scope when AUTH_MODE is off). */
@@ -31,7 +32,8 @@ const NOBODY: Identity = { id: 'none', name: 'none', scopes: new Set(), agents: 
  */
 async function auth (app: FastifyInstance): Promise<void> {
   const config = app.config
-  const keys = new KeyStore(app.db, parseApiKeys(config.API_KEYS))
+  const configKeys = parseApiKeys(config.API_KEYS)
+  const keys: KeyStoreContract = app.storage.kind === 'sqlite' ? new SqliteKeyStore(app.storage.db, configKeys) : new PgKeyStore(app.storage.pool, { configKeys })
   app.decorate('keys', keys)
   app.decorateRequest('identity', null as unknown as Identity)
   app.addHook('onRequest', async (request) => {
@@ -58,12 +60,12 @@ async function auth (app: FastifyInstance): Promise<void> {
   })
 
   if (config.AUTH_MODE === 'apikey') {
-    const made = config.BOOTSTRAP_ADMIN_KEY === '' ? undefined : keys.bootstrap(config.BOOTSTRAP_ADMIN_KEY)
+    const made = config.BOOTSTRAP_ADMIN_KEY === '' ? undefined : await keys.bootstrap(config.BOOTSTRAP_ADMIN_KEY)
     if (made !== undefined) {
-      app.audit.append({ actor: 'bootstrap', action: 'key.create', resource: made.id, success: true, details: { name: made.name, scopes: made.scopes, from: 'BOOTSTRAP_ADMIN_KEY' } })
+      await app.audit.append({ actor: 'bootstrap', action: 'key.create', resource: made.id, success: true, details: { name: made.name, scopes: made.scopes, from: 'BOOTSTRAP_ADMIN_KEY' } })
       app.log.warn({ key: made.id }, `made the admin key "${BOOTSTRAP_KEY_NAME}" from BOOTSTRAP_ADMIN_KEY (once: it is not made again, even if revoked). Make your own keys with it, then revoke it (agent-host keys revoke ${BOOTSTRAP_KEY_NAME}) and unset the setting`)
     }
-    if (keys.usable() === 0) {
+    if (await keys.usable() === 0) {
       app.log.warn('AUTH_MODE is apikey but no API key exists: every request but /health and /docs will be refused with 401. Make one with `agent-host keys create --name admin --scopes admin` (in the container: `docker exec <container> node dist/src/cli.js keys create --name admin --scopes admin`), or set BOOTSTRAP_ADMIN_KEY or API_KEYS')
     }
   }
@@ -74,8 +76,8 @@ async function auth (app: FastifyInstance): Promise<void> {
     return
   }
 
-  const deny = (request: FastifyRequest, error: Error & { code: string }, reason: string, who: Identity | undefined, scope?: string): never => {
-    app.audit.append({
+  const deny = async (request: FastifyRequest, error: Error & { code: string }, reason: string, who: Identity | undefined, scope?: string): Promise<never> => {
+    await app.audit.append({
       actor: who?.id ?? 'unauthenticated',
       action: 'auth.deny',
       resource: `${request.method} ${request.routeOptions.url ?? request.url}`,
@@ -89,11 +91,11 @@ async function auth (app: FastifyInstance): Promise<void> {
   /** 401, audited; past AUTH_FAILURE_MAX from one address, 429 and not audited (so failures cannot flood the log). */
   const unauthenticated = async (request: FastifyRequest, reply: FastifyReply, refusal: Refusal, scope: string): Promise<never> => {
     await app.limits.authFailure(request, reply)
-    return deny(request, new AH_ERR_AUTH_REQUIRED(refusal.message), refusal.reason, undefined, scope)
+    return await deny(request, new AH_ERR_AUTH_REQUIRED(refusal.message), refusal.reason, undefined, scope)
   }
 
-  const verifyKey = (token: string): Identity | Refusal => {
-    const verified = keys.verify(token)
+  const verifyKey = async (token: string): Promise<Identity | Refusal> => {
+    const verified = await keys.verify(token)
     if (!('refused' in verified)) return verified
     return { reason: verified.refused, message: `the key is ${verified.refused === 'unknown' ? 'not valid' : verified.refused}` }
   }
@@ -115,12 +117,12 @@ async function auth (app: FastifyInstance): Promise<void> {
     const header = request.headers.authorization
     const token = typeof header === 'string' && /^bearer /i.test(header) ? header.slice(7).trim() : ''
     if (token === '') return await unauthenticated(request, reply, { reason: 'missing', message: 'send Authorization: Bearer <key>' }, scope)
-    const verified = config.AUTH_MODE === 'jwt' ? await verifyToken(request) : verifyKey(token)
+    const verified = config.AUTH_MODE === 'jwt' ? await verifyToken(request) : await verifyKey(token)
     if ('reason' in verified) return await unauthenticated(request, reply, verified, scope)
     const identity = verified
-    if (!grants(identity.scopes, scope)) deny(request, new AH_ERR_FORBIDDEN(`this key lacks the scope "${scope}"`), 'scope', identity, scope)
+    if (!grants(identity.scopes, scope)) await deny(request, new AH_ERR_FORBIDDEN(`this key lacks the scope "${scope}"`), 'scope', identity, scope)
     if (url === '/v1/conversations/:id/events' && (request.query as { internal?: unknown }).internal === 'true' && !grants(identity.scopes, 'events:internal')) {
-      deny(request, new AH_ERR_FORBIDDEN('this key lacks the scope "events:internal"'), 'scope', identity, 'events:internal')
+      await deny(request, new AH_ERR_FORBIDDEN('this key lacks the scope "events:internal"'), 'scope', identity, 'events:internal')
     }
     request.identity = identity
   })

@@ -1,24 +1,25 @@
 import fp from 'fastify-plugin'
 import type { FastifyInstance } from 'fastify'
 import { EventBus } from '../bus/event-bus.js'
-import { BusStore } from '../storage/bus.js'
+import { SqliteBusStore } from '../storage/bus.js'
+import { PgBusStore } from '../storage/postgres/bus.js'
 
 declare module 'fastify' {
   interface FastifyInstance {
-    /** The event bus (seed 003): durable, at least once, shared with worker processes on the same DATA_DIR. */
+    /** The event bus (seed 003): durable, at least once, shared with worker processes on the same database. */
     bus: EventBus
   }
 }
 
 /**
- * The event bus in the embedded store: its writes go through the group writer, its deliveries are
- * leased to this instance. Closed before the task runtime, so no handler starts a task on a closed store.
+ * The event bus in the database (SQLite: its writes go through the group writer; PostgreSQL: shared
+ * by every instance), its deliveries leased to this instance. Closed before the task runtime, so no handler starts a task on a closed store.
  */
 async function bus (app: FastifyInstance): Promise<void> {
   const config = app.config
   const eventBus = new EventBus({
-    store: new BusStore(app.db),
-    write: async (write) => await app.writer.write(write),
+    store: app.storage.kind === 'sqlite' ? new SqliteBusStore(app.storage.db) : new PgBusStore(app.storage.pool),
+    write: app.storage.write,
     instanceId: app.instanceId,
     pollMs: config.BUS_POLL_MS,
     leaseMs: config.BUS_LEASE_MS,

@@ -4,6 +4,8 @@ import type { FastifyInstance, FastifyReply, FastifyRequest } from 'fastify'
 import { isPublic } from '../auth/scopes.js'
 import { AH_ERR_RATE_LIMITED, AH_ERR_TOO_MANY_STREAMS, withDetails } from '../errors.js'
 import { StreamGate } from '../http/stream-gate.js'
+import { pgRateLimitStore } from '../storage/postgres/rate-limit-store.js'
+import { PgStreamGate } from '../storage/postgres/stream-slots.js'
 import { ErrorBody } from '../protocol/response.js'
 
 /** The limits a route applies itself (the per-caller rate limit applies to every scoped route). */
@@ -17,14 +19,14 @@ export interface Limits {
    * Take an SSE slot for the caller before a stream starts. Throws `AH_ERR_TOO_MANY_STREAMS` (429
    * past `MAX_STREAMS_PER_CALLER`, 503 past `MAX_STREAMS`); returns the function that frees the slot.
    */
-  openStream: (request: FastifyRequest, reply: FastifyReply) => () => void
+  openStream: (request: FastifyRequest, reply: FastifyReply) => Promise<() => void>
   /**
    * Count a failed authentication from the request's address against `AUTH_FAILURE_MAX`. Throws
    * 429 `AH_ERR_RATE_LIMITED` (`details.limit` `auth_failures`) past it.
    */
   authFailure: (request: FastifyRequest, reply: FastifyReply) => Promise<void>
-  /** Counts open SSE responses. */
-  streams: StreamGate
+  /** Counts this server's open SSE responses. */
+  streams: { readonly open: number }
 }
 
 declare module 'fastify' {
@@ -48,7 +50,14 @@ export function callerOf (request: FastifyRequest): string {
  */
 async function limits (app: FastifyInstance): Promise<void> {
   const config = app.config
-  await app.register(rateLimit, { global: false, timeWindow: config.RATE_LIMIT_WINDOW_MS, cache: 10000 })
+  const backend = app.storage
+  // with PostgreSQL the counts are shared by every instance: N a minute means N across the cluster
+  await app.register(rateLimit, {
+    global: false,
+    timeWindow: config.RATE_LIMIT_WINDOW_MS,
+    cache: 10000,
+    ...(backend.kind === 'postgres' ? { store: pgRateLimitStore(backend.pool, { onPruneError: (err) => { app.log.warn({ err }, 'pruning ended rate-limit windows failed; the next prune tries again') } }) } : {})
+  })
 
   // document it: every scoped route may answer 429
   app.addHook('onRoute', (route) => {
@@ -90,7 +99,14 @@ async function limits (app: FastifyInstance): Promise<void> {
   const authFailures = config.AUTH_FAILURE_MAX > 0
     ? app.createRateLimit({ max: config.AUTH_FAILURE_MAX, keyGenerator: (request) => `auth:${request.ip}` })
     : undefined
-  const streams = new StreamGate(config.MAX_STREAMS, config.MAX_STREAMS_PER_CALLER)
+  // MAX_STREAMS is this server's capacity; MAX_STREAMS_PER_CALLER a caller's quota, across the cluster on PostgreSQL
+  const streams = backend.kind === 'postgres'
+    ? new PgStreamGate(backend.pool, { max: config.MAX_STREAMS, perCaller: config.MAX_STREAMS_PER_CALLER, instance: app.instanceId, leaseMs: config.RUN_LEASE_MS, onError: (err) => { app.log.warn({ err }, 'keeping the stream slots\' lease failed; trying again') } })
+    : new StreamGate(config.MAX_STREAMS, config.MAX_STREAMS_PER_CALLER)
+  if (streams instanceof PgStreamGate) {
+    app.addHook('onReady', async () => { await streams.start() })
+    app.addHook('onClose', async () => { await streams.close() })
+  }
   app.decorate('limits', {
     streams,
     async authFailure (request, reply) {
@@ -104,8 +120,8 @@ async function limits (app: FastifyInstance): Promise<void> {
       const state = await perAgent(request)
       if (!state.isAllowed && state.isExceeded) refuse(request, reply, 'agent', state.max, state.ttlInSeconds, agent.name)
     },
-    openStream (request, reply) {
-      const slot = streams.acquire(callerOf(request))
+    async openStream (request, reply) {
+      const slot = await streams.acquire(callerOf(request))
       if (typeof slot === 'function') return slot
       const max = slot === 'caller' ? config.MAX_STREAMS_PER_CALLER : config.MAX_STREAMS
       app.metrics.rateLimited.inc({ limit: `${slot}_streams` })
@@ -118,4 +134,4 @@ async function limits (app: FastifyInstance): Promise<void> {
   } satisfies Limits)
 }
 
-export default fp(limits, { name: 'limits', fastify: '5.x', dependencies: ['config', 'metrics'] })
+export default fp(limits, { name: 'limits', fastify: '5.x', dependencies: ['config', 'metrics', 'storage'] })

@@ -1,17 +1,27 @@
 import fp from 'fastify-plugin'
 import type { FastifyInstance } from 'fastify'
 import { join } from 'node:path'
+import type pg from 'pg'
 import { Checkpointer } from '../storage/checkpointer.js'
 import { DB_FILE, openDatabase, type Db } from '../storage/database.js'
-import { AuditLog } from '../storage/audit.js'
+import { ensureWritableDir } from '../storage/data-dir.js'
+import { AuditLog, type AuditStore } from '../storage/audit.js'
 import { appendCheckpoint } from '../storage/audit-checkpoints.js'
 import { AuditKeyring } from '../storage/audit-key.js'
+import type { Awaitable } from '../storage/awaitable.js'
 import { auditKeysRetired } from '../config.js'
-import { EventStore } from '../storage/events.js'
+import { EventStore, type EventLog } from '../storage/events.js'
 import { GroupWriter } from '../storage/group-writer.js'
 import { SqliteRunLedger, type RunLedger } from '../storage/run-ledger.js'
 import { RunStore } from '../storage/runs.js'
-import { INDEX_BATCH, SqliteSessionStore } from '../storage/sessions.js'
+import { INDEX_BATCH, SqliteSessionStore, type HostSessionStore } from '../storage/sessions.js'
+import { PgAuditLog } from '../storage/postgres/audit.js'
+import { openPostgres } from '../storage/postgres/database.js'
+import { PgEventStore } from '../storage/postgres/events.js'
+import { PgGroupWriter } from '../storage/postgres/group-writer.js'
+import { Notifications } from '../storage/postgres/notifications.js'
+import { PgRunLedger } from '../storage/postgres/run-ledger.js'
+import { PgSessionStore } from '../storage/postgres/sessions.js'
 import pkg from '../../package.json' with { type: 'json' }
 
 /** How often interactions recorded since the last time are added to the search index. */
@@ -20,30 +30,67 @@ const INDEX_INTERVAL_MS = 250
 /** How long a write may block on another process's lock while the server is not serving (boot, close). */
 const BLOCKING_BUSY_TIMEOUT_MS = 5000
 
+/**
+ * Where everything durable lives, and how a store's write is made durable: SQLite under DATA_DIR
+ * (one machine; writes through the group writer) or PostgreSQL at DATABASE_URL (any number of
+ * instances; each store's write is its own transaction, the run engine's are group-committed).
+ */
+export type StorageBackend =
+  | { kind: 'sqlite', db: Db, writer: GroupWriter, audit: AuditLog, events: EventStore, write: <T>(op: () => Awaitable<T>) => Promise<T> }
+  | { kind: 'postgres', pool: pg.Pool, writer: PgGroupWriter, notifications: Notifications, audit: PgAuditLog, events: PgEventStore, write: <T>(op: () => Awaitable<T>) => Promise<T> }
+
 declare module 'fastify' {
   interface FastifyInstance {
-    /** The SQLite database (DATA_DIR/agent-host.db). */
-    db: Db
+    /** The database and how to write to it (src/plugins/storage.ts). */
+    storage: StorageBackend
     /** The tamper-evident audit log. */
-    audit: AuditLog
+    audit: AuditStore
     /** The event log (CloudEvents and graph events). */
-    events: EventStore
-    /** Runs, their journals and their stored answers. */
-    runStore: RunStore
+    events: EventLog
+    /** Durable sessions: history, values, recall. */
+    sessions: HostSessionStore
     /** Everything the run engine reads and writes (runs, journals, answers, interactions, events, audit rows). */
     ledger: RunLedger
-    /** Durable sessions: history, values, recall. */
-    sessions: SqliteSessionStore
-    /** Group commit: the run engine's writes, one transaction per turn of the event loop. */
-    writer: GroupWriter
   }
 }
 
 /**
  * Opens the database (migrating it), makes its stores available, audits boot and shutdown, and
- * closes the database last.
+ * closes the database last. The audit log's signed checkpoints go to DATA_DIR on every instance.
  */
 async function storage (app: FastifyInstance): Promise<void> {
+  const backend = app.config.DATABASE_URL === '' ? sqlite(app) : await postgres(app)
+  const { audit, config } = app
+  if (!audit.keyed) app.log.warn('AUDIT_KEY is not set: the audit log shows accidental damage only; anyone who can write the database can rewrite it unseen. Set AUDIT_KEY (kept outside DATA_DIR) for a log an auditor can trust')
+  await audit.append({ actor: 'agent-host', action: 'boot', resource: app.instanceId, success: true, details: { version: pkg.version, pid: process.pid } })
+  // signed checkpoints outside the database: what catches rows cut from the end of the log
+  let checkpointed = -1
+  const checkpoint = async (): Promise<void> => {
+    const now = await audit.checkpoint()
+    if (now.rows === checkpointed) return
+    appendCheckpoint(config.DATA_DIR, now)
+    checkpointed = now.rows
+  }
+  await checkpoint()
+  const checkpoints = config.AUDIT_CHECKPOINT_INTERVAL_MS === 0
+    ? undefined
+    : setInterval(() => {
+      checkpoint().catch((err: unknown) => { app.log.error({ err }, 'writing the audit checkpoint failed; the next interval tries again') })
+    }, config.AUDIT_CHECKPOINT_INTERVAL_MS).unref()
+  app.addHook('onClose', async () => {
+    clearInterval(checkpoints)
+    await backend.quiesce()
+    await audit.append({ actor: 'agent-host', action: 'shutdown', resource: app.instanceId, success: true, details: { pid: process.pid } })
+    await checkpoint()
+    await backend.close()
+  })
+}
+
+/** How a backend closes: `quiesce` stops its background work and commits what is queued; `close` closes the database (after the audit's last row). */
+interface Closing { quiesce: () => Promise<void>, close: () => Promise<void> }
+
+/** SQLite under DATA_DIR. */
+function sqlite (app: FastifyInstance): Closing {
   // booting and closing may wait for another process's lock; serving must not (see storage/busy.ts)
   const config = app.config
   const db = openDatabase(config.DATA_DIR, { busyTimeoutMs: BLOCKING_BUSY_TIMEOUT_MS, cacheKiB: config.DB_CACHE_KIB, pageSize: config.DB_PAGE_SIZE, autoCheckpoint: config.DB_CHECKPOINT_INTERVAL_MS === 0 })
@@ -60,17 +107,15 @@ async function storage (app: FastifyInstance): Promise<void> {
     db.close()
     throw err
   }
-  if (!audit.keyed) app.log.warn('AUDIT_KEY is not set: the audit log shows accidental damage only; anyone who can write DATA_DIR can rewrite it unseen. Set AUDIT_KEY (kept outside DATA_DIR) for a log an auditor can trust')
   const writer = new GroupWriter(db, { budgetMs: config.DB_WRITE_BUDGET_MS })
-  app.decorate('db', db)
-  app.decorate('writer', writer)
-  app.decorate('audit', audit)
-  app.decorate('events', new EventStore(db))
+  const events = new EventStore(db)
   const runStore = new RunStore(db)
-  app.decorate('runStore', runStore)
   const sessions = new SqliteSessionStore(db, writer)
+  app.decorate('storage', { kind: 'sqlite', db, writer, audit, events, write: async (op) => await writer.write(op) })
+  app.decorate('audit', audit)
+  app.decorate('events', events)
   app.decorate('sessions', sessions)
-  app.decorate('ledger', new SqliteRunLedger({ store: runStore, sessions, audit, events: app.events, writer }))
+  app.decorate('ledger', new SqliteRunLedger({ store: runStore, sessions, audit, events, writer }))
   // interactions join the search index in batches, off the request path; a full batch is followed at once by the next
   let indexing: NodeJS.Immediate | undefined
   const index = (): void => {
@@ -80,34 +125,58 @@ async function storage (app: FastifyInstance): Promise<void> {
     }, (err: unknown) => { app.log.warn({ err }, 'indexing interactions failed; the next batch tries again') })
   }
   let indexer: NodeJS.Timeout | undefined = setInterval(() => { if (indexing === undefined) index() }, INDEX_INTERVAL_MS).unref()
-  audit.append({ actor: 'agent-host', action: 'boot', resource: app.instanceId, success: true, details: { version: pkg.version, pid: process.pid } })
-  // signed checkpoints outside the database: what catches rows cut from the end of the log
-  let checkpointed = -1
-  const checkpoint = (): void => {
-    const now = audit.checkpoint()
-    if (now.rows === checkpointed) return
-    appendCheckpoint(config.DATA_DIR, now)
-    checkpointed = now.rows
-  }
-  checkpoint()
-  const checkpoints = config.AUDIT_CHECKPOINT_INTERVAL_MS === 0
-    ? undefined
-    : setInterval(() => {
-      try { checkpoint() } catch (err) { app.log.error({ err }, 'writing the audit checkpoint failed; the next interval tries again') }
-    }, config.AUDIT_CHECKPOINT_INTERVAL_MS).unref()
   app.addHook('onReady', async () => { db.pragma(`busy_timeout = ${config.DB_BUSY_TIMEOUT_MS}`) })
-  app.addHook('onClose', async () => {
-    clearInterval(indexer)
-    indexer = undefined
-    if (indexing !== undefined) clearImmediate(indexing)
-    db.pragma(`busy_timeout = ${Math.min(BLOCKING_BUSY_TIMEOUT_MS, Math.floor(config.CLOSE_GRACE_MS / 4))}`)
-    writer.close()
-    clearInterval(checkpoints)
-    audit.append({ actor: 'agent-host', action: 'shutdown', resource: app.instanceId, success: true, details: { pid: process.pid } })
-    checkpoint()
-    db.close()
-    await checkpointer?.close()
+  return {
+    quiesce: async () => {
+      clearInterval(indexer)
+      indexer = undefined
+      if (indexing !== undefined) clearImmediate(indexing)
+      db.pragma(`busy_timeout = ${Math.min(BLOCKING_BUSY_TIMEOUT_MS, Math.floor(config.CLOSE_GRACE_MS / 4))}`)
+      writer.close()
+    },
+    close: async () => {
+      db.close()
+      await checkpointer?.close()
+    }
+  }
+}
+
+/** PostgreSQL at DATABASE_URL, shared with every other instance and worker on it. */
+async function postgres (app: FastifyInstance): Promise<Closing> {
+  const config = app.config
+  // DATA_DIR still holds this instance's audit checkpoints and the local agents' workspaces
+  ensureWritableDir(config.DATA_DIR, 'audit-checkpoints.jsonl')
+  const log = app.log.child({ component: 'postgres' })
+  const pool = await openPostgres(config.DATABASE_URL, {
+    max: config.DB_POOL_MAX,
+    applicationName: `agent-host ${app.instanceId}`,
+    onIdleError: (err) => { log.warn({ err }, 'a pooled PostgreSQL connection failed while idle; it is replaced on next use') },
+    onMigration: (step, index, pending) => { log.info({ version: step.version, step: index + 1, of: pending }, `migrating: ${step.description}`) }
   })
+  let audit: PgAuditLog
+  try {
+    audit = await PgAuditLog.open(pool, new AuditKeyring(config.AUDIT_KEY, auditKeysRetired(config)))
+  } catch (err) {
+    await pool.end()
+    throw err
+  }
+  const notifications = new Notifications({ connectionString: config.DATABASE_URL, application_name: `agent-host ${app.instanceId} (listen)` }, log)
+  await notifications.start()
+  const writer = new PgGroupWriter(pool)
+  const events = new PgEventStore(pool)
+  const sessions = new PgSessionStore(pool)
+  app.decorate('storage', { kind: 'postgres', pool, writer, notifications, audit, events, write: async (op) => await op() })
+  app.decorate('audit', audit)
+  app.decorate('events', events)
+  app.decorate('sessions', sessions)
+  app.decorate('ledger', new PgRunLedger({ pool, writer, notifications, sessions, audit, events }))
+  return {
+    quiesce: async () => { await writer.drain() },
+    close: async () => {
+      await notifications.close()
+      await pool.end()
+    }
+  }
 }
 
 export default fp(storage, { name: 'storage', fastify: '5.x', dependencies: ['config'] })

@@ -2,7 +2,9 @@ import fp from 'fastify-plugin'
 import type { FastifyInstance } from 'fastify'
 import { FileTaskStore } from '../runtime/file-task-store.js'
 import { SqliteTaskStore } from '../runtime/sqlite-task-store.js'
-import { Narrator } from '../runtime/narrator.js'
+import { Narrator, type TaskNarrator } from '../runtime/narrator.js'
+import { PgNarrator } from '../runtime/pg-narrator.js'
+import { PgTaskStore } from '../runtime/pg-task-store.js'
 import { isBusy } from '../storage/busy.js'
 import { Reaper } from '../runtime/reaper.js'
 import { WorkerPool } from '../runtime/worker-pool.js'
@@ -16,7 +18,7 @@ declare module 'fastify' {
     /** The in-process workers of the task agents. */
     workers: WorkerPool
     /** The only writer of user-visible events. */
-    narrator: Narrator
+    narrator: TaskNarrator
   }
 }
 
@@ -28,8 +30,14 @@ declare module 'fastify' {
  */
 async function tasks (app: FastifyInstance): Promise<void> {
   const config = app.config
-  const store: TaskStore = app.metrics.instrument(config.TASK_STORE === 'sqlite' ? new SqliteTaskStore(app.db) : new FileTaskStore(config.DATA_DIR, { staleMs: config.TASK_LOCK_STALE_MS }))
-  const narrator = new Narrator(app.events, app.db)
+  const backend = app.storage
+  const store: TaskStore = app.metrics.instrument(
+    config.TASK_STORE === 'postgres' && backend.kind === 'postgres'
+      ? new PgTaskStore(backend.pool)
+      : config.TASK_STORE === 'sqlite' && backend.kind === 'sqlite'
+        ? new SqliteTaskStore(backend.db)
+        : new FileTaskStore(config.DATA_DIR, { staleMs: config.TASK_LOCK_STALE_MS }))
+  const narrator: TaskNarrator = backend.kind === 'postgres' ? new PgNarrator(backend.pool, backend.events) : new Narrator(backend.events, backend.db)
   const reaper = new Reaper(store, app.events, app.audit)
   const pool = new WorkerPool({
     store,
@@ -50,19 +58,25 @@ async function tasks (app: FastifyInstance): Promise<void> {
   // the narrator follows the event log itself (worker processes and the reaper write there too); a
   // local task result only makes it look sooner
   let looking: NodeJS.Immediate | undefined
-  const look = (): void => {
-    looking = undefined
+  // one look at a time: a second would only wait for the first's lock
+  let following: Promise<void> | undefined
+  const follow = async (): Promise<void> => {
     try {
-      while (narrator.follow() > 0);
+      while (await narrator.follow() > 0);
     } catch (err) {
       if (!isBusy(err)) app.log.error({ err }, 'narration failed')
     }
   }
+  const look = async (): Promise<void> => {
+    looking = undefined
+    following ??= follow().finally(() => { following = undefined })
+    await following
+  }
   const onEvent = (e: { type: string }): void => {
-    if (e.type === 'AGENT_RESULT' || e.type === 'task.stalled') looking ??= setImmediate(look)
+    if (e.type === 'AGENT_RESULT' || e.type === 'task.stalled') looking ??= setImmediate(() => { look().catch(() => {}) })
   }
   app.events.appended.on('event', onEvent)
-  const narrating = setInterval(() => { looking ??= setImmediate(look) }, config.TASK_POLL_MS).unref()
+  const narrating = setInterval(() => { looking ??= setImmediate(() => { look().catch(() => {}) }) }, config.TASK_POLL_MS).unref()
   reaper.start(Math.max(100, Math.floor(config.TASK_LEASE_MS / 2)), (err) => { app.log.error({ err }, 'reaper failed') })
   pool.start(app.taskAgents.map((t) => t.agent))
   await subscribeAgents(app.bus, store, app.taskAgents)
@@ -72,7 +86,7 @@ async function tasks (app: FastifyInstance): Promise<void> {
     app.events.appended.off('event', onEvent)
     clearInterval(narrating)
     if (looking !== undefined) clearImmediate(looking)
-    look()
+    await look()
     await store.close()
   })
 }

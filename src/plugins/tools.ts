@@ -26,7 +26,7 @@ async function tools (app: FastifyInstance): Promise<void> {
     baseEnv,
     clientInfo: { name: 'agent-host', version: pkg.version },
     log: app.log.child({ component: 'tools' }),
-    stores: { write: async (op) => await app.writer.write(op), events: app.events, audit: app.audit }
+    stores: { ledger: app.ledger }
   })
   app.decorate('tools', registry)
   if (registry.names().length > 0) app.log.info({ tools: registry.names() }, 'MCP tools registered (each server starts on its first call)')

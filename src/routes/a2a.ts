@@ -68,7 +68,7 @@ const a2aRoutes: FastifyPluginAsyncTypebox = async (app) => {
     const id = hosted.manifest.metadata.id
     let binding = handlers.get(id)
     if (binding === undefined) {
-      const handler = new AgentA2AHandler({ engine: app.assist, store: app.runStore, hosted, card: () => agentCard(hosted, '', config.AUTH_MODE), push: app.a2aPush.configs })
+      const handler = new AgentA2AHandler({ engine: app.assist, store: app.ledger, hosted, card: () => agentCard(hosted, '', config.AUTH_MODE), push: app.a2aPush.configs })
       binding = { handler, jsonRpc: new JsonRpcTransportHandler(handler) }
       handlers.set(id, binding)
     }
@@ -109,7 +109,7 @@ const a2aRoutes: FastifyPluginAsyncTypebox = async (app) => {
       if (call.httpError !== undefined) throw call.httpError
       return await early(err)
     }
-    const release = app.limits.openStream(request, reply)
+    const release = await app.limits.openStream(request, reply)
     reply.hijack()
     const writer = new SseWriter(reply.raw, {
       headers: reply.getHeaders() as OutgoingHttpHeaders,

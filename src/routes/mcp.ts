@@ -77,7 +77,7 @@ const mcpRoutes: FastifyPluginAsyncTypebox = async (app) => {
    * stream does), and the client going away aborts what the exchange carries.
    */
   const exchange = async (request: FastifyRequest, reply: FastifyReply, session: McpSession, body: McpBody | undefined, streams: boolean): Promise<FastifyReply> => {
-    const release = streams ? app.limits.openStream(request, reply) : undefined
+    const release = streams ? await app.limits.openStream(request, reply) : undefined
     const gone = new AbortController()
     const call: McpCall = {
       identity: request.identity,

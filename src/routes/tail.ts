@@ -19,8 +19,8 @@ export interface TailOptions {
  * `pollMs`, one run at a time (a wake-up during a run makes it run once more, so nothing waits for
  * the next poll). The stream ends when the client goes away, the server closes, or `pump` fails.
  */
-export function tailAsSse (app: FastifyInstance, request: FastifyRequest, reply: FastifyReply, options: TailOptions): FastifyReply {
-  const release = app.limits.openStream(request, reply)
+export async function tailAsSse (app: FastifyInstance, request: FastifyRequest, reply: FastifyReply, options: TailOptions): Promise<FastifyReply> {
+  const release = await app.limits.openStream(request, reply)
   reply.hijack()
   const writer = new SseWriter(reply.raw, {
     headers: reply.getHeaders() as OutgoingHttpHeaders,

@@ -1,6 +1,7 @@
 import { randomUUID } from 'node:crypto'
 import { AH_ERR_TASK_STALE_CLAIM } from '../errors.js'
 import type { AuditInput } from '../storage/audit.js'
+import type { Awaitable } from '../storage/awaitable.js'
 import { findRenderToUser, type EventAuthor, type EventInput } from '../storage/events.js'
 import { AH_ERR_POLICY_VIOLATION } from '../errors.js'
 import { ownerOf, type ClaimToken, type JsonObject, type TaskFailure, type TaskNode } from './task.js'
@@ -10,7 +11,7 @@ import type { EventPublication } from '../protocol/contract.js'
 
 /** The event log as the runtime needs it. */
 export interface TaskEventSink {
-  append(input: EventInput, author?: EventAuthor): number
+  append(input: EventInput, author?: EventAuthor): Awaitable<number>
 }
 
 export interface AgentRuntimeOptions {
@@ -18,7 +19,7 @@ export interface AgentRuntimeOptions {
   agentType: string
   store: TaskStore
   events: TaskEventSink
-  audit?: { append(input: AuditInput): unknown }
+  audit?: { append(input: AuditInput): Awaitable<unknown> }
   /** How often a running task's lease is extended. */
   heartbeatMs?: number
   /** How long a claim lasts without a heartbeat. */
@@ -108,15 +109,15 @@ export class AgentRuntime {
     } catch (err) {
       if (err instanceof AH_ERR_TASK_STALE_CLAIM) {
         this.#claims.delete(task)
-        this.#o.audit?.append({ actor: this.agentId, action: `task.${op}.stale`, resource: task, success: false, details: { attempt: token.attempt } })
+        await this.#o.audit?.append({ actor: this.agentId, action: `task.${op}.stale`, resource: task, success: false, details: { attempt: token.attempt } })
       }
       throw err
     }
   }
 
-  #event (task: TaskNode, type: string, data: JsonObject): void {
+  async #event (task: TaskNode, type: string, data: JsonObject): Promise<void> {
     const conversation = task.metadata.conversation_id
-    this.#o.events.append({
+    await this.#o.events.append({
       kind: 'task',
       id: randomUUID(),
       type,
@@ -148,7 +149,7 @@ export class AgentRuntime {
     this.#policy(message)
     return await this.#guard(taskId, 'update', async (token) => {
       const task = await this.#o.store.heartbeat(taskId, token, this.leaseMs)
-      this.#event(task, 'AGENT_UPDATE', { message, ...(progress !== undefined ? { progress } : {}) })
+      await this.#event(task, 'AGENT_UPDATE', { message, ...(progress !== undefined ? { progress } : {}) })
       return task
     })
   }
@@ -165,7 +166,7 @@ export class AgentRuntime {
       const outputs: JsonObject = { outcome: result.outcome, artifacts: result.artifacts ?? [], notes: result.notes ?? '', next_actions: result.next_actions ?? [] }
       const task = await this.#o.store.complete(taskId, token, outputs)
       this.#claims.delete(taskId)
-      this.#event(task, 'AGENT_RESULT', { outcome: 'completed', result: outputs })
+      await this.#event(task, 'AGENT_RESULT', { outcome: 'completed', result: outputs })
       if ((result.next_actions ?? []).length > 0) {
         await this.#o.store.create((result.next_actions ?? []).map((action) => {
           // a child is its parent's owner's: an agent cannot hand a task to someone else
@@ -183,7 +184,7 @@ export class AgentRuntime {
     return await this.#guard(taskId, 'fail', async (token) => {
       const task = await this.#o.store.fail(taskId, token, error)
       this.#claims.delete(taskId)
-      this.#event(task, 'AGENT_RESULT', { outcome: 'failed', error: { reason: error.reason, retryable: error.retryable, ...(error.details !== undefined ? { details: error.details } : {}) }, status: task.status })
+      await this.#event(task, 'AGENT_RESULT', { outcome: 'failed', error: { reason: error.reason, retryable: error.retryable, ...(error.details !== undefined ? { details: error.details } : {}) }, status: task.status })
       return task
     })
   }
@@ -193,7 +194,7 @@ export class AgentRuntime {
     return await this.#guard(taskId, 'release', async (token) => {
       const task = await this.#o.store.release(taskId, token)
       this.#claims.delete(taskId)
-      this.#o.audit?.append({ actor: this.agentId, action: 'task.release', resource: taskId, success: true, details: { reason: 'shutdown', attempt: token.attempt } })
+      await this.#o.audit?.append({ actor: this.agentId, action: 'task.release', resource: taskId, success: true, details: { reason: 'shutdown', attempt: token.attempt } })
       return task
     })
   }

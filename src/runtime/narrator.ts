@@ -1,14 +1,97 @@
 import { randomUUID } from 'node:crypto'
+import type { Awaitable } from '../storage/awaitable.js'
 import type { Db } from '../storage/database.js'
-import type { EventStore } from '../storage/events.js'
+import type { EventInput, EventQuery, EventStore } from '../storage/events.js'
 import type { StoredEvent } from '../protocol/events.js'
 
 /** Hints that always open the gate. */
 export const NARRATION_HINTS = ['user_waiting', 'task_completed', 'agent_failed'] as const
 export type NarrationHint = typeof NARRATION_HINTS[number]
 
+/** The task runtime's events that {@link TaskNarrator.follow} narrates: a worker's result, the reaper's stall. */
+export const TASK_RESULT_TYPES: readonly string[] = ['AGENT_RESULT', 'task.stalled']
+
 /** Internal event types that open the gate when they are recent. */
 const GATE_TYPES = new Set(['ERROR', 'AGENT_RESULT', 'task.stalled'])
+
+/** How many of a conversation's events one narration considers at most. */
+const WINDOW = 500
+
+/**
+ * The only component that may speak to users (seed S36). It reads a conversation's internal
+ * events since its last narration and, when the gate opens — a hint (`user_waiting`,
+ * `task_completed`, `agent_failed`) or a recent ERROR / AGENT_RESULT / stall — writes one
+ * user-visible NARRATION event summarising them; otherwise it records NARRATION_SUPPRESSED.
+ *
+ * It hears only what the task runtime wrote (events of kind `task`: workers' results, in this
+ * process or any other, and the reaper's stalls); an agent's CloudEvent named like one is the
+ * agent's event and moves nothing. Where it stands — in the event log ({@link follow}) and in each
+ * conversation — is stored, and each step is one transaction that excludes every other narrator's
+ * on the same database, so across restarts, processes and instances every event is narrated once.
+ *
+ * {@link Narrator} (SQLite) answers at once, `PgNarrator` (`pg-narrator.ts`) with promises:
+ * callers `await` every call. Both apply the rules of this file ({@link narrationStep},
+ * {@link conversationsToNarrate}).
+ */
+export interface TaskNarrator {
+  /**
+   * Consider the conversation now. Returns the NARRATION event's seq, or undefined when suppressed
+   * (a NARRATION_SUPPRESSED event is written instead).
+   * @param owner whose conversation it is: conversations are per principal (two callers may pick the same id); null: the host's own tasks
+   */
+  narrate(conversationId: string, hint?: NarrationHint, owner?: string | null): Awaitable<number | undefined>
+  /**
+   * Narrate the conversations whose tasks finished, failed or stalled since the last call (their
+   * results as the runtime wrote them, from any process), reading at most `limit` results (a
+   * negative limit: all). Returns how many narrations it wrote; 0 when there was nothing new.
+   * @throws SQLITE_BUSY (SQLite) while another process holds the write lock (call again later)
+   */
+  follow(limit?: number): Awaitable<number>
+}
+
+/** A task result or stall in the event log, as {@link TaskNarrator.follow} reads it (oldest first). */
+export interface TaskResultRow {
+  seq: number
+  session_id: string
+  owner_key: string | null
+  type: string
+  /** The event's JSON. */
+  body: string
+}
+
+/** One conversation {@link TaskNarrator.follow} narrates, and why. */
+export interface ConversationToNarrate {
+  conversation: string
+  owner: string | null
+  hint: NarrationHint
+}
+
+/**
+ * The conversations that `rows` ask to narrate, each once (per owner), in order of their first
+ * result: `agent_failed` when any of its results failed or stalled, else `task_completed`.
+ */
+export function conversationsToNarrate (rows: readonly TaskResultRow[]): ConversationToNarrate[] {
+  const hints = new Map<string, ConversationToNarrate>()
+  for (const row of rows) {
+    const failed = row.type === 'task.stalled' || (JSON.parse(row.body) as { outcome?: string }).outcome === 'failed'
+    const key = JSON.stringify([row.owner_key, row.session_id])
+    hints.set(key, { conversation: row.session_id, owner: row.owner_key, hint: failed || hints.get(key)?.hint === 'agent_failed' ? 'agent_failed' : 'task_completed' })
+  }
+  return [...hints.values()]
+}
+
+/** The events a narration of the conversation reads: the owner's, after the conversation's place `since`. */
+export function narrationQuery (conversationId: string, owner: string | null, since: number): EventQuery {
+  return { session_id: conversationId, after: since, limit: WINDOW, owner_key: owner }
+}
+
+/** What one narration writes. */
+export interface NarrationStep {
+  /** The NARRATION (gate open) or NARRATION_SUPPRESSED event, to append as the `narrator`. */
+  event: EventInput
+  /** Gate open: the conversation's new place (the last event considered); undefined: suppressed, the place stays. */
+  place: number | undefined
+}
 
 function describe (event: StoredEvent): string | undefined {
   const e = event.event as { task_id?: string, task_type?: string, outcome?: string, message?: string, error?: { reason?: string }, status?: string }
@@ -20,18 +103,28 @@ function describe (event: StoredEvent): string | undefined {
 }
 
 /**
- * The only component that may speak to users (seed S36). It reads a conversation's internal
- * events since its last narration and, when the gate opens — a hint (`user_waiting`,
- * `task_completed`, `agent_failed`) or a recent ERROR / AGENT_RESULT / stall — writes one
- * user-visible NARRATION event summarising them; otherwise it records NARRATION_SUPPRESSED.
- *
- * It hears only what the task runtime wrote (events of kind `task`: workers' results, in this
- * process or any other on the DATA_DIR, and the reaper's stalls); an agent's CloudEvent named like
- * one is the agent's event and moves nothing. Where it stands — in the event log ({@link follow})
- * and in each conversation — is stored, and each step is one immediate transaction, so across
- * restarts and processes every event is narrated at most once.
+ * The rules of one narration: given the conversation's events after its place `since` (read with
+ * {@link narrationQuery}), which of them are recent (the task runtime's internal events), whether the
+ * gate opens, and the text.
  */
-export class Narrator {
+export function narrationStep (conversationId: string, hint: NarrationHint | undefined, owner: string | null, since: number, events: readonly StoredEvent[]): NarrationStep {
+  const recent = events.filter((e) => e.kind === 'task' && e.visibility === 'internal' && e.type !== 'NARRATION_SUPPRESSED')
+  const open = (hint !== undefined && (NARRATION_HINTS as readonly string[]).includes(hint)) || recent.some((e) => GATE_TYPES.has(e.type))
+  const base = { kind: 'task' as const, id: randomUUID(), source: 'agent-host/narrator', time: new Date().toISOString(), session_id: conversationId, owner_key: owner }
+  if (!open) return { event: { ...base, type: 'NARRATION_SUPPRESSED', event: { hint: hint ?? null, considered: recent.length } }, place: undefined }
+  const lines = recent.map(describe).filter((l): l is string => l !== undefined)
+  const text = lines.length > 0 ? lines.join('\n') : hint === 'user_waiting' ? 'Still working on it.' : 'Update on your request.'
+  return {
+    event: { ...base, type: 'NARRATION', visibility: 'user', event: { text, hint: hint ?? null, based_on: recent.map((e) => e.seq) } },
+    place: recent.at(-1)?.seq ?? since
+  }
+}
+
+/**
+ * The narrator on SQLite (see {@link TaskNarrator}): each step is one immediate transaction, so
+ * narrators in several processes on one DATA_DIR take turns.
+ */
+export class Narrator implements TaskNarrator {
   readonly #events: EventStore
   readonly #db: Db
   readonly #conversationSeq
@@ -48,35 +141,20 @@ export class Narrator {
     this.#followed = db.prepare('SELECT seq FROM narrator_state WHERE id = 1').pluck()
     this.#setFollowed = db.prepare('UPDATE narrator_state SET seq = ? WHERE id = 1')
     this.#results = db.prepare(`SELECT seq, session_id, owner_key, type, body FROM events
-      WHERE seq > ? AND kind = 'task' AND type IN ('AGENT_RESULT', 'task.stalled') AND session_id IS NOT NULL ORDER BY seq LIMIT ?`)
+      WHERE seq > ? AND kind = 'task' AND type IN (${TASK_RESULT_TYPES.map(() => '?').join(', ')}) AND session_id IS NOT NULL ORDER BY seq LIMIT ?`)
   }
 
-  /**
-   * Consider the conversation now. Returns the NARRATION event's seq, or undefined when suppressed.
-   * @param owner whose conversation it is: conversations are per principal (two callers may pick the same id); null: the host's own tasks
-   */
   narrate (conversationId: string, hint?: NarrationHint, owner: string | null = null): number | undefined {
     return this.#db.transaction(() => this.#narrate(conversationId, hint, owner)).immediate()
   }
 
-  /**
-   * Narrate the conversations whose tasks finished, failed or stalled since the last call (their
-   * results as the runtime wrote them, from any process). Returns how many narrations it wrote.
-   * @throws SQLITE_BUSY while another process holds the write lock (call again later)
-   */
   follow (limit = 500): number {
     return this.#db.transaction(() => {
-      const rows = this.#results.all(this.#followed.get(), limit) as Array<{ seq: number, session_id: string, owner_key: string | null, type: string, body: string }>
+      const rows = this.#results.all(this.#followed.get(), ...TASK_RESULT_TYPES, limit) as TaskResultRow[]
       if (rows.length === 0) return 0
-      const hints = new Map<string, { conversation: string, owner: string | null, hint: NarrationHint }>()
-      for (const row of rows) {
-        const failed = row.type === 'task.stalled' || (JSON.parse(row.body) as { outcome?: string }).outcome === 'failed'
-        const key = JSON.stringify([row.owner_key, row.session_id])
-        hints.set(key, { conversation: row.session_id, owner: row.owner_key, hint: failed || hints.get(key)?.hint === 'agent_failed' ? 'agent_failed' : 'task_completed' })
-      }
       let spoken = 0
-      for (const { conversation, owner, hint } of hints.values()) if (this.#narrate(conversation, hint, owner) !== undefined) spoken++
-      this.#setFollowed.run((rows.at(-1) as { seq: number }).seq)
+      for (const { conversation, owner, hint } of conversationsToNarrate(rows)) if (this.#narrate(conversation, hint, owner) !== undefined) spoken++
+      this.#setFollowed.run((rows.at(-1) as TaskResultRow).seq)
       return spoken
     }).immediate()
   }
@@ -85,17 +163,12 @@ export class Narrator {
     // the place of an owner's conversation is kept apart from another's of the same id (the host's own under the bare id, as before owners)
     const place = owner === null ? conversationId : `${owner}\u0000${conversationId}`
     const since = (this.#conversationSeq.get(place) as number | undefined) ?? 0
-    const recent = this.#events.list({ session_id: conversationId, after: since, limit: 500, owner_key: owner }).filter((e) => e.kind === 'task' && e.visibility === 'internal' && e.type !== 'NARRATION_SUPPRESSED')
-    const last = recent.at(-1)?.seq ?? since
-    const open = (hint !== undefined && (NARRATION_HINTS as readonly string[]).includes(hint)) || recent.some((e) => GATE_TYPES.has(e.type))
-    const base = { kind: 'task' as const, id: randomUUID(), source: 'agent-host/narrator', time: new Date().toISOString(), session_id: conversationId, owner_key: owner }
-    if (!open) {
-      this.#events.append({ ...base, type: 'NARRATION_SUPPRESSED', event: { hint: hint ?? null, considered: recent.length } }, 'narrator')
+    const step = narrationStep(conversationId, hint, owner, since, this.#events.list(narrationQuery(conversationId, owner, since)))
+    if (step.place === undefined) {
+      this.#events.append(step.event, 'narrator')
       return undefined
     }
-    const lines = recent.map(describe).filter((l): l is string => l !== undefined)
-    const text = lines.length > 0 ? lines.join('\n') : hint === 'user_waiting' ? 'Still working on it.' : 'Update on your request.'
-    this.#setConversationSeq.run(place, last)
-    return this.#events.append({ ...base, type: 'NARRATION', visibility: 'user', event: { text, hint: hint ?? null, based_on: recent.map((e) => e.seq) } }, 'narrator')
+    this.#setConversationSeq.run(place, step.place)
+    return this.#events.append(step.event, 'narrator')
   }
 }

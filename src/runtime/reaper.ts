@@ -1,5 +1,6 @@
 import { randomUUID } from 'node:crypto'
 import type { AuditInput } from '../storage/audit.js'
+import type { Awaitable } from '../storage/awaitable.js'
 import type { TaskEventSink } from './agent-runtime.js'
 import { ownerOf, type TaskNode } from './task.js'
 import type { TaskStore } from './task-store.js'
@@ -11,11 +12,11 @@ import type { TaskStore } from './task-store.js'
 export class Reaper {
   readonly #store: TaskStore
   readonly #events: TaskEventSink
-  readonly #audit: { append(input: AuditInput): unknown } | undefined
+  readonly #audit: { append(input: AuditInput): Awaitable<unknown> } | undefined
   #timer: NodeJS.Timeout | undefined
   #running: Promise<TaskNode[]> | undefined
 
-  constructor (store: TaskStore, events: TaskEventSink, audit?: { append(input: AuditInput): unknown }) {
+  constructor (store: TaskStore, events: TaskEventSink, audit?: { append(input: AuditInput): Awaitable<unknown> }) {
     this.#store = store
     this.#events = events
     this.#audit = audit
@@ -26,7 +27,7 @@ export class Reaper {
     const reaped = await this.#store.reap()
     for (const task of reaped) {
       const conversation = task.metadata.conversation_id
-      this.#events.append({
+      await this.#events.append({
         kind: 'task',
         id: randomUUID(),
         type: 'task.stalled',
@@ -37,7 +38,7 @@ export class Reaper {
         owner_key: ownerOf(task),
         event: { task_id: task.id, task_type: task.type, attempt: task.attempt, owner: task.error?.details, status: task.status }
       }, 'host')
-      this.#audit?.append({ actor: 'agent-host', action: 'task.reclaim', resource: task.id, success: true, details: { attempt: task.attempt, status: task.status } })
+      await this.#audit?.append({ actor: 'agent-host', action: 'task.reclaim', resource: task.id, success: true, details: { attempt: task.attempt, status: task.status } })
     }
     return reaped
   }

@@ -1,6 +1,7 @@
 import { hostname } from 'node:os'
 import { setTimeout as sleep } from 'node:timers/promises'
 import { AH_ERR_TASK_STALE_CLAIM } from '../errors.js'
+import type { Awaitable } from '../storage/awaitable.js'
 import type { AuditInput } from '../storage/audit.js'
 import { AgentRuntime, type TaskBus, type TaskEventSink } from './agent-runtime.js'
 import type { BaseAgent } from './base-agent.js'
@@ -10,7 +11,7 @@ import type { AgentHost } from '../backends/protocol.js'
 export interface WorkerPoolOptions {
   store: TaskStore
   events: TaskEventSink
-  audit?: { append(input: AuditInput): unknown }
+  audit?: { append(input: AuditInput): Awaitable<unknown> }
   /** Loops per task agent. */
   workersPerType: number
   heartbeatMs: number

@@ -1,4 +1,6 @@
 import { randomUUID } from 'node:crypto'
+import type { Awaitable } from './awaitable.js'
+import type { AuditInput } from './audit.js'
 import type { Db } from './database.js'
 
 /** Where a config's delivery stands: pushing (`active`), the task's final status pushed (`done`), or given up (`failed`). */
@@ -72,13 +74,93 @@ export interface PushDeliveryRow {
 }
 
 /**
+ * A2A push notification configs and their delivery state. Each config keeps a cursor into its
+ * task's journal (the last `ord` pushed), so a restart, or another process, resumes where the last
+ * one stopped. A config is pushed by one process at a time: {@link A2APushStore.claim} leases it
+ * under a fencing token, and every write of its holder presents the token (false: the lease lapsed
+ * and was taken or released, nothing changed). One contract, two stores: {@link SqlitePushStore}
+ * answers at once (inside the group writer), `PgPushStore` (`storage/postgres/a2a-push.ts`) with
+ * promises; callers `await` every call. Times are ms since the epoch.
+ */
+export interface A2APushStore {
+  /**
+   * Store a config, or replace the URL and credentials of the task's config with the same id (its
+   * delivery goes on from where it is; a `failed` one is tried again). A new config starts `from`
+   * the start of the task's journal (its first update is the task as submitted) or from `now` (the
+   * task as it stands, then the updates after it).
+   */
+  save(config: NewPushConfig, from: 'start' | 'now', now: number): Awaitable<PushConfigRecord>
+  get(runKey: string, id: string): Awaitable<PushConfigRecord | undefined>
+  /** A task's configs, oldest first. */
+  list(runKey: string): Awaitable<PushConfigRecord[]>
+  /** Delete a task's config; false when it has none of that id. */
+  delete(runKey: string, id: string): Awaitable<boolean>
+  /**
+   * Lease up to `limit` `active` configs that have something to push now (the task itself not
+   * pushed yet, journal packets after the cursor, or a run that ended), are due, and are not leased
+   * elsewhere: each under a fencing token of its own, until `now + leaseMs`. Soonest due first.
+   */
+  claim(now: number, leaseMs: number, limit: number): Awaitable<ClaimedPushConfig[]>
+  /**
+   * Updates were pushed (or packets passed over) up to journal `cursor`: `delivered` in all, the
+   * last answered `status` (null when nothing was sent). Clears the failures; extends the lease to
+   * `expiresAt`. Fenced by `token`.
+   */
+  advance(seq: number, token: string, progress: { cursor: number, delivered: number, status: number | null }, expiresAt: number): Awaitable<boolean>
+  /**
+   * An attempt failed: count it, keep its status and error, and either wait until `retryAt` (the
+   * lease is released) or, with `retryAt` null, give up: the config is `failed`. Fenced.
+   */
+  fail(seq: number, token: string, failure: { status: number | null, error: string, retryAt: number | null }): Awaitable<boolean>
+  /** The task's final status was pushed (or its run ended with nothing left to push): `done`, and the lease released. Fenced. */
+  finish(seq: number, token: string): Awaitable<boolean>
+  /** Give the lease up (nothing more to push now, or closing). Fenced. */
+  release(seq: number, token: string): Awaitable<boolean>
+  /** When the next `active` config waiting for a retry falls due (after `now`), if one waits. */
+  nextRetry(now: number): Awaitable<number | undefined>
+  /**
+   * The delivery state of configs after `after` (by seq), oldest first, at most `limit` (100): only
+   * those of `owner`'s tasks when given, of one task (its A2A task id) or in one state when asked.
+   */
+  deliveries(query: { after?: number, limit?: number, owner?: string, taskId?: string, state?: PushState }): Awaitable<PushDeliveryRow[]>
+}
+
+/**
+ * How a task's configs change together with their audit row, in one transaction: `decide` is given
+ * the task's configs as they are (no other change of that task's configs can come between) and
+ * returns what to store and the audit row, or throws to refuse (nothing is written).
+ */
+export interface PushConfigChanges {
+  save(runKey: string, decide: (known: PushConfigRecord[]) => { config: NewPushConfig, audit: AuditInput }, from: 'start' | 'now', now: number): Promise<PushConfigRecord>
+  /** Delete the task's config `id`, with `audit` when there was one; false when there was none. */
+  delete(runKey: string, id: string, audit: AuditInput): Promise<boolean>
+}
+
+/** {@link PushConfigChanges} on SQLite: one write of the group writer each. */
+export function sqlitePushChanges (store: SqlitePushStore, audit: { append: (input: AuditInput) => unknown }, write: <T>(op: () => T) => Promise<T>): PushConfigChanges {
+  return {
+    save: async (runKey, decide, from, now) => await write(() => {
+      const change = decide(store.list(runKey))
+      const saved = store.save(change.config, from, now)
+      audit.append(change.audit)
+      return saved
+    }),
+    delete: async (runKey, id, input) => await write(() => {
+      const deleted = store.delete(runKey, id)
+      if (deleted) audit.append(input)
+      return deleted
+    })
+  }
+}
+
+/**
  * A2A push notification configs and their delivery state, synchronous: callers run these inside
  * the group writer (writes) or read directly. Each config keeps a cursor into its task's journal
  * (the last `ord` pushed), so a restart resumes where the last process stopped. A config is pushed
  * by one process at a time: it holds a lease with a fencing token, renewed with each write, and a
  * holder whose lease lapsed and was taken changes nothing.
  */
-export class A2APushStore {
+export class SqlitePushStore implements A2APushStore {
   readonly #db: Db
   readonly #get
   readonly #list

@@ -1,7 +1,13 @@
 import { closeSync, existsSync, fsyncSync, openSync, readFileSync, writeSync } from 'node:fs'
 import { join } from 'node:path'
 
-/** The checkpoint file's name inside DATA_DIR, beside the database. */
+/**
+ * The checkpoint file's name inside DATA_DIR: beside the database on SQLite. With PostgreSQL
+ * (`DATABASE_URL`) every instance keeps its own, in its own DATA_DIR, and never in the database:
+ * whoever could cut rows from the log there could cut checkpoints too. They are all checkpoints of
+ * the one chain, so any instance's file catches rows cut before its last checkpoint; `agent-host
+ * audit verify` reads its own DATA_DIR's file and takes the others with `--checkpoint-file`.
+ */
 export const CHECKPOINT_FILE = 'audit-checkpoints.jsonl'
 
 /** The audit log's size and head at a moment, signed with the audit key when there is one. */
@@ -20,7 +26,7 @@ export interface AuditCheckpoint {
 /** A checkpoint as read back, with where it came from (for messages). */
 export type FoundCheckpoint = AuditCheckpoint & { source: string }
 
-/** Append one checkpoint as a line to `DATA_DIR/audit-checkpoints.jsonl`, and fsync it. */
+/** Append one checkpoint as a line to `DATA_DIR/audit-checkpoints.jsonl` (this instance's, with PostgreSQL), and fsync it. */
 export function appendCheckpoint (dataDir: string, checkpoint: AuditCheckpoint): void {
   const fd = openSync(join(dataDir, CHECKPOINT_FILE), 'a', 0o600)
   try {

@@ -2,6 +2,7 @@ import { createHash } from 'node:crypto'
 import { AH_ERR_AUDIT_KEY_MISSING } from '../errors.js'
 import type { AuditCheckpoint, FoundCheckpoint } from './audit-checkpoints.js'
 import { AuditKeyring } from './audit-key.js'
+import type { Awaitable } from './awaitable.js'
 import type { Db } from './database.js'
 import { canonicalJson } from './canonical-json.js'
 
@@ -42,10 +43,10 @@ export interface AuditRow {
   integrity_hash: string
 }
 
-/** How many rows {@link AuditLog.verify} checks between two calls of its `onProgress`. */
+/** How many rows {@link AuditStore.verify} checks between two calls of its `onProgress`. */
 export const AUDIT_PROGRESS_ROWS = 1000
 
-/** The outcome of {@link AuditLog.verify}. */
+/** The outcome of {@link AuditStore.verify}. */
 export interface AuditVerification {
   ok: boolean
   /** Rows checked and found good. */
@@ -74,6 +75,40 @@ export interface AuditQuery {
   limit?: number
 }
 
+/** What {@link AuditStore.verify} may be told besides the checkpoints. */
+export interface AuditVerifyOptions {
+  /**
+   * Called every {@link AUDIT_PROGRESS_ROWS} rows checked, `total` being the last row's id (what a
+   * whole log holds).
+   */
+  onProgress?: (rows: number, total: number) => void
+}
+
+/**
+ * The audit log, whichever database holds it: {@link AuditLog} (SQLite, answers at once, composable
+ * inside the group commit) and `PgAuditLog` (PostgreSQL, `src/storage/postgres/audit.ts`) keep the
+ * same chain, with the same hashes, verdicts and messages. Callers `await` every call.
+ */
+export interface AuditStore {
+  /** Whether new rows are signed with an audit key. */
+  readonly keyed: boolean
+  /** Append one row at the end of the chain and return it. */
+  append (input: AuditInput): Awaitable<AuditRow>
+  /** Rows matching `query`, oldest first (100 unless `query.limit` says otherwise). */
+  list (query?: AuditQuery): Awaitable<AuditRow[]>
+  /** Rows in the log. */
+  count (): Awaitable<number>
+  /** The log's size and head now, signed with the current audit key (unsigned without one). */
+  checkpoint (): Awaitable<AuditCheckpoint>
+  /**
+   * Walk the whole log, one row at a time (constant memory), and hold it against the checkpoints:
+   * every row well formed and in sequence, every link and hash (HMAC with the key the row names),
+   * no plain row after a keyed one, the head, and each checkpoint's row count and head hash (a
+   * signed checkpoint must carry a good signature). The first fault found is the answer.
+   */
+  verify (checkpoints?: readonly FoundCheckpoint[], options?: AuditVerifyOptions): Awaitable<AuditVerification>
+}
+
 /** The longest claimed user kept in a row. */
 const MAX_CLAIMED_USER = 256
 
@@ -94,18 +129,55 @@ export function hashAuditRow (row: Omit<AuditRow, 'integrity_hash'>, keyring?: A
   return keyring?.sign(row.key_id, text)
 }
 
-/** The canonical text a checkpoint's signature covers. */
-const checkpointText = (c: Pick<AuditCheckpoint, 'rows' | 'head' | 'at' | 'key_id'>): string => canonicalJson({ rows: c.rows, head: c.head, at: c.at, key_id: c.key_id })
+/**
+ * The next row of the chain: `input` after the row `previous` (undefined: the first row), stamped
+ * now, signed with the keyring's current key (a plain SHA-256 link without one). Every store makes
+ * its rows here, while it holds the chain's lock.
+ */
+export function chainAuditRow (input: AuditInput, previous: { audit_id: number, integrity_hash: string } | undefined, keyring: AuditKeyring): AuditRow {
+  const unhashed: Omit<AuditRow, 'integrity_hash'> = {
+    audit_id: (previous?.audit_id ?? 0) + 1,
+    timestamp: new Date().toISOString(),
+    actor: input.actor,
+    action: input.action,
+    resource: input.resource,
+    success: input.success,
+    claimed_user: input.claimed_user == null ? null : input.claimed_user.slice(0, MAX_CLAIMED_USER),
+    request_id: input.request_id ?? null,
+    root_request_id: input.root_request_id ?? null,
+    trace_id: input.trace_id ?? null,
+    details: input.details ?? null,
+    key_id: keyring.current?.id ?? null,
+    previous_hash: previous?.integrity_hash ?? AUDIT_GENESIS
+  }
+  return { ...unhashed, integrity_hash: hashAuditRow(unhashed, keyring) as string }
+}
 
-interface RawRow extends Omit<AuditRow, 'success' | 'details'> { success: number, details: string | null }
+/** A row as the audit_log table stores it (both databases): `success` 0 or 1, `details` as JSON text. */
+export type AuditRawRow = Omit<AuditRow, 'success' | 'details'> & { success: number, details: string | null }
 
-function fromRaw (raw: RawRow): AuditRow {
+/** A row as it is stored. */
+export function storedAuditRow (row: AuditRow): AuditRawRow {
+  return { ...row, success: row.success ? 1 : 0, details: row.details === null ? null : JSON.stringify(row.details) }
+}
+
+/** A stored row as callers see it. */
+export function auditRowFromRaw (raw: AuditRawRow): AuditRow {
   // a database from before migration 12 has neither column
   return { ...raw, claimed_user: raw.claimed_user ?? null, key_id: raw.key_id ?? null, success: raw.success === 1, details: raw.details === null ? null : JSON.parse(raw.details) as Record<string, unknown> }
 }
 
+/** The canonical text a checkpoint's signature covers. */
+const checkpointText = (c: Pick<AuditCheckpoint, 'rows' | 'head' | 'at' | 'key_id'>): string => canonicalJson({ rows: c.rows, head: c.head, at: c.at, key_id: c.key_id })
+
+/** A checkpoint of the log whose head row is `head` (undefined: an empty log), stamped now and signed with the keyring's current key. */
+export function signAuditCheckpoint (head: { audit_id: number, integrity_hash: string } | undefined, keyring: AuditKeyring): AuditCheckpoint {
+  const body = { rows: head?.audit_id ?? 0, head: head?.integrity_hash ?? AUDIT_GENESIS, at: new Date().toISOString(), key_id: keyring.current?.id ?? null }
+  return { ...body, signature: body.key_id === null ? null : keyring.sign(body.key_id, checkpointText(body)) as string }
+}
+
 /** Why a raw row is not a well-formed row (the database does not check types: a hash over a re-read value must not hide a change), or undefined. */
-function malformed (raw: RawRow): string | undefined {
+function malformed (raw: AuditRawRow): string | undefined {
   if (raw.success !== 0 && raw.success !== 1) return `success is ${JSON.stringify(raw.success)}, not 0 or 1`
   for (const column of ['timestamp', 'actor', 'action', 'resource', 'previous_hash', 'integrity_hash'] as const) {
     if (typeof raw[column] !== 'string') return `${column} is not text`
@@ -119,15 +191,111 @@ function malformed (raw: RawRow): string | undefined {
   return undefined
 }
 
+type Fault = Omit<AuditVerification, 'rows' | 'keyed_rows' | 'checkpoints_checked' | 'seconds' | 'rows_per_second'>
+
 /**
- * The tamper-evident audit log: append-only rows, each chained to the previous one by its hash,
- * and a head row naming the last one. With an audit key (`AUDIT_KEY`) each link is an HMAC, so a
- * row cannot be rewritten, inserted or removed, and the chain recomputed, by anyone without the
- * key; checkpoints (`checkpoint()`, kept outside the database) catch rows removed from the end.
- * Appends run in an immediate transaction: processes sharing the file take turns and the chain
- * never forks.
+ * One verification of the chain (see {@link AuditStore.verify}), fed by a store: the checkpoints'
+ * signatures when it is made (`early` is the verdict when one is bad), then every row in audit_id
+ * order ({@link AuditWalk.row}), then {@link AuditWalk.rowsEnd} and the head
+ * ({@link AuditWalk.head}). It reads nothing itself, so every store gives the same verdicts and
+ * messages for the same rows.
  */
-export class AuditLog {
+export class AuditWalk {
+  /** The verdict when a checkpoint's signature is bad: no row need be read. */
+  readonly early: AuditVerification | undefined
+  /** The last row's id, told to `onProgress` (a store that has a listener reads it before the rows). */
+  total = 0
+  readonly #started = process.hrtime.bigint()
+  readonly #keyring: AuditKeyring
+  readonly #onProgress: AuditVerifyOptions['onProgress']
+  readonly #anchors: FoundCheckpoint[] = []
+  readonly #byRow = new Map<number, FoundCheckpoint[]>()
+  #rows = 0
+  #keyedRows = 0
+  #previous = AUDIT_GENESIS
+  #seenKeyed = false
+
+  constructor (keyring: AuditKeyring, checkpoints: readonly FoundCheckpoint[], options: AuditVerifyOptions = {}) {
+    this.#keyring = keyring
+    this.#onProgress = options.onProgress
+    for (const c of checkpoints) {
+      if (c.signature !== null && c.key_id !== null && !keyring.verify(c.key_id, checkpointText(c), c.signature)) {
+        this.early = this.#done({ ok: false, reason: keyring.key(c.key_id) === undefined ? `the checkpoint ${c.source} is signed by key ${c.key_id}, which this verifier does not hold (set AUDIT_KEY, and AUDIT_KEYS_RETIRED for older keys)` : `the checkpoint ${c.source} has a bad signature: it was edited` })
+        return
+      }
+      this.#anchors.push(c)
+    }
+    for (const c of this.#anchors) this.#byRow.set(c.rows, [...(this.#byRow.get(c.rows) ?? []), c])
+  }
+
+  #done (fault: Fault): AuditVerification {
+    const seconds = Number(process.hrtime.bigint() - this.#started) / 1e9
+    return { ...fault, rows: this.#rows, keyed_rows: this.#keyedRows, checkpoints_checked: this.#anchors.length, seconds: Math.round(seconds * 1000) / 1000, rows_per_second: seconds === 0 ? this.#rows : Math.round(this.#rows / seconds) }
+  }
+
+  /** The verdict when a table of the log cannot be read (dropped, renamed, its columns changed). */
+  unreadable (table: 'audit_log' | 'audit_head', err: Error): AuditVerification {
+    return this.#done({ ok: false, reason: `the ${table} table cannot be read: ${err.message}` })
+  }
+
+  /** Check the next row; the verdict when it is where the log goes wrong (the walk ends there). */
+  row (raw: AuditRawRow): AuditVerification | undefined {
+    const expected = this.#rows + 1
+    if (raw.audit_id !== expected) {
+      return raw.audit_id > expected
+        ? this.#done({ ok: false, first_bad_row: expected, missing: { from: expected, to: raw.audit_id - 1 }, reason: `rows ${expected}..${raw.audit_id - 1} are missing` })
+        : this.#done({ ok: false, first_bad_row: raw.audit_id, reason: `row ${raw.audit_id} is out of sequence` })
+    }
+    const bad = malformed(raw)
+    if (bad !== undefined) return this.#done({ ok: false, first_bad_row: expected, reason: `row ${expected}: ${bad}` })
+    const { integrity_hash: stored, ...unhashed } = auditRowFromRaw(raw)
+    if (unhashed.previous_hash !== this.#previous) return this.#done({ ok: false, first_bad_row: expected, reason: `row ${expected}: previous_hash does not match the row before` })
+    if (unhashed.key_id === null && this.#seenKeyed) return this.#done({ ok: false, first_bad_row: expected, reason: `row ${expected} is not signed, after signed rows: written without the audit key` })
+    if (unhashed.key_id !== null) {
+      if (this.#keyring.key(unhashed.key_id) === undefined) return this.#done({ ok: false, first_bad_row: expected, reason: `row ${expected} is signed by key ${unhashed.key_id}, which this verifier does not hold (set AUDIT_KEY, and AUDIT_KEYS_RETIRED for older keys)` })
+      this.#seenKeyed = true
+      this.#keyedRows++
+    }
+    if (hashAuditRow(unhashed, this.#keyring) !== stored) {
+      return this.#done({ ok: false, first_bad_row: expected, reason: `row ${expected}: integrity_hash does not match the row${unhashed.key_id !== null ? ' (it was changed by someone without the audit key)' : ''}` })
+    }
+    for (const c of this.#byRow.get(expected) ?? []) {
+      if (c.head !== stored) return this.#done({ ok: false, first_bad_row: expected, reason: `row ${expected} is not the row the checkpoint ${c.source} (${c.at}) ends with: rows up to ${expected} were rewritten` })
+    }
+    this.#previous = stored
+    this.#rows = expected
+    if (this.#rows % AUDIT_PROGRESS_ROWS === 0) this.#onProgress?.(this.#rows, this.total)
+    return undefined
+  }
+
+  /** After the last row: the verdict when a checkpoint counted rows that are gone, or names an empty log that was not; undefined: read the head next. */
+  rowsEnd (): AuditVerification | undefined {
+    const rows = this.#rows
+    const beyond = this.#anchors.filter((c) => c.rows > rows).sort((a, b) => b.rows - a.rows)[0]
+    if (beyond !== undefined) return this.#done({ ok: false, first_bad_row: rows + 1, missing: { from: rows + 1, to: beyond.rows }, reason: `rows ${rows + 1}..${beyond.rows} are missing: the checkpoint ${beyond.source} (${beyond.at}) counted ${beyond.rows}` })
+    for (const c of this.#byRow.get(0) ?? []) {
+      if (c.head !== AUDIT_GENESIS) return this.#done({ ok: false, reason: `the checkpoint ${c.source} is not of an empty log` })
+    }
+    return undefined
+  }
+
+  /** The verdict, given the head row (undefined: there is none). */
+  head (head: { audit_id: number, integrity_hash: string } | undefined): AuditVerification {
+    if ((head?.audit_id ?? 0) !== this.#rows) return this.#done({ ok: false, first_bad_row: this.#rows + 1, reason: 'the head names a row that is gone (rows were removed from the end)' })
+    if (head !== undefined && head.integrity_hash !== this.#previous) return this.#done({ ok: false, first_bad_row: this.#rows, reason: 'the head does not match the last row' })
+    return this.#done({ ok: true })
+  }
+}
+
+/**
+ * The tamper-evident audit log on SQLite: append-only rows, each chained to the previous one by its
+ * hash, and a head row naming the last one. With an audit key (`AUDIT_KEY`) each link is an HMAC,
+ * so a row cannot be rewritten, inserted or removed, and the chain recomputed, by anyone without
+ * the key; checkpoints (`checkpoint()`, kept outside the database) catch rows removed from the end.
+ * Appends run in an immediate transaction: processes sharing the file take turns and the chain
+ * never forks. Every call answers at once, so an append composes inside the group commit.
+ */
+export class AuditLog implements AuditStore {
   readonly #db: Db
   readonly #keyring: AuditKeyring
   readonly #append: (input: AuditInput) => AuditRow
@@ -153,24 +321,8 @@ export class AuditLog {
     const moveHead = db.prepare(`INSERT INTO audit_head (id, audit_id, integrity_hash) VALUES (1, @audit_id, @integrity_hash)
       ON CONFLICT (id) DO UPDATE SET audit_id = excluded.audit_id, integrity_hash = excluded.integrity_hash`)
     const append = db.transaction((input: AuditInput): AuditRow => {
-      const previous = head.get() as { audit_id: number, integrity_hash: string } | undefined
-      const unhashed: Omit<AuditRow, 'integrity_hash'> = {
-        audit_id: (previous?.audit_id ?? 0) + 1,
-        timestamp: new Date().toISOString(),
-        actor: input.actor,
-        action: input.action,
-        resource: input.resource,
-        success: input.success,
-        claimed_user: input.claimed_user == null ? null : input.claimed_user.slice(0, MAX_CLAIMED_USER),
-        request_id: input.request_id ?? null,
-        root_request_id: input.root_request_id ?? null,
-        trace_id: input.trace_id ?? null,
-        details: input.details ?? null,
-        key_id: keyring.current?.id ?? null,
-        previous_hash: previous?.integrity_hash ?? AUDIT_GENESIS
-      }
-      const row: AuditRow = { ...unhashed, integrity_hash: hashAuditRow(unhashed, keyring) as string }
-      insert.run({ ...row, success: row.success ? 1 : 0, details: row.details === null ? null : JSON.stringify(row.details) })
+      const row = chainAuditRow(input, head.get() as { audit_id: number, integrity_hash: string } | undefined, keyring)
+      insert.run(storedAuditRow(row))
       moveHead.run(row)
       return row
     })
@@ -193,8 +345,8 @@ export class AuditLog {
     for (const key of ['actor', 'action', 'resource', 'request_id'] as const) if (query[key] !== undefined) where.push(`${key} = @${key}`)
     if (query.since !== undefined) where.push('timestamp >= @since')
     const sql = `SELECT * FROM audit_log WHERE ${where.join(' AND ')} ORDER BY audit_id LIMIT @limit`
-    const rows = this.#db.prepare(sql).all({ ...query, after: query.after ?? 0, limit: query.limit ?? 100 }) as RawRow[]
-    return rows.map(fromRaw)
+    const rows = this.#db.prepare(sql).all({ ...query, after: query.after ?? 0, limit: query.limit ?? 100 }) as AuditRawRow[]
+    return rows.map(auditRowFromRaw)
   }
 
   /** Rows in the log. */
@@ -204,86 +356,32 @@ export class AuditLog {
 
   /** The log's size and head now, signed with the current audit key (unsigned without one). */
   checkpoint (): AuditCheckpoint {
-    const head = this.#db.prepare('SELECT audit_id, integrity_hash FROM audit_head WHERE id = 1').get() as { audit_id: number, integrity_hash: string } | undefined
-    const body = { rows: head?.audit_id ?? 0, head: head?.integrity_hash ?? AUDIT_GENESIS, at: new Date().toISOString(), key_id: this.#keyring.current?.id ?? null }
-    return { ...body, signature: body.key_id === null ? null : this.#keyring.sign(body.key_id, checkpointText(body)) as string }
+    return signAuditCheckpoint(this.#db.prepare('SELECT audit_id, integrity_hash FROM audit_head WHERE id = 1').get() as { audit_id: number, integrity_hash: string } | undefined, this.#keyring)
   }
 
-  /**
-   * Walk the whole log, one row at a time (constant memory), and hold it against the checkpoints:
-   * every row well formed and in sequence, every link and hash (HMAC with the key the row names),
-   * no plain row after a keyed one, the head, and each checkpoint's row count and head hash (a
-   * signed checkpoint must carry a good signature). The first fault found is the answer.
-   * @param options `onProgress(rows, total)`: called every {@link AUDIT_PROGRESS_ROWS} rows checked,
-   *   `total` being the last row's id (what a whole log holds)
-   */
-  verify (checkpoints: readonly FoundCheckpoint[] = [], options: { onProgress?: (rows: number, total: number) => void } = {}): AuditVerification {
-    const started = process.hrtime.bigint()
-    let rows = 0
-    let keyedRows = 0
-    const done = (fault: Omit<AuditVerification, 'rows' | 'keyed_rows' | 'checkpoints_checked' | 'seconds' | 'rows_per_second'> & { ok: boolean }): AuditVerification => {
-      const seconds = Number(process.hrtime.bigint() - started) / 1e9
-      return { ...fault, rows, keyed_rows: keyedRows, checkpoints_checked: anchors.length, seconds: Math.round(seconds * 1000) / 1000, rows_per_second: seconds === 0 ? rows : Math.round(rows / seconds) }
-    }
-    const anchors: FoundCheckpoint[] = []
-    for (const c of checkpoints) {
-      if (c.signature !== null && c.key_id !== null && !this.#keyring.verify(c.key_id, checkpointText(c), c.signature)) {
-        return done({ ok: false, reason: this.#keyring.key(c.key_id) === undefined ? `the checkpoint ${c.source} is signed by key ${c.key_id}, which this verifier does not hold (set AUDIT_KEY, and AUDIT_KEYS_RETIRED for older keys)` : `the checkpoint ${c.source} has a bad signature: it was edited` })
-      }
-      anchors.push(c)
-    }
-    const byRow = new Map<number, FoundCheckpoint[]>()
-    for (const c of anchors) byRow.set(c.rows, [...(byRow.get(c.rows) ?? []), c])
-    let iterator: Iterable<RawRow>
-    let total = 0
+  /** See {@link AuditStore.verify}. */
+  verify (checkpoints: readonly FoundCheckpoint[] = [], options: AuditVerifyOptions = {}): AuditVerification {
+    const walk = new AuditWalk(this.#keyring, checkpoints, options)
+    if (walk.early !== undefined) return walk.early
+    let iterator: Iterable<AuditRawRow>
     try {
-      if (options.onProgress !== undefined) total = (this.#db.prepare('SELECT max(audit_id) AS n FROM audit_log').get() as { n: number | null }).n ?? 0
-      iterator = this.#db.prepare('SELECT * FROM audit_log ORDER BY audit_id').iterate() as Iterable<RawRow>
+      if (options.onProgress !== undefined) walk.total = (this.#db.prepare('SELECT max(audit_id) AS n FROM audit_log').get() as { n: number | null }).n ?? 0
+      iterator = this.#db.prepare('SELECT * FROM audit_log ORDER BY audit_id').iterate() as Iterable<AuditRawRow>
     } catch (err) {
-      return done({ ok: false, reason: `the audit_log table cannot be read: ${(err as Error).message}` })
+      return walk.unreadable('audit_log', err as Error)
     }
-    let previous = AUDIT_GENESIS
-    let seenKeyed = false
     for (const raw of iterator) {
-      const expected = rows + 1
-      if (raw.audit_id !== expected) {
-        return raw.audit_id > expected
-          ? done({ ok: false, first_bad_row: expected, missing: { from: expected, to: raw.audit_id - 1 }, reason: `rows ${expected}..${raw.audit_id - 1} are missing` })
-          : done({ ok: false, first_bad_row: raw.audit_id, reason: `row ${raw.audit_id} is out of sequence` })
-      }
-      const bad = malformed(raw)
-      if (bad !== undefined) return done({ ok: false, first_bad_row: expected, reason: `row ${expected}: ${bad}` })
-      const { integrity_hash: stored, ...unhashed } = fromRaw(raw)
-      if (unhashed.previous_hash !== previous) return done({ ok: false, first_bad_row: expected, reason: `row ${expected}: previous_hash does not match the row before` })
-      if (unhashed.key_id === null && seenKeyed) return done({ ok: false, first_bad_row: expected, reason: `row ${expected} is not signed, after signed rows: written without the audit key` })
-      if (unhashed.key_id !== null) {
-        if (this.#keyring.key(unhashed.key_id) === undefined) return done({ ok: false, first_bad_row: expected, reason: `row ${expected} is signed by key ${unhashed.key_id}, which this verifier does not hold (set AUDIT_KEY, and AUDIT_KEYS_RETIRED for older keys)` })
-        seenKeyed = true
-        keyedRows++
-      }
-      if (hashAuditRow(unhashed, this.#keyring) !== stored) {
-        return done({ ok: false, first_bad_row: expected, reason: `row ${expected}: integrity_hash does not match the row${unhashed.key_id !== null ? ' (it was changed by someone without the audit key)' : ''}` })
-      }
-      for (const c of byRow.get(expected) ?? []) {
-        if (c.head !== stored) return done({ ok: false, first_bad_row: expected, reason: `row ${expected} is not the row the checkpoint ${c.source} (${c.at}) ends with: rows up to ${expected} were rewritten` })
-      }
-      previous = stored
-      rows = expected
-      if (rows % AUDIT_PROGRESS_ROWS === 0) options.onProgress?.(rows, total)
+      const fault = walk.row(raw)
+      if (fault !== undefined) return fault
     }
-    const beyond = anchors.filter((c) => c.rows > rows).sort((a, b) => b.rows - a.rows)[0]
-    if (beyond !== undefined) return done({ ok: false, first_bad_row: rows + 1, missing: { from: rows + 1, to: beyond.rows }, reason: `rows ${rows + 1}..${beyond.rows} are missing: the checkpoint ${beyond.source} (${beyond.at}) counted ${beyond.rows}` })
-    for (const c of byRow.get(0) ?? []) {
-      if (c.head !== AUDIT_GENESIS) return done({ ok: false, reason: `the checkpoint ${c.source} is not of an empty log` })
-    }
+    const ended = walk.rowsEnd()
+    if (ended !== undefined) return ended
     let head: { audit_id: number, integrity_hash: string } | undefined
     try {
       head = this.#db.prepare('SELECT audit_id, integrity_hash FROM audit_head WHERE id = 1').get() as typeof head
     } catch (err) {
-      return done({ ok: false, reason: `the audit_head table cannot be read: ${(err as Error).message}` })
+      return walk.unreadable('audit_head', err as Error)
     }
-    if ((head?.audit_id ?? 0) !== rows) return done({ ok: false, first_bad_row: rows + 1, reason: 'the head names a row that is gone (rows were removed from the end)' })
-    if (head !== undefined && head.integrity_hash !== previous) return done({ ok: false, first_bad_row: rows, reason: 'the head does not match the last row' })
-    return done({ ok: true })
+    return walk.head(head)
   }
 }

@@ -1,3 +1,4 @@
+import type { Awaitable } from './awaitable.js'
 import type { Db } from './database.js'
 
 type Json = Record<string, unknown>
@@ -77,6 +78,66 @@ function toEvent (row: EventRow): BusEvent {
   }
 }
 
+/**
+ * The event bus's store (seed 003 "Event Bus Contracts"): subscriptions, events with their dedup
+ * key, one delivery per matching subscription, leases, retries and dead letters. One contract, two
+ * stores: {@link SqliteBusStore} answers at once (inside the group writer), `PgBusStore`
+ * (`storage/postgres/bus.ts`) with promises; callers `await` every call. Times are ms since the epoch.
+ */
+export interface BusStore {
+  /** Create or update a subscription (its id is its identity across processes and restarts). */
+  saveSubscription(sub: SubscriptionRecord, now: number): Awaitable<void>
+  /** Remove a subscription and the deliveries it has not handled; false when there was none. */
+  removeSubscription(id: string): Awaitable<boolean>
+  /** Every subscription, by id. */
+  subscriptions(): Awaitable<SubscriptionRecord[]>
+  /**
+   * Store an event and a delivery for each subscription `matches` accepts, in one transaction,
+   * unless an event with the same key is still alive (`expires_at` after the event's
+   * `published_at`): then nothing is stored and that event is the answer (`duplicate`). Two
+   * publications of one key at the same moment, from any processes, store it once.
+   */
+  publish(event: NewBusEvent, matches: (sub: SubscriptionRecord) => boolean): Awaitable<{ event: BusEvent, duplicate: boolean }>
+  /** The event `seq`, while it is stored. */
+  event(seq: number): Awaitable<BusEvent | undefined>
+  /**
+   * Lease up to `limit` due deliveries of these subscriptions to `owner` until `now + leaseMs`:
+   * highest priority first, then oldest; none is leased to two owners at once. Deliveries whose
+   * event expired are dropped instead (counted in `expired`), never handed out.
+   */
+  claim(subscriptionIds: readonly string[], owner: string, leaseMs: number, now: number, limit: number): Awaitable<{ deliveries: Delivery[], expired: number }>
+  /** The handler is done with it: the delivery goes (only if `owner` still holds its lease; false otherwise). */
+  ack(subscriptionId: string, seq: number, owner: string): Awaitable<boolean>
+  /**
+   * The handler threw: try again after the subscription's backoff (doubling per attempt, at most
+   * a minute), or, at its last attempt, move the delivery to the dead letters with a copy of its
+   * event. `lost`: `owner` no longer holds it, nothing changed.
+   */
+  fail(subscriptionId: string, seq: number, owner: string, error: string, now: number): Awaitable<'retry' | 'dead' | 'lost'>
+  /** When the next delivery of these subscriptions falls due (its retry, or its lease's end), if any waits. */
+  nextDue(subscriptionIds: readonly string[]): Awaitable<number | undefined>
+  /** Dead letters after `after` (by id), oldest first, at most `limit` (100); only `owner`'s when given. */
+  deadLetters(query: { after?: number, limit?: number, owner?: string }): Awaitable<DeadLetter[]>
+  /**
+   * Deliver a dead letter again: its delivery is back, due now, with no attempt counted, and the
+   * letter is gone. Only `owner`'s when given.
+   * @returns `missing` (no such letter, or another owner's), `expired` (its event is past its TTL or
+   *   pruned: it would never be delivered), `unsubscribed` (its subscription was removed), or `retried`
+   */
+  redrive(id: number, now: number, owner?: string): Awaitable<'retried' | 'missing' | 'expired' | 'unsubscribed'>
+  /**
+   * Live `a2a` events after the cursor, oldest first, one page of at most `limit` events looked at:
+   * `next` is the last seq looked at (a page may hold none of the caller's events and still move
+   * the cursor). A cursor never passes an event that commits later: tailing from any process sees
+   * every event once.
+   */
+  feed(query: { after: number, now: number, limit: number, owner?: string }): Awaitable<{ events: BusEvent[], next: number }>
+  /** The newest event's seq (0 when none): where a feed without a cursor starts. */
+  head(): Awaitable<number>
+  /** Delete up to `limit` expired events (their deliveries go with them; dead letters keep their copy); how many. */
+  prune(now: number, limit?: number): Awaitable<number>
+}
+
 const EVENT_COLUMNS = 'e.seq, e.id, e.type, e.key, e.visibility, e.priority, e.target_agents, e.data, e.source, e.owner_key, e.trace_id, e.published_at, e.expires_at'
 
 /**
@@ -85,7 +146,7 @@ const EVENT_COLUMNS = 'e.seq, e.id, e.type, e.key, e.visibility, e.priority, e.t
  * publish stores the event and one delivery per matching subscription in one transaction, so an
  * event is never stored without its deliveries, nor delivered twice because two processes saw it.
  */
-export class BusStore {
+export class SqliteBusStore implements BusStore {
   readonly #db: Db
   readonly #duplicate
   readonly #insertEvent

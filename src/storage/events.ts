@@ -1,6 +1,7 @@
 import { EventEmitter } from 'node:events'
 import { AH_ERR_POLICY_VIOLATION } from '../errors.js'
 import type { StoredEvent } from '../protocol/events.js'
+import type { Awaitable } from './awaitable.js'
 import type { Db } from './database.js'
 
 /** An event to append, with what ties it to a request. */
@@ -37,7 +38,8 @@ export interface EventQuery {
   limit?: number
 }
 
-interface Row {
+/** An event as both stores keep it. */
+export interface EventRow {
   seq: number
   kind: StoredEvent['kind']
   type: string
@@ -49,7 +51,8 @@ interface Row {
   body: string
 }
 
-function toStored (row: Row): StoredEvent {
+/** A stored event as the log gives it. */
+export function toStored (row: EventRow): StoredEvent {
   const stored: StoredEvent = { seq: row.seq, kind: row.kind, type: row.type, time: row.time, visibility: row.visibility, event: JSON.parse(row.body) }
   if (row.session_id !== null) stored.session_id = row.session_id
   if (row.request_id !== null) stored.request_id = row.request_id
@@ -81,12 +84,99 @@ export function findRenderToUser (value: unknown, path = ''): string | undefined
 /** Who writes an event: `narrator` is the only author allowed `visibility: "user"`. */
 export type EventAuthor = 'agent' | 'host' | 'narrator'
 
+/** What `appended` tells of each event this process stored. */
+export interface AppendedEvent {
+  seq: number
+  type: string
+  session_id: string | undefined
+  owner_key: string | null
+  event: Record<string, unknown>
+}
+
+/** An event as it is written: the policy applied, the time in UTC, the body as JSON text. */
+export interface EventWrite {
+  id: string
+  kind: StoredEvent['kind']
+  type: string
+  source: string
+  time: string
+  visibility: StoredEvent['visibility']
+  session_id: string | null
+  request_id: string | null
+  trace_id: string | null
+  task_id: string | null
+  owner_key: string | null
+  body: string
+}
+
+/**
+ * What is written for `input` by `author`. The narrator-only policy (seed S36), enforced where every
+ * path ends: AGENT_UPDATE and AGENT_RESULT are stored internal whatever they ask; a truthy
+ * `render_to_user` anywhere in the event is refused; only the narrator may store `visibility: "user"`.
+ * @throws `AH_ERR_POLICY_VIOLATION` (with `policy_error: true`)
+ */
+export function eventWrite (input: EventInput, author: EventAuthor): EventWrite {
+  const flagged = findRenderToUser(input.event)
+  if (flagged !== undefined) throw Object.assign(new AH_ERR_POLICY_VIOLATION(`render_to_user at ${flagged}`), { policy_error: true })
+  let visibility = input.visibility ?? 'internal'
+  if (INTERNAL_ONLY_TYPES.has(input.type)) visibility = 'internal'
+  if (visibility === 'user' && author !== 'narrator') {
+    throw Object.assign(new AH_ERR_POLICY_VIOLATION(`only the narrator may write visibility "user" (${author} tried, type ${input.type})`), { policy_error: true })
+  }
+  return {
+    id: input.id,
+    kind: input.kind,
+    type: input.type,
+    source: input.source,
+    time: new Date(input.time).toISOString(),
+    visibility,
+    session_id: input.session_id ?? null,
+    request_id: input.request_id ?? null,
+    trace_id: input.trace_id ?? null,
+    task_id: input.task_id ?? null,
+    owner_key: input.owner_key ?? null,
+    body: JSON.stringify(input.event)
+  }
+}
+
+/** The columns {@link EventQuery} filters on by equality (null: IS NULL). */
+export const EVENT_FILTERS = ['session_id', 'request_id', 'task_id', 'type', 'kind', 'visibility', 'owner_key'] as const
+
+/** What `appended` tells of `input`, stored as `seq`. */
+export function appendedEvent (seq: number, input: EventInput): AppendedEvent {
+  return { seq, type: input.type, session_id: input.session_id, owner_key: input.owner_key ?? null, event: input.event }
+}
+
+/**
+ * The event log, as the engine, the runtime and the routes use it. {@link EventStore} (SQLite)
+ * answers at once; the PostgreSQL store (`postgres/events.ts`) answers with promises: callers
+ * `await` every call. On both, `seq` grows in commit order, so a follower that lists `after` the
+ * last seq it saw never skips an event.
+ */
+export interface EventLog {
+  /**
+   * Append one event, under the narrator-only policy (see {@link eventWrite}).
+   * @returns its seq
+   * @throws `AH_ERR_POLICY_VIOLATION` (with `policy_error: true`); nothing is stored
+   */
+  append(input: EventInput, author?: EventAuthor): Awaitable<number>
+  /** Events matching `query`, oldest first. */
+  list(query?: EventQuery): Awaitable<StoredEvent[]>
+  /** Delete a session's events (session erasure); how many there were. */
+  eraseSession(sessionId: string): Awaitable<number>
+  /**
+   * Emits `event` ({@link AppendedEvent}) for each event this process appended (SQLite: at the
+   * append, PostgreSQL: once it is committed). Followers also poll, for other processes' events.
+   */
+  readonly appended: EventEmitter
+}
+
 /**
  * The event log: CloudEvents and graph events from agents and the host, with the request,
  * session and trace they belong to. `appended` fires after each local append (followers also poll,
  * to see other processes' writes).
  */
-export class EventStore {
+export class EventStore implements EventLog {
   readonly #db: Db
   readonly #insert
   readonly appended = new EventEmitter()
@@ -105,38 +195,18 @@ export class EventStore {
    * @throws `AH_ERR_POLICY_VIOLATION` (with `policy_error: true`); nothing is stored
    */
   append (input: EventInput, author: EventAuthor = 'agent'): number {
-    const flagged = findRenderToUser(input.event)
-    if (flagged !== undefined) throw Object.assign(new AH_ERR_POLICY_VIOLATION(`render_to_user at ${flagged}`), { policy_error: true })
-    let visibility = input.visibility ?? 'internal'
-    if (INTERNAL_ONLY_TYPES.has(input.type)) visibility = 'internal'
-    if (visibility === 'user' && author !== 'narrator') {
-      throw Object.assign(new AH_ERR_POLICY_VIOLATION(`only the narrator may write visibility "user" (${author} tried, type ${input.type})`), { policy_error: true })
-    }
-    const seq = Number(this.#insert.run({
-      id: input.id,
-      kind: input.kind,
-      type: input.type,
-      source: input.source,
-      time: new Date(input.time).toISOString(),
-      visibility,
-      session_id: input.session_id ?? null,
-      request_id: input.request_id ?? null,
-      trace_id: input.trace_id ?? null,
-      task_id: input.task_id ?? null,
-      owner_key: input.owner_key ?? null,
-      body: JSON.stringify(input.event)
-    }).lastInsertRowid)
-    this.appended.emit('event', { seq, type: input.type, session_id: input.session_id, owner_key: input.owner_key ?? null, event: input.event })
+    const seq = Number(this.#insert.run(eventWrite(input, author)).lastInsertRowid)
+    this.appended.emit('event', appendedEvent(seq, input))
     return seq
   }
 
   /** Events matching `query`, oldest first. */
   list (query: EventQuery = {}): StoredEvent[] {
     const where = ['seq > @after']
-    for (const key of ['session_id', 'request_id', 'task_id', 'type', 'kind', 'visibility', 'owner_key'] as const) if (query[key] !== undefined) where.push(query[key] === null ? `${key} IS NULL` : `${key} = @${key}`)
+    for (const key of EVENT_FILTERS) if (query[key] !== undefined) where.push(query[key] === null ? `${key} IS NULL` : `${key} = @${key}`)
     if (query.since !== undefined) where.push('time >= @since')
     const rows = this.#db.prepare(`SELECT * FROM events WHERE ${where.join(' AND ')} ORDER BY seq LIMIT @limit`)
-      .all({ ...query, after: query.after ?? 0, limit: query.limit ?? 100 }) as Row[]
+      .all({ ...query, after: query.after ?? 0, limit: query.limit ?? 100 }) as EventRow[]
     return rows.map(toStored)
   }
 

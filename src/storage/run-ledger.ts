@@ -86,6 +86,8 @@ export interface RunLedger extends RunReader {
   audit(input: AuditInput): Promise<void>
   /** Append an event the run's agent emitted. */
   event(input: EventInput): Promise<void>
+  /** Append an event the host wrote about a run (a tool call, a call to another agent) and its audit row, in one transaction. */
+  record(event: EventInput, audit: AuditInput): Promise<void>
   /**
    * Recover an orphan exactly once across every process: in one transaction, check that the run is
    * still running and its lease lapsed before `now`, then write what `plan` works out.
@@ -104,6 +106,11 @@ export interface RunLedger extends RunReader {
   onCancelRequested(listener: (requestId: string) => void): void
   /** Delete ended runs (and their journals) that ended before `before` (ms since epoch). */
   prune(before: number): Awaitable<number>
+  /**
+   * Erase a session in one transaction: its ended runs and their journals, its events, the session
+   * (history, values, search index), and an audit row made from what was erased.
+   */
+  eraseSession(sessionId: string, audit: (erased: { runs: number, events: number }) => AuditInput): Promise<{ runs: number, events: number, session: boolean }>
 }
 
 /** The SQLite stores a {@link SqliteRunLedger} writes, all on one database. */
@@ -186,6 +193,22 @@ export class SqliteRunLedger implements RunLedger {
 
   async event (input: EventInput): Promise<void> {
     await this.#o.writer.write(() => { this.#o.events.append(input) })
+  }
+
+  async eraseSession (sessionId: string, audit: (erased: { runs: number, events: number }) => AuditInput): Promise<{ runs: number, events: number, session: boolean }> {
+    return await this.#o.writer.write(() => {
+      const erased = { runs: this.#o.store.eraseSession(sessionId), events: this.#o.events.eraseSession(sessionId) }
+      const session = this.#o.sessions.erase(sessionId)
+      this.#o.audit.append(audit(erased))
+      return { ...erased, session }
+    })
+  }
+
+  async record (event: EventInput, audit: AuditInput): Promise<void> {
+    await this.#o.writer.write(() => {
+      this.#o.events.append(event, 'host')
+      this.#o.audit.append(audit)
+    })
   }
 
   async recover (requestId: string, now: number, plan: (record: RunRecord, rows: JournalRow[]) => Recovery): Promise<{ record: RunRecord | undefined, recovered: boolean }> {

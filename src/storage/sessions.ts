@@ -1,5 +1,6 @@
 import { AH_ERR_SESSION_VALUE_INVALID } from '../errors.js'
 import type { Interaction, InteractionRecord, RecallHit, SessionHandle, SessionIdentity, SessionStore } from '../protocol/session.js'
+import type { Awaitable } from './awaitable.js'
 import type { GroupWriter } from './group-writer.js'
 import type { Db } from './database.js'
 
@@ -8,7 +9,35 @@ type JsonObject = Record<string, unknown>
 /** The largest JSON value `store()` accepts, in bytes of its JSON text. */
 export const MAX_VALUE_BYTES = 1024 * 1024
 
-interface InteractionRow {
+/**
+ * Sessions as the host uses them: what agents get ({@link SessionStore}) and what the engine and
+ * routes call. {@link SqliteSessionStore} answers at once; the PostgreSQL store
+ * (`postgres/sessions.ts`) answers with promises: callers `await` every call. The SQLite store's
+ * `indexPending` is its own (its search index is filled in batches; PostgreSQL's is a generated
+ * column, current at every commit).
+ */
+export interface HostSessionStore extends SessionStore {
+  /** The session's interactions, newest last, skipping the `offset` newest. */
+  history(sessionId: string, limit?: number, offset?: number): Awaitable<Interaction[]>
+  /** How many interactions the session has. */
+  count(sessionId: string): Awaitable<number>
+  /** {@link SessionStore.record}, in a transaction of its own (SQLite: at once, inside the caller's transaction if there is one). */
+  recordNow(record: InteractionRecord): Awaitable<void>
+  /** Remove everything of one session: history, values and their search entries. Returns whether it existed. */
+  erase(sessionId: string): Awaitable<boolean>
+  /**
+   * The key a session belongs to: made for `keyId` when it does not exist yet.
+   * @returns the owning key's id (null for a session made before keys were recorded)
+   */
+  claim(sessionId: string, userId: string, keyId: string): Awaitable<string | null>
+  /** The key a session belongs to; undefined when there is no such session, null when it was made before keys were recorded. */
+  keyOf(sessionId: string): Awaitable<string | null | undefined>
+  /** The owner (user id) of a session, if it exists. */
+  owner(sessionId: string): Awaitable<string | undefined>
+}
+
+/** An interaction as both stores keep it (input and output as JSON text). */
+export interface InteractionRow {
   request_id: string
   agent_id: string
   agent_request_id: string
@@ -20,7 +49,8 @@ interface InteractionRow {
   output: string
 }
 
-function toInteraction (row: InteractionRow): Interaction {
+/** A stored interaction as the contract gives it. */
+export function toInteraction (row: InteractionRow): Interaction {
   const interaction: Interaction = {
     request_id: row.request_id,
     agent_id: row.agent_id,
@@ -35,14 +65,35 @@ function toInteraction (row: InteractionRow): Interaction {
   return interaction
 }
 
+/**
+ * The JSON text `store()` keeps for `value`.
+ * @throws `AH_ERR_SESSION_VALUE_INVALID` when `value` is not JSON or its text is over {@link MAX_VALUE_BYTES}
+ */
+export function valueText (key: string, value: unknown): string {
+  const text = JSON.stringify(value)
+  if (text === undefined) throw new AH_ERR_SESSION_VALUE_INVALID(key, 'a JSON value', 0)
+  if (Buffer.byteLength(text) > MAX_VALUE_BYTES) throw new AH_ERR_SESSION_VALUE_INVALID(key, `at most ${MAX_VALUE_BYTES} bytes of JSON`, Buffer.byteLength(text))
+  return text
+}
+
+/** How many search rows a recall of `limit` hits reads: some may be gone (erased) or under the threshold. */
+export function recallRows (limit: number): number {
+  return Math.max(1, Math.min(limit, 100)) * 4
+}
+
 /** Interactions added to the search index in one go (see {@link SqliteSessionStore.indexPending}). */
 export const INDEX_BATCH = 256
 
+/** The words a recall looks for: runs of letters and digits, lower-cased, each once. */
+export function queryWords (query: string): string[] {
+  return [...new Set(query.toLowerCase().match(/[\p{L}\p{N}]+/gu) ?? [])]
+}
+
 /** Words of `query` as an FTS5 expression matching any of them (each quoted: no query syntax leaks through). */
 export function ftsQuery (query: string): string | undefined {
-  const words = query.toLowerCase().match(/[\p{L}\p{N}]+/gu) ?? []
+  const words = queryWords(query)
   if (words.length === 0) return undefined
-  return [...new Set(words)].map((w) => `"${w}"`).join(' OR ')
+  return words.map((w) => `"${w}"`).join(' OR ')
 }
 
 /**
@@ -58,7 +109,7 @@ export function normaliseRank (bm25: number): number {
  * Sessions in SQLite: interactions (history), JSON values, and an FTS5 index over both for
  * `recall()`. Everything survives restarts; {@link erase} removes a session completely.
  */
-export class SqliteSessionStore implements SessionStore {
+export class SqliteSessionStore implements HostSessionStore {
   readonly #db: Db
   readonly #touch
   readonly #history
@@ -126,7 +177,7 @@ export class SqliteSessionStore implements SessionStore {
         if (match === undefined) return []
         // what was recorded since the last batch is searchable now, not after it
         await store.#writer.write(() => { while (store.indexPending() === INDEX_BATCH); })
-        const rows = store.#recall.all(match, sessionId, Math.max(1, Math.min(limit, 100)) * 4) as Array<{ rowid: number, kind: 'interaction' | 'value', ref: string, rank: number }>
+        const rows = store.#recall.all(match, sessionId, recallRows(limit)) as Array<{ rowid: number, kind: 'interaction' | 'value', ref: string, rank: number }>
         const hits: RecallHit[] = []
         for (const row of rows) {
           const score = normaliseRank(row.rank)
@@ -141,9 +192,7 @@ export class SqliteSessionStore implements SessionStore {
         return hits
       },
       async store (key, value) {
-        const text = JSON.stringify(value)
-        if (text === undefined) throw new AH_ERR_SESSION_VALUE_INVALID(String(key), 'a JSON value', 0)
-        if (Buffer.byteLength(text) > MAX_VALUE_BYTES) throw new AH_ERR_SESSION_VALUE_INVALID(String(key), `at most ${MAX_VALUE_BYTES} bytes of JSON`, Buffer.byteLength(text))
+        const text = valueText(String(key), value)
         await store.#writer.write(() => {
           store.#ensure(sessionId, identity.user_id)
           store.#putValue.run(sessionId, String(key), text, new Date().toISOString())

@@ -1,15 +1,12 @@
 import { randomUUID } from 'node:crypto'
-import type { AuditLog } from '../storage/audit.js'
-import type { EventStore } from '../storage/events.js'
+import type { RunLedger } from '../storage/run-ledger.js'
 import type { ToolLog } from './mcp-connection.js'
 import type { ToolCallRecord, ToolRunContext } from './tool-caller.js'
 
 /** Where tool calls are recorded. */
 export interface ToolRecordStores {
-  /** Runs a write in the group writer's next commit. */
-  write: <T>(op: () => T) => Promise<T>
-  events: EventStore
-  audit: AuditLog
+  /** Where the call's event and audit row are written, in one transaction. */
+  ledger: Pick<RunLedger, 'record'>
   log: ToolLog
 }
 
@@ -29,35 +26,32 @@ export async function recordToolCall (stores: ToolRecordStores, run: ToolRunCont
   if (call.success) stores.log.debug({ requestId: run.requestId, agent: run.agent, tool: call }, 'tool call')
   else stores.log.info({ requestId: run.requestId, agent: run.agent, tool: call }, 'tool call refused or failed')
   try {
-    await stores.write(() => {
-      stores.events.append({
-        kind: 'cloudevent',
-        id,
-        type: 'tool.call',
-        source: 'agent-host/tools',
-        time,
-        session_id: run.sessionId,
-        request_id: run.requestId,
-        trace_id: run.traceId,
-        owner_key: run.owner,
-        event: { specversion: '1.0', id, source: 'agent-host/tools', type: 'tool.call', subject: resource, time, datacontenttype: 'application/json', data: { agent: run.agent, ...call } }
-      }, 'host')
-      stores.audit.append({
-        actor: run.owner,
-        action: 'tool.call',
-        resource,
-        success: call.success,
-        claimed_user: run.user ?? null,
-        request_id: run.requestId,
-        root_request_id: run.rootRequestId ?? null,
-        trace_id: run.traceId,
-        details: {
-          by: `agent:${run.agent}`,
-          attempts: call.attempts,
-          duration_ms: call.duration_ms,
-          ...(call.error !== undefined ? { error: call.error.slice(0, AUDIT_ERROR_CHARS) } : {})
-        }
-      })
+    await stores.ledger.record({
+      kind: 'cloudevent',
+      id,
+      type: 'tool.call',
+      source: 'agent-host/tools',
+      time,
+      session_id: run.sessionId,
+      request_id: run.requestId,
+      trace_id: run.traceId,
+      owner_key: run.owner,
+      event: { specversion: '1.0', id, source: 'agent-host/tools', type: 'tool.call', subject: resource, time, datacontenttype: 'application/json', data: { agent: run.agent, ...call } }
+    }, {
+      actor: run.owner,
+      action: 'tool.call',
+      resource,
+      success: call.success,
+      claimed_user: run.user ?? null,
+      request_id: run.requestId,
+      root_request_id: run.rootRequestId ?? null,
+      trace_id: run.traceId,
+      details: {
+        by: `agent:${run.agent}`,
+        attempts: call.attempts,
+        duration_ms: call.duration_ms,
+        ...(call.error !== undefined ? { error: call.error.slice(0, AUDIT_ERROR_CHARS) } : {})
+      }
     })
   } catch (err) {
     stores.log.warn({ err, requestId: run.requestId, tool: call }, 'a tool call could not be recorded')

@@ -461,7 +461,7 @@ t.test('a handler without the push service answers "push notifications not suppo
   await app.ready()
   const hosted = app.agents.get('gated')
   if (hosted === undefined) throw new Error('no fixture agent')
-  const handler = new AgentA2AHandler({ engine: app.assist, store: app.runStore, hosted, card: () => { throw new Error('unused') } })
+  const handler = new AgentA2AHandler({ engine: app.assist, store: app.ledger, hosted, card: () => { throw new Error('unused') } })
   const call = { identity: { id: 'anonymous', name: 'anonymous', scopes: new Set(['admin']), agents: null, anonymous: true }, traceId: '0'.repeat(32), admit: async () => {}, signal: new AbortController().signal }
   const context = new ServerCallContext({ state: new Map([[A2A_CALL, call]]) })
   await t.rejects(handler.getTaskPushNotificationConfig({ tenant: '', taskId: randomUUID(), id: 'x' }, context), { name: /PushNotificationNotSupportedError/ })

@@ -9,9 +9,9 @@ const slow = [{ op: 'open', name: 's' }, ...Array.from({ length: 100 }, (_, i) =
 // Regression: any key with assist:invoke could cancel another key's run (202, and the owner's stream closed "cancelled").
 t.test('only the key that started a run, or an admin, may cancel it; others get 404 as for an unknown run', async (t) => {
   const { app, url } = await listen(t, { AGENTS_DIR: FIXTURE_AGENTS_DIR, AUTH_MODE: 'apikey' })
-  const owner = app.keys.create({ name: 'owner', scopes: ['assist:invoke'] }).key
-  const other = app.keys.create({ name: 'other', scopes: ['assist:invoke'] }).key
-  const admin = app.keys.create({ name: 'root', scopes: ['admin'] }).key
+  const owner = (await app.keys.create({ name: 'owner', scopes: ['assist:invoke'] })).key
+  const other = (await app.keys.create({ name: 'other', scopes: ['assist:invoke'] })).key
+  const admin = (await app.keys.create({ name: 'root', scopes: ['admin'] })).key
   const cancel = async (id: string, key: string) => await app.inject({ method: 'POST', url: `/v1/assist/${id}/cancel`, headers: { authorization: `Bearer ${key}` } })
 
   const body = envelope(SCRIPTED, { script: slow })

@@ -41,12 +41,12 @@ t.test('shutdown waits for a submission whose run is still being stored, and end
   await app.assist.shutdown(5000)
   t.ok(settled, 'the submission settled before shutdown resolved')
   t.equal((await submitted).outcome, 'started')
-  t.match(app.runStore.get(body.request_id), { state: 'ended', end_reason: 'shutdown' }, 'its run was ended and recorded while storage was open')
+  t.match(app.ledger.get(body.request_id), { state: 'ended', end_reason: 'shutdown' }, 'its run was ended and recorded while storage was open')
 })
 
 t.test('a run whose end cannot be recorded nor read back still answers with what it produced', async (t) => {
   const app = await build(t)
-  const store = app.runStore
+  const store = app.ledger
   const { finish, get } = store
   t.teardown(() => { store.finish = finish; store.get = get })
   store.finish = () => { throw new Error('disk gone') }

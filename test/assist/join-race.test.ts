@@ -28,9 +28,9 @@ t.test('a start that loses the insert to another server joins the winner\'s run'
   t.teardown(async () => { await a.close(); await b.close() })
   const body = envelope(AGENTS.echo, { query: 'race' })
   // b looks first and sees nothing; a starts the run before b inserts (the race, made certain)
-  const look = b.runStore.get.bind(b.runStore)
+  const look = b.ledger.get.bind(b.ledger)
   let first = true
-  b.runStore.get = (id: string) => {
+  b.ledger.get = (id: string) => {
     if (!first) return look(id)
     first = false
     return undefined
@@ -39,7 +39,7 @@ t.test('a start that loses the insert to another server joins the winner\'s run'
   const joined = await b.inject({ method: 'POST', url: '/v1/assist', payload: body })
   t.equal(joined.statusCode, 200)
   t.equal(joined.body, won.body, 'the same answer')
-  t.equal(a.sessions.history(body.context.session_id).length, 1, 'the agent ran once')
+  t.equal((await a.sessions.history(body.context.session_id)).length, 1, 'the agent ran once')
   const conflict = await b.inject({ method: 'POST', url: '/v1/assist', payload: { ...body, payload: { ...body.payload, payload: { query: 'other' } } } })
   t.equal(conflict.statusCode, 409, 'a different envelope under the same id is still a conflict')
 })

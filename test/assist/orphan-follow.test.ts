@@ -1,6 +1,6 @@
 import t from 'tap'
 import { buildApp } from '../../src/app.js'
-import { envelope, FIXTURE_AGENTS_DIR, SCRIPTED, streamingScript, tempDataDir, testConfig } from '../helper.js'
+import { envelope, FIXTURE_AGENTS_DIR, SCRIPTED, streamingScript, tempDataDir, testConfig, sqliteRuns } from '../helper.js'
 import { holdDbLock } from '../lock-holder.js'
 import { startServer } from '../server-child.js'
 import { open, until } from '../socket.js'
@@ -22,7 +22,7 @@ t.test('a client following an orphan recovers it; while the lock is held elsewhe
   t.teardown(() => app.close())
   await app.listen({ host: '127.0.0.1', port: 0 })
   const url = `http://127.0.0.1:${(app.server.address() as { port: number }).port}`
-  await until('the dead owner\'s lease to lapse', () => (app.runStore.get(body.request_id)?.lease_expires_at ?? Infinity) < Date.now(), 20_000, 20)
+  await until('the dead owner\'s lease to lapse', () => (sqliteRuns(app).get(body.request_id)?.lease_expires_at ?? Infinity) < Date.now(), 20_000, 20)
 
   const holder = await holdDbLock(t, dataDir)
   const cut = await open(url, body)
@@ -30,7 +30,7 @@ t.test('a client following an orphan recovers it; while the lock is held elsewhe
   const partial = parseSse(cut.text().slice(0, cut.text().lastIndexOf('\n\n') + 2), false).packets
   t.ok(partial.length >= 3, 'the journal was replayed')
   t.notOk(partial.some((p) => p.op === 'CLOSE' && p.stream_id === partial[0]?.stream_id), 'but the response was cut before any end, so the client knows to come back')
-  t.equal(app.runStore.get(body.request_id)?.state, 'running', 'nothing was recovered while the lock was held')
+  t.equal(sqliteRuns(app).get(body.request_id)?.state, 'running', 'nothing was recovered while the lock was held')
 
   await holder.release()
   const again = await open(url, body)
@@ -38,5 +38,5 @@ t.test('a client following an orphan recovers it; while the lock is held elsewhe
   const packets = parseSse(again.text()).packets
   assertStreamRules(packets)
   t.match(packets.at(-3)?.p, { code: 'run_interrupted', severity: 'FATAL' }, 'the follower recovered it')
-  t.equal(app.runStore.get(body.request_id)?.end_reason, 'interrupted')
+  t.equal(sqliteRuns(app).get(body.request_id)?.end_reason, 'interrupted')
 })

@@ -1,5 +1,5 @@
 import t from 'tap'
-import { envelope, FIXTURE_AGENTS_DIR, listen } from '../helper.js'
+import { envelope, FIXTURE_AGENTS_DIR, listen, sqliteRuns, sqliteDb, sqliteSessions } from '../helper.js'
 import { open } from '../socket.js'
 import { parseSse } from '../sse.js'
 
@@ -18,13 +18,13 @@ t.test('a run past RUN_MAX_OUTPUT_BYTES ends with a FATAL output_too_large; what
   t.match(packets.at(-3)?.p, { code: 'output_too_large', severity: 'FATAL', details: { max_bytes: MiB } })
   t.equal(packets.at(-1)?.p, 'aborted')
 
-  const journalBytes = app.db.prepare('SELECT sum(length(frames)) AS n FROM journal WHERE run_id = (SELECT run_id FROM runs WHERE request_id = ?)').get(body.request_id) as { n: number }
+  const journalBytes = sqliteDb(app).prepare('SELECT sum(length(frames)) AS n FROM journal WHERE run_id = (SELECT run_id FROM runs WHERE request_id = ?)').get(body.request_id) as { n: number }
   t.ok(journalBytes.n <= MiB + 20_000, `the journal holds at most the cap and one packet (${journalBytes.n} bytes)`)
-  const stored = app.db.prepare('SELECT length(response) AS answer, (SELECT length(output) FROM interactions WHERE request_id = runs.request_id) AS interaction FROM runs WHERE request_id = ?').get(body.request_id) as { answer: number, interaction: number }
+  const stored = sqliteDb(app).prepare('SELECT length(response) AS answer, (SELECT length(output) FROM interactions WHERE request_id = runs.request_id) AS interaction FROM runs WHERE request_id = ?').get(body.request_id) as { answer: number, interaction: number }
   t.ok(stored.answer < 4096, `the stored answer is not a copy of the output (${stored.answer} bytes)`)
   t.ok(stored.interaction < 80_000, `the session keeps a bounded summary (${stored.interaction} bytes)`)
-  app.sessions.indexPending()
-  const fts = app.db.prepare("SELECT count(*) AS n, max(length(content)) AS text FROM memory_fts WHERE kind = 'interaction' AND ref = ?").get(body.request_id) as { n: number, text: number | null }
+  sqliteSessions(app).indexPending()
+  const fts = sqliteDb(app).prepare("SELECT count(*) AS n, max(length(content)) AS text FROM memory_fts WHERE kind = 'interaction' AND ref = ?").get(body.request_id) as { n: number, text: number | null }
   t.same(fts, { n: 1, text: null }, 'the search index holds the run, and no copy of its text')
 
   const retry = await app.inject({ method: 'POST', url: '/v1/assist', headers: { accept: 'application/json' }, payload: body })
@@ -40,8 +40,8 @@ t.test('an SSE client that never reads: the run finishes into the journal, memor
   const stream = await open(url, body)
   stream.res.pause()
   const deadline = Date.now() + 60_000
-  while (app.runStore.get(body.request_id)?.state !== 'ended' && Date.now() < deadline) await new Promise((resolve) => setTimeout(resolve, 20))
-  t.equal(app.runStore.get(body.request_id)?.state, 'ended', 'the run went on without its reader and ended')
+  while (sqliteRuns(app).get(body.request_id)?.state !== 'ended' && Date.now() < deadline) await new Promise((resolve) => setTimeout(resolve, 20))
+  t.equal(sqliteRuns(app).get(body.request_id)?.state, 'ended', 'the run went on without its reader and ended')
   stream.res.destroy()
   const replay = await open(url, body)
   await replay.ended

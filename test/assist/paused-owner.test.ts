@@ -2,7 +2,7 @@ import t from 'tap'
 import { join } from 'node:path'
 import Database from 'better-sqlite3'
 import { buildApp } from '../../src/app.js'
-import { envelope, FIXTURE_AGENTS_DIR, SCRIPTED, streamingScript, tempDataDir, testConfig } from '../helper.js'
+import { envelope, FIXTURE_AGENTS_DIR, SCRIPTED, streamingScript, tempDataDir, testConfig, sqliteRuns } from '../helper.js'
 import { startServer } from '../server-child.js'
 import { open, until } from '../socket.js'
 import { assertStreamRules, parseSse } from '../sse.js'
@@ -20,19 +20,19 @@ t.test('a server paused past its run\'s lease: another recovers the run; when th
 
   const other = await buildApp(testConfig(t, { DATA_DIR: dataDir, AGENTS_DIR: FIXTURE_AGENTS_DIR, RUN_LEASE_MS: '600' }))
   t.teardown(() => other.close())
-  await until('the other server to recover the run', () => other.runStore.get(body.request_id)?.state === 'ended', 20_000, 20)
-  t.equal(other.runStore.get(body.request_id)?.end_reason, 'interrupted')
-  const journaled = other.runStore.rows(body.request_id).length
+  await until('the other server to recover the run', () => sqliteRuns(other).get(body.request_id)?.state === 'ended', 20_000, 20)
+  t.equal(sqliteRuns(other).get(body.request_id)?.end_reason, 'interrupted')
+  const journaled = sqliteRuns(other).rows(body.request_id).length
 
   owner.child.kill('SIGCONT')
   await stream.ended
   const packets = parseSse(stream.text()).packets
   assertStreamRules(packets)
   t.match(packets.at(-3)?.p, { code: 'run_interrupted' }, 'the woken server\'s client gets the end the journal has')
-  t.same(packets.map((p) => JSON.stringify(p)), other.runStore.rows(body.request_id).filter((r) => r.seq !== null).map((r) => r.frame), 'exactly the journal')
+  t.same(packets.map((p) => JSON.stringify(p)), sqliteRuns(other).rows(body.request_id).filter((r) => r.seq !== null).map((r) => r.frame), 'exactly the journal')
   // give the woken server every chance to write: its heartbeat and its agent run on for a while
   await new Promise((resolve) => setTimeout(resolve, 500))
-  t.equal(other.runStore.rows(body.request_id).length, journaled, 'the woken server added nothing to the journal')
+  t.equal(sqliteRuns(other).rows(body.request_id).length, journaled, 'the woken server added nothing to the journal')
   const db = new Database(join(dataDir, 'agent-host.db'), { readonly: true })
   t.teardown(() => db.close())
   t.same(db.prepare("SELECT action FROM audit_log WHERE request_id = ? AND action LIKE 'assist%'").all(body.request_id), [{ action: 'assist.interrupted' }], 'and recorded nothing: one end, audited once')

@@ -24,7 +24,7 @@ t.test('a run that cannot journal within DB_WRITE_BUDGET_MS ends with storage_bu
   t.equal((await app.inject({ url: '/health' })).statusCode, 200, 'the server is not blocked meanwhile')
 
   await holder.release()
-  await until('the run to be recorded', () => app.runStore.get(body.request_id)?.state === 'ended', 20_000, 20)
+  await until('the run to be recorded', async () => (await app.ledger.get(body.request_id))?.state === 'ended', 20_000, 20)
   const replay = await open(url, body)
   await replay.ended
   t.same(parseSse(replay.text()).packets, got, 'the journal, written once the lock was free, is what the client got')

@@ -87,10 +87,10 @@ t.test('the feed: a page by pattern, then a live SSE stream, resumed after a dis
 
 t.test('scoped by auth: a key sees its own events and dead letters, an admin all, and each route needs its scope', async (t) => {
   const app = await build(t, { AUTH_MODE: 'apikey', WORKERS_PER_TYPE: '0', AGENTS_DIR: BUS_AGENTS })
-  const alice = app.keys.create({ name: 'alice', scopes: ['bus:publish', 'bus:read'] }).key
-  const bob = app.keys.create({ name: 'bob', scopes: ['bus:publish', 'bus:read'] }).key
-  const admin = app.keys.create({ name: 'root', scopes: ['admin'] }).key
-  const reader = app.keys.create({ name: 'reader', scopes: ['bus:read'] }).key
+  const alice = (await app.keys.create({ name: 'alice', scopes: ['bus:publish', 'bus:read'] })).key
+  const bob = (await app.keys.create({ name: 'bob', scopes: ['bus:publish', 'bus:read'] })).key
+  const admin = (await app.keys.create({ name: 'root', scopes: ['admin'] })).key
+  const reader = (await app.keys.create({ name: 'reader', scopes: ['bus:read'] })).key
   await publish(app, publication('demo.one', 'alice-1'), alice)
   await publish(app, publication('demo.one', 'bob-1'), bob)
   await publish(app, publication('poison.pill', 'alice-poison'), alice)
@@ -100,7 +100,7 @@ t.test('scoped by auth: a key sees its own events and dead letters, an admin all
   t.same(await seen(admin), ['alice-1', 'bob-1', 'alice-poison'])
   t.equal((await app.inject({ method: 'POST', url: '/v1/bus/events', payload: publication('x.y', 'z'), headers: { authorization: `Bearer ${reader}` } })).statusCode, 403)
   const letters = async (key: string): Promise<Array<Record<string, any>>> => (await app.inject({ url: '/v1/bus/dead-letters', headers: { authorization: `Bearer ${key}` } })).json().dead_letters
-  await until('the poison pill dead-lettered', () => app.bus.deadLetters({}).length === 1)
+  await until('the poison pill dead-lettered', async () => (await app.bus.deadLetters({})).length === 1)
   t.match(await letters(alice), [{ subscription_id: 'listener:always-fails', attempts: 2, last_error: 'cannot digest this', event: { key: 'alice-poison' } }])
   t.same(await letters(bob), [])
   t.equal((await letters(admin)).length, 1)
@@ -109,7 +109,7 @@ t.test('scoped by auth: a key sees its own events and dead letters, an admin all
   t.equal((await retry(bob)).statusCode, 404, 'not bob\'s to retry')
   t.equal((await retry(alice)).statusCode, 202)
   t.equal((await retry(alice)).json().code, 'AH_ERR_BUS_DEAD_LETTER_NOT_FOUND', 'the letter went back to the queue')
-  await until('dead again: the handler is still broken', () => app.bus.deadLetters({}).length === 1 && app.bus.deadLetters({})[0]?.id !== letter?.id)
+  await until('dead again: the handler is still broken', async () => (await app.bus.deadLetters({})).length === 1 && (await app.bus.deadLetters({}))[0]?.id !== letter?.id)
   const subs = (await app.inject({ url: '/v1/bus/subscriptions', headers: { authorization: `Bearer ${reader}` } })).json().subscriptions
   t.match(subs, [
     { id: 'listener:always-fails', agent: 'listener', patterns: ['poison.**'], max_attempts: 2 },
@@ -130,14 +130,14 @@ t.test('a contract agent\'s subscription starts a task per matching event, once,
   }
   t.match(task, { type: 'listener', inputs: { n: 41 }, metadata: { intent: 'react', bus_event_type: 'probe.ping', subscription: 'listener:on-probe', owner_key: 'anonymous' }, context: { trace_id: wanted.body.event.trace_id } })
   t.equal((await app.tasks.list({ type: 'listener' })).length, 1, 'the filter kept p-2 out, and the duplicate p-1 is one event')
-  await until('the reaction on the feed', () => app.bus.feed({ after: 0, patterns: ['listener.reacted'] }).events.length === 1)
-  t.match(app.bus.feed({ after: 0, patterns: ['listener.reacted'] }).events[0], { data: { n: 41 }, source: 'agent:listener', owner_key: 'anonymous', trace_id: wanted.body.event.trace_id })
+  await until('the reaction on the feed', async () => (await app.bus.feed({ after: 0, patterns: ['listener.reacted'] })).events.length === 1)
+  t.match((await app.bus.feed({ after: 0, patterns: ['listener.reacted'] })).events[0], { data: { n: 41 }, source: 'agent:listener', owner_key: 'anonymous', trace_id: wanted.body.event.trace_id })
 })
 
 t.test('a contract agent\'s output events reach the bus as the caller\'s, behind /v1/assist', async (t) => {
   const app = await build(t, { AUTH_MODE: 'apikey', WORKERS_PER_TYPE: '0' })
-  const caller = app.keys.create({ name: 'caller', scopes: ['assist:invoke', 'bus:read'] }).key
-  const other = app.keys.create({ name: 'other', scopes: ['bus:read'] }).key
+  const caller = (await app.keys.create({ name: 'caller', scopes: ['assist:invoke', 'bus:read'] })).key
+  const other = (await app.keys.create({ name: 'other', scopes: ['bus:read'] })).key
   const body = envelope(AGENTS.research, { target_path: 'test/fixtures/research-target' })
   const res = await app.inject({ method: 'POST', url: '/v1/assist', headers: { accept: 'application/json', authorization: `Bearer ${caller}` }, payload: body })
   t.equal(res.statusCode, 200, res.body)
@@ -180,7 +180,7 @@ t.test('at least once across processes: a handler in another process gets the se
   const heir = spawnSubscriber(t, dataDir, 'remote:worker', 1000, 'print')
   await until('the heir got job-3 once the lease lapsed', () => heir.lines.some((l) => l.startsWith('got job-3')), 30_000, 10)
   t.ok(heir.lines.includes('got job-3 1'), 'the same delivery, redelivered (a lease that lapsed is not a failed attempt)')
-  t.same(app.bus.deadLetters({}), [])
+  t.same(await app.bus.deadLetters({}), [])
 })
 
 t.test('agent-host worker runs a contract agent\'s subscriptions: the server\'s event starts a task in the worker, whose event reaches the server\'s feed', async (t) => {
@@ -199,7 +199,7 @@ t.test('agent-host worker runs a contract agent\'s subscriptions: the server\'s 
   t.teardown(() => { if (child.exitCode === null) child.kill('SIGKILL') })
   await until('the worker ready', () => output.includes('worker ready'), 60_000, 20)
   const published = await publish(app, publication('probe.ping', 'from-server', { wanted: true, n: 7 }))
-  await until('the worker\'s reaction on the server\'s feed', () => app.bus.feed({ after: 0, patterns: ['listener.reacted'] }).events.length === 1, 30_000, 20)
+  await until('the worker\'s reaction on the server\'s feed', async () => (await app.bus.feed({ after: 0, patterns: ['listener.reacted'] })).events.length === 1, 30_000, 20)
   const id = busTaskId(published.body.event, 'listener:on-probe')
   let task = await app.tasks.get(id)
   while (task?.status !== 'COMPLETED') {
@@ -207,7 +207,7 @@ t.test('agent-host worker runs a contract agent\'s subscriptions: the server\'s 
     task = await app.tasks.get(id)
   }
   t.match(task, { inputs: { n: 7 }, owner: new RegExp(`^listener@.*:${child.pid as number}#0$`) }, 'done by the worker process')
-  t.match(app.bus.feed({ after: 0, patterns: ['listener.reacted'] }).events[0], { data: { n: 7 }, source: 'agent:listener', owner_key: 'anonymous' })
+  t.match((await app.bus.feed({ after: 0, patterns: ['listener.reacted'] })).events[0], { data: { n: 7 }, source: 'agent:listener', owner_key: 'anonymous' })
   child.kill('SIGTERM')
   await new Promise((resolve) => child.on('exit', resolve))
   t.match(output, /worker stopped/)

@@ -1,6 +1,6 @@
 import t from 'tap'
 import { openDatabase } from '../../src/storage/database.js'
-import { BusStore, type BusEvent } from '../../src/storage/bus.js'
+import { SqliteBusStore, type BusEvent, type BusStore } from '../../src/storage/bus.js'
 import { EventBus, type Subscription } from '../../src/bus/event-bus.js'
 import { filterMatches, typeMatcher } from '../../src/bus/match.js'
 import { tempDataDir, type Teardown } from '../helper.js'
@@ -12,7 +12,7 @@ interface Clock { offset: number }
 function fresh (t: Teardown & { teardown: (fn: () => unknown) => void }, options: { pollMs?: number, leaseMs?: number } = {}): { bus: EventBus, store: BusStore, clock: Clock, dataDir: string } {
   const dataDir = tempDataDir(t)
   const db = openDatabase(dataDir)
-  const store = new BusStore(db)
+  const store = new SqliteBusStore(db)
   const clock = { offset: 0 }
   const bus = new EventBus({
     store,
@@ -141,7 +141,7 @@ t.test('an expired event is never handed to a handler', async (t) => {
   t.same(r.seen, ['long'])
   while (store.nextDue(['ttl']) !== undefined) await new Promise((resolve) => setTimeout(resolve, 5))
   t.pass('the expired delivery is gone too')
-  t.same(bus.feed({ after: 0, patterns: ['**'] }).events.map((e) => e.key), ['long'], 'nor is it on the feed')
+  t.same((await bus.feed({ after: 0, patterns: ['**'] })).events.map((e) => e.key), ['long'], 'nor is it on the feed')
 })
 
 t.test('a handler that throws is retried, then dead-lettered with its event and last error', async (t) => {
@@ -152,11 +152,11 @@ t.test('a handler that throws is retried, then dead-lettered with its event and 
   await bus.subscribe({ id: 'flaky', patterns: ['x.poison'], maxAttempts: 3, backoffMs: 1, handler: (_e, ctx) => { calls++; throw new Error(`boom ${ctx.attempt}`) } })
   await bus.publish(event('x.poison', 'poison', { v: 1 }), { source: 'test', owner_key: 'k1' })
   await bus.publish(event('x.y', 'fine'), origin)
-  while (bus.deadLetters({}).length === 0) await new Promise((resolve) => setTimeout(resolve, 5))
-  const [letter] = bus.deadLetters({})
+  while ((await bus.deadLetters({})).length === 0) await new Promise((resolve) => setTimeout(resolve, 5))
+  const [letter] = await bus.deadLetters({})
   t.match(letter, { subscription_id: 'flaky', attempts: 3, last_error: 'boom 3', event: { key: 'poison', data: { v: 1 }, owner_key: 'k1' } })
   t.equal(calls, 3)
-  t.same(bus.deadLetters({ owner: 'someone-else' }), [], 'dead letters are scoped by owner')
+  t.same(await bus.deadLetters({ owner: 'someone-else' }), [], 'dead letters are scoped by owner')
   await ok.until(2)
   t.same(ok.seen, ['poison', 'fine'], 'another subscription of the same event is not affected')
 })
@@ -180,7 +180,7 @@ t.test('a retry waits for its backoff, and a success after failures acknowledges
   await bus.publish(event('x.y', 'k'), origin)
   await finished
   t.same(attempts, [1, 2, 3])
-  t.same(bus.deadLetters({}), [])
+  t.same(await bus.deadLetters({}), [])
 })
 
 t.test('a handler that ignores its signal past the lease counts as failed, and the bus goes on', async (t) => {
@@ -190,8 +190,8 @@ t.test('a handler that ignores its signal past the lease counts as failed, and t
   await bus.publish(event('x.y', 'hang', {}, { priority: 9 }), origin)
   await bus.publish(event('x.y', 'after'), origin)
   while (!seen.includes('after')) await new Promise((resolve) => setTimeout(resolve, 5))
-  while (bus.deadLetters({}).length === 0) await new Promise((resolve) => setTimeout(resolve, 5))
-  t.match(bus.deadLetters({})[0], { last_error: /past its lease of 100 ms/, event: { key: 'hang' } })
+  while ((await bus.deadLetters({})).length === 0) await new Promise((resolve) => setTimeout(resolve, 5))
+  t.match((await bus.deadLetters({}))[0], { last_error: /past its lease of 100 ms/, event: { key: 'hang' } })
 })
 
 t.test('targeted events reach only the agents they name; common events must carry their data', async (t) => {
@@ -218,28 +218,28 @@ t.test('the feed: a2a events only, live ones, by pattern and owner, page by page
   await bus.publish(event('plan.ready', 'c', { plan: { id: 'p', tasks: [{ id: 't', type: 'x', description: '', estimated_hours: 1, priority: 1, assigned_agent: 'a', input_artifacts: [], output_artifacts: [], success_criteria: {} }], dependencies: {} } }), { source: 'test', owner_key: 'k2' })
   await bus.publish(event('code.pushed', 'd', {}, { ttl: 1 }), { source: 'test', owner_key: 'k1' })
   clock.offset += 1500
-  t.same(bus.feed({ after: 0, patterns: ['**'] }).events.map((e) => e.key), ['a', 'c'])
-  t.same(bus.feed({ after: 0, patterns: ['code.*'] }).events.map((e) => e.key), ['a'])
-  t.same(bus.feed({ after: 0, patterns: ['**'], owner: 'k2' }).events.map((e) => e.key), ['c'])
-  const page = bus.feed({ after: 0, patterns: ['**'], limit: 2 })
+  t.same((await bus.feed({ after: 0, patterns: ['**'] })).events.map((e) => e.key), ['a', 'c'])
+  t.same((await bus.feed({ after: 0, patterns: ['code.*'] })).events.map((e) => e.key), ['a'])
+  t.same((await bus.feed({ after: 0, patterns: ['**'], owner: 'k2' })).events.map((e) => e.key), ['c'])
+  const page = await bus.feed({ after: 0, patterns: ['**'], limit: 2 })
   t.same(page.events.map((e) => e.key), ['a'])
   t.equal(page.next, 2, 'the cursor moves past what the caller may not see')
-  t.same(bus.feed({ after: page.next, patterns: ['**'] }).events.map((e) => e.key), ['c'])
-  t.equal(bus.head(), 4)
+  t.same((await bus.feed({ after: page.next, patterns: ['**'] })).events.map((e) => e.key), ['c'])
+  t.equal(await bus.head(), 4)
 })
 
 t.test('expired events are pruned; a dead letter keeps its copy', async (t) => {
   const { store } = fresh(t)
   const clock = { now: Date.now() }
   store.saveSubscription({ id: 's', agent: null, patterns: ['**'], filter: null, max_attempts: 1, backoff_ms: 0 }, clock.now)
-  const { event: e } = store.publish({ id: 'e1', type: 'x.y', key: 'k', visibility: 'a2a', priority: 5, target_agents: null, data: { v: 1 }, source: 't', owner_key: null, trace_id: null, published_at: clock.now, expires_at: clock.now + 1000 }, () => true)
-  const { deliveries } = store.claim(['s'], 'me', 1000, clock.now, 10)
+  const { event: e } = await store.publish({ id: 'e1', type: 'x.y', key: 'k', visibility: 'a2a', priority: 5, target_agents: null, data: { v: 1 }, source: 't', owner_key: null, trace_id: null, published_at: clock.now, expires_at: clock.now + 1000 }, () => true)
+  const { deliveries } = await store.claim(['s'], 'me', 1000, clock.now, 10)
   t.equal(deliveries.length, 1)
   t.equal(store.fail('s', e.seq, 'me', 'nope', clock.now), 'dead')
   t.equal(store.fail('s', e.seq, 'me', 'nope', clock.now), 'lost', 'a delivery no longer held is not failed twice')
   t.equal(store.prune(clock.now + 1000), 1)
   t.equal(store.event(e.seq), undefined)
-  t.match(store.deadLetters({}), [{ event: { id: 'e1', data: { v: 1 } } }])
+  t.match(await store.deadLetters({}), [{ event: { id: 'e1', data: { v: 1 } } }])
   t.ok(store.removeSubscription('s'))
   t.notOk(store.removeSubscription('s'))
 })
@@ -251,19 +251,19 @@ t.test('a dead letter delivered again: due at once, attempts from zero; refused 
   await bus.subscribe({ id: 'fixable', patterns: ['x.*'], maxAttempts: 1, handler: (_e, ctx) => { if (!fixed) throw new Error('broken'); handled.push(ctx.attempt) } })
   await bus.publish(event('x.one', 'one', {}, { ttl: 60 }), { source: 'test', owner_key: 'k1' })
   await bus.publish(event('x.two', 'two', {}, { ttl: 60 }), { source: 'test', owner_key: 'k1' })
-  while (bus.deadLetters({}).length < 2) await new Promise((resolve) => setTimeout(resolve, 5))
-  const [one, two] = bus.deadLetters({})
+  while ((await bus.deadLetters({})).length < 2) await new Promise((resolve) => setTimeout(resolve, 5))
+  const [one, two] = await bus.deadLetters({})
   await t.rejects(bus.redrive(one?.id as number, 'k2'), { code: 'AH_ERR_BUS_DEAD_LETTER_NOT_FOUND', statusCode: 404 }, 'another owner\'s letter is not found')
   await t.rejects(bus.redrive(999), { code: 'AH_ERR_BUS_DEAD_LETTER_NOT_FOUND' })
   fixed = true
   await bus.redrive(one?.id as number, 'k1')
   while (handled.length === 0) await new Promise((resolve) => setTimeout(resolve, 5))
   t.same(handled, [1], 'delivered again, as a first attempt')
-  t.same(bus.deadLetters({}).map((d) => d.id), [two?.id], 'the letter is gone')
+  t.same((await bus.deadLetters({})).map((d) => d.id), [two?.id], 'the letter is gone')
   clock.offset += 61_000
   await t.rejects(bus.redrive(two?.id as number), { code: 'AH_ERR_BUS_REDRIVE_REFUSED', statusCode: 409, message: /past its time to live/ })
   clock.offset = 0
   await bus.unsubscribe('fixable', { forget: true })
   await t.rejects(bus.redrive(two?.id as number), { code: 'AH_ERR_BUS_REDRIVE_REFUSED', message: /subscription was removed/ })
-  t.equal(bus.deadLetters({}).length, 1, 'a refused letter stays')
+  t.equal((await bus.deadLetters({})).length, 1, 'a refused letter stays')
 })

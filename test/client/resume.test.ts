@@ -43,7 +43,7 @@ t.test('a stream whose connection drops mid-stream is resumed without a gap or a
   t.ok(gapless(packets), 'every stream is 1..n, no gap, no duplicate')
   assertStreamRules(packets)
   const body = stream.request
-  t.same(packets.map((p) => JSON.stringify(p)), app.runStore.rows(body.request_id).map((r) => r.frame), 'exactly the run\'s journal, in order')
+  t.same(packets.map((p) => JSON.stringify(p)), (await app.ledger.rows(body.request_id)).map((r) => r.frame), 'exactly the run\'s journal, in order')
   t.equal(packets.filter((p) => p.op === 'DELTA').map((p) => p.p).join(''), Array.from({ length: 12 }, (_, i) => `w${i} `).join(''))
   t.equal(observed.started.filter((s) => s === body.context.session_id).length, 1, 'the server ran the agent once')
 })
@@ -68,7 +68,7 @@ t.test('packets a resume sends again are dropped (a server that ignores the curs
   t.ok(had >= 1, `${had} packets came before the drop, and came again after it`)
   t.same(stripped, [key(packets[had - 1] as StreamPacket)], 'the client sent its cursor (the wrapper took it away)')
   t.ok(gapless(packets))
-  t.same(packets.map((p) => JSON.stringify(p)), app.runStore.rows(stream.request.request_id).map((r) => r.frame))
+  t.same(packets.map((p) => JSON.stringify(p)), (await app.ledger.rows(stream.request.request_id)).map((r) => r.frame))
 })
 
 t.test('a stream that cannot be resumed ends with stream_interrupted after maxAttempts tries in a row', async (t) => {

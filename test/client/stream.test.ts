@@ -139,7 +139,7 @@ t.test('a page reload: a new client given the saved envelope and cursor gets onl
   const after = await collect(resumed)
   const all = [...before, ...after]
   assertStreamRules(all)
-  t.same(all.map((p) => JSON.stringify(p)), app.runStore.rows(saved.request.request_id).map((r) => r.frame), 'exactly the run\'s packets, once each, in order')
+  t.same(all.map((p) => JSON.stringify(p)), (await app.ledger.rows(saved.request.request_id)).map((r) => r.frame), 'exactly the run\'s packets, once each, in order')
   t.equal(after.at(-1)?.op, 'CLOSE', 'it ends at the main stream\'s CLOSE although it never saw that stream\'s first packet')
 
   const everything = await collect(new AgentHostClient({ baseUrl: url }).stream(saved.request, { resumeFrom: all[0]?.stream_id as string }))

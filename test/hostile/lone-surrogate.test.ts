@@ -11,6 +11,6 @@ t.test('a lone surrogate in an envelope is a run like any other, and a retry of 
   const again = await app.inject({ method: 'POST', url: '/v1/assist', headers: { 'content-type': 'application/json' }, payload: body })
   t.equal(again.statusCode, 200)
   t.same(again.json(), first.json(), 'the retry gets the stored answer')
-  t.match(app.audit.verify(), { ok: true }, 'the chain verifies')
-  t.equal(app.audit.list({ action: 'assist', limit: 10 }).length, 1, 'the run is audited once')
+  t.match(await app.audit.verify(), { ok: true }, 'the chain verifies')
+  t.equal((await app.audit.list({ action: 'assist', limit: 10 })).length, 1, 'the run is audited once')
 })

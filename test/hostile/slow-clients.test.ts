@@ -57,7 +57,7 @@ t.test('a body dribbled slower than REQUEST_TIMEOUT_MS gets 408 and starts no ru
   t.ok(closedAt - started < 3000, `cut off after ${closedAt - started} ms`)
   t.match(c.text(), /^HTTP\/1\.1 408/)
   await dribble
-  t.equal(app.runStore.get(JSON.parse(body).request_id as string), undefined, 'no run was started')
+  t.equal(await app.ledger.get(JSON.parse(body).request_id as string), undefined, 'no run was started')
 })
 
 t.test('REQUEST_TIMEOUT_MS bounds the request, not the response: a long SSE stream runs to its end', async (t) => {
@@ -100,13 +100,13 @@ t.test('many streams that are never read: capped per caller, each cut off after 
   // a client that does not read does not see the hang-up either: watch the server's side
   await until('the server to hang up on every reader that did not read', () => app.limits.streams.open === 0, 10000, 20)
   for (const s of streams) s.res.destroy()
-  await until('the runs to finish', () => bodies.slice(0, 2).every((b) => app.runStore.get(b.request_id)?.state === 'ended'), 15000, 20)
+  await until('the runs to finish', async () => (await Promise.all(bodies.slice(0, 2).map(async (b) => await app.ledger.get(b.request_id)))).every((r) => r?.state === 'ended'), 15000, 20)
   t.match((await app.inject({ url: '/metrics' })).body, /agent_host_sse_disconnects_total\{why="slow_consumer"\} 2\n/)
   const replay = await open(url, bodies[0])
   await replay.ended
   const packets = parseSse(replay.text()).packets
   t.equal(packets.filter((p) => p.op === 'DELTA').length, count, 'a client that comes back and reads gets every delta from the journal')
   t.ok(packets.some((p) => p.op === 'CLOSE' && p.p === 'done'), 'to the end of the run')
-  const [interaction] = app.sessions.history(bodies[0]?.context.session_id as string)
+  const [interaction] = await app.sessions.history(bodies[0]?.context.session_id as string)
   t.match((interaction?.output as { errors: unknown[] }).errors, [{ code: 'slow_consumer', severity: 'TRANSIENT' }], 'the history records that the first reader was too slow')
 })

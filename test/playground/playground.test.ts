@@ -125,7 +125,7 @@ t.test('markdown from an agent is rendered and sanitised', { skip }, async (t) =
 
 t.test('with AUTH_MODE=apikey the page asks for a key, and works with one', { skip }, async (t) => {
   const { app, url } = await listen(t, { WORKERS_PER_TYPE: '0', AUTH_MODE: 'apikey' })
-  const { key } = app.keys.create({ name: 'playground', scopes: ['agents:read', 'assist:invoke'] })
+  const { key } = await app.keys.create({ name: 'playground', scopes: ['agents:read', 'assist:invoke'] })
   const { page } = await open(t, `${url}/playground/`)
   await page.locator('#status', { hasText: 'AH_ERR_AUTH_REQUIRED' }).waitFor()
   await page.fill('#api-key', key)

@@ -1,4 +1,4 @@
-import t from 'tap'
+import t, { type Test } from 'tap'
 import { spawn, type ChildProcess } from 'node:child_process'
 import { once } from 'node:events'
 import { readFileSync } from 'node:fs'
@@ -6,10 +6,13 @@ import { fileURLToPath } from 'node:url'
 import { setTimeout as sleep } from 'node:timers/promises'
 import { openDatabase } from '../../src/storage/database.js'
 import { FileTaskStore } from '../../src/runtime/file-task-store.js'
+import { PgTaskStore } from '../../src/runtime/pg-task-store.js'
 import { SqliteTaskStore } from '../../src/runtime/sqlite-task-store.js'
+import { openPostgres } from '../../src/storage/postgres/database.js'
 import type { TaskStore } from '../../src/runtime/task-store.js'
 import type { TaskNode } from '../../src/runtime/task.js'
 import { tempDataDir } from '../helper.js'
+import { pgDatabase } from '../pg.js'
 
 const ROOT = fileURLToPath(new URL('../..', import.meta.url))
 const TASKS = 120
@@ -17,8 +20,8 @@ const TASKS = 120
 /** A worker process and everything it printed. */
 interface Worker { child: ChildProcess, out: string, ready: Promise<void>, exited: Promise<unknown> }
 
-function worker (kind: string, dir: string, owner: string): Worker {
-  const child = spawn(process.execPath, [...process.execArgv, 'test/fixtures/scripts/task-chaos-worker.ts', kind, dir, owner], { cwd: ROOT, stdio: ['ignore', 'pipe', 'inherit'] })
+function worker (kind: string, location: string, owner: string): Worker {
+  const child = spawn(process.execPath, [...process.execArgv, 'test/fixtures/scripts/task-chaos-worker.ts', kind, location, owner], { cwd: ROOT, stdio: ['pipe', 'pipe', 'inherit'] })
   const w: Worker = { child, out: '', ready: Promise.resolve(), exited: once(child, 'exit') }
   w.ready = new Promise((resolve, reject) => {
     child.stdout?.on('data', (c: Buffer) => { w.out += c.toString(); if (w.out.startsWith('ready\n')) resolve() })
@@ -29,25 +32,46 @@ function worker (kind: string, dir: string, owner: string): Worker {
 
 const stopped = (child: ChildProcess): boolean => readFileSync(`/proc/${child.pid ?? 0}/stat`, 'utf8').split(') ')[1]?.[0] === 'T'
 
+/** A new, empty store of each kind and where its workers find it (a folder, or a database URL); undefined when PostgreSQL is missing. */
+const stores: Record<string, (t: Test) => Promise<{ store: TaskStore, location: string } | undefined>> = {
+  file: async (t) => {
+    const dir = tempDataDir(t)
+    return { store: new FileTaskStore(dir, { staleMs: 1000 }), location: dir }
+  },
+  sqlite: async (t) => {
+    const dir = tempDataDir(t)
+    const db = openDatabase(dir)
+    t.teardown(() => db.close())
+    return { store: new SqliteTaskStore(db), location: dir }
+  },
+  postgres: async (t) => {
+    const url = await pgDatabase(t)
+    if (url === undefined) return undefined
+    const pool = await openPostgres(url)
+    t.teardown(async () => { await pool.end() })
+    return { store: new PgTaskStore(pool), location: url }
+  }
+}
+
 // SIGSTOP past the lock's stale period and the claims' lease, SIGKILL at whatever moment the run is in,
 // a replacement for each killed worker, and a reader looking at the graph the whole time.
-for (const kind of ['file', 'sqlite'] as const) {
+for (const [kind, make] of Object.entries(stores)) {
   t.test(`${kind} store under pauses and kills: every task completed, none twice, none reverted`, async (t) => {
-    const dir = tempDataDir(t)
-    const db = kind === 'sqlite' ? openDatabase(dir) : undefined
-    t.teardown(() => db?.close())
-    const store: TaskStore = db !== undefined ? new SqliteTaskStore(db) : new FileTaskStore(dir, { staleMs: 1000 })
+    const made = await make(t)
+    if (made === undefined) return
+    const { store, location } = made
     await store.create(Array.from({ length: TASKS }, (_, i) => ({ id: `t${String(i).padStart(3, '0')}`, type: 'w' })))
-    const workers = [0, 1, 2, 3].map((i) => worker(kind, dir, `w${i}`))
+    const workers = [0, 1, 2, 3].map((i) => worker(kind, location, `w${i}`))
     t.teardown(() => { for (const w of workers) { w.child.kill('SIGCONT'); w.child.kill('SIGKILL') } })
     await Promise.all(workers.map(async (w) => { await w.ready }))
+    for (const w of workers) w.child.stdin?.end('go\n')
 
     let reads = 0
     let torn = 0
     const regressions: string[] = []
     const completed = new Set<string>()
     const look = async (): Promise<TaskNode[] | undefined> => {
-      if (kind === 'sqlite') return await store.list({ limit: TASKS })
+      if (kind !== 'file') return await store.list({ limit: TASKS })
       try {
         return (JSON.parse(readFileSync((store as FileTaskStore).file, 'utf8')) as { tasks: TaskNode[] }).tasks
       } catch {
@@ -88,9 +112,10 @@ for (const kind of ['file', 'sqlite'] as const) {
       victim.child.kill('SIGKILL')
       await victim.exited
       chaos.kills++
-      const next = worker(kind, dir, `w${i}b`)
+      const next = worker(kind, location, `w${i}b`)
       workers.push(next)
       await next.ready
+      next.child.stdin?.end('go\n')
     }
     await sleep(Math.max(0, pausedAt + 2_500 - Date.now()))
     const pauseMs = Date.now() - pausedAt

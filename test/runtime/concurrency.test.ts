@@ -1,37 +1,63 @@
-import t from 'tap'
+import t, { type Test } from 'tap'
 import { spawn } from 'node:child_process'
 import { once } from 'node:events'
-import { readdirSync, readFileSync, writeFileSync } from 'node:fs'
-import { join } from 'node:path'
+import { readdirSync, readFileSync } from 'node:fs'
 import { fileURLToPath } from 'node:url'
 import { setTimeout as sleep } from 'node:timers/promises'
 import { openDatabase } from '../../src/storage/database.js'
 import { FileTaskStore } from '../../src/runtime/file-task-store.js'
+import { PgTaskStore } from '../../src/runtime/pg-task-store.js'
 import { SqliteTaskStore } from '../../src/runtime/sqlite-task-store.js'
+import { openPostgres } from '../../src/storage/postgres/database.js'
 import type { TaskStore } from '../../src/runtime/task-store.js'
 import { tempDataDir } from '../helper.js'
+import { pgDatabase } from '../pg.js'
 
 const ROOT = fileURLToPath(new URL('../..', import.meta.url))
 const TASKS = 500
 const WORKERS = 4
 
-for (const kind of ['file', 'sqlite'] as const) {
-  t.test(`${kind} store: ${WORKERS} processes drain ${TASKS} tasks, each completed exactly once`, async (t) => {
+/** A new, empty store of each kind and where its workers find it (a folder, or a database URL); undefined when PostgreSQL is missing. */
+const stores: Record<string, (t: Test) => Promise<{ store: TaskStore, location: string } | undefined>> = {
+  file: async (t) => {
     const dir = tempDataDir(t)
-    const db = kind === 'sqlite' ? openDatabase(dir) : undefined
-    t.teardown(() => db?.close())
-    const store: TaskStore = db !== undefined ? new SqliteTaskStore(db) : new FileTaskStore(dir)
+    return { store: new FileTaskStore(dir), location: dir }
+  },
+  sqlite: async (t) => {
+    const dir = tempDataDir(t)
+    const db = openDatabase(dir)
+    t.teardown(() => db.close())
+    return { store: new SqliteTaskStore(db), location: dir }
+  },
+  postgres: async (t) => {
+    const url = await pgDatabase(t)
+    if (url === undefined) return undefined
+    const pool = await openPostgres(url)
+    t.teardown(async () => { await pool.end() })
+    return { store: new PgTaskStore(pool), location: url }
+  }
+}
+
+for (const [kind, make] of Object.entries(stores)) {
+  t.test(`${kind} store: ${WORKERS} processes drain ${TASKS} tasks, each completed exactly once`, async (t) => {
+    const made = await make(t)
+    if (made === undefined) return
+    const { store, location } = made
     await store.create(Array.from({ length: TASKS }, (_, i) => ({ id: `t${i}`, type: 'w' })))
 
     const workers = Array.from({ length: WORKERS }, (_, i) => {
-      const child = spawn(process.execPath, [...process.execArgv, 'test/fixtures/scripts/task-drainer.ts', kind, dir, `worker-${i}`], { cwd: ROOT, stdio: ['ignore', 'pipe', 'inherit'] })
+      const child = spawn(process.execPath, [...process.execArgv, 'test/fixtures/scripts/task-drainer.ts', kind, location, `worker-${i}`], { cwd: ROOT, stdio: ['pipe', 'pipe', 'inherit'] })
+      t.teardown(() => { child.kill('SIGKILL') })
       let out = ''
-      child.stdout.on('data', (c: Buffer) => { out += c.toString() })
-      return once(child, 'exit').then(([code]) => ({ code, lines: out.trim().split('\n').filter((l) => l !== '') }))
+      const ready = new Promise<void>((resolve, reject) => {
+        child.stdout.on('data', (c: Buffer) => { out += c.toString(); if (out.startsWith('ready\n')) resolve() })
+        child.once('exit', (code) => { reject(new Error(`worker-${i} exited before it was ready (${String(code)})`)) })
+      })
+      const exited = once(child, 'exit').then(([code]) => ({ code, lines: out.trim().split('\n').slice(1).filter((l) => l !== '') }))
+      return { child, ready, exited }
     })
-    const deadline = Date.now() + 60_000
-    while (readdirSync(dir).filter((f) => f.startsWith('ready-')).length < WORKERS && Date.now() < deadline) await sleep(10)
-    writeFileSync(join(dir, 'go'), '')
+    await Promise.all(workers.map(async (w) => { await w.ready }))
+    for (const w of workers) w.child.stdin.end('go\n')
     let reads = 0
     let torn = 0
     const state = { running: kind === 'file' }
@@ -46,7 +72,7 @@ for (const kind of ['file', 'sqlite'] as const) {
         await sleep(1)
       }
     })()
-    const results = await Promise.all(workers)
+    const results = await Promise.all(workers.map(async (w) => await w.exited))
     state.running = false
     await reader
 

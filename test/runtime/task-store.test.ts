@@ -1,13 +1,16 @@
-import t from 'tap'
+import t, { type Test } from 'tap'
 import { readFileSync, rmSync } from 'node:fs'
 import lockfile from 'proper-lockfile'
 import { openDatabase } from '../../src/storage/database.js'
 import { FileTaskStore } from '../../src/runtime/file-task-store.js'
+import { PgTaskStore } from '../../src/runtime/pg-task-store.js'
 import { SqliteTaskStore } from '../../src/runtime/sqlite-task-store.js'
+import { openPostgres } from '../../src/storage/postgres/database.js'
 import { findCycle } from '../../src/runtime/task-graph.js'
 import { newTaskNode, retryDelayMs } from '../../src/runtime/task.js'
 import type { TaskStore } from '../../src/runtime/task-store.js'
-import { tempDataDir, type Teardown } from '../helper.js'
+import { tempDataDir } from '../helper.js'
+import { pgDatabase } from '../pg.js'
 
 /** A clock the tests move by hand. */
 function clock (start = Date.parse('2026-11-22T10:00:00.000Z')): { now: () => Date, advance: (ms: number) => void } {
@@ -15,12 +18,20 @@ function clock (start = Date.parse('2026-11-22T10:00:00.000Z')): { now: () => Da
   return { now: () => new Date(at), advance: (ms) => { at += ms } }
 }
 
-const stores: Record<string, (t: Teardown, now: () => Date) => TaskStore> = {
-  file: (t, now) => new FileTaskStore(tempDataDir(t), { now, retryBaseMs: 1000, retryCapMs: 8000 }),
-  sqlite: (t, now) => {
+/** A new, empty store of each kind; undefined (the test skipped, loudly) when PostgreSQL is missing. */
+const stores: Record<string, (t: Test, now: () => Date) => Promise<TaskStore | undefined>> = {
+  file: async (t, now) => new FileTaskStore(tempDataDir(t), { now, retryBaseMs: 1000, retryCapMs: 8000 }),
+  sqlite: async (t, now) => {
     const db = openDatabase(tempDataDir(t))
     t.teardown(() => db.close())
     return new SqliteTaskStore(db, { now, retryBaseMs: 1000, retryCapMs: 8000 })
+  },
+  postgres: async (t, now) => {
+    const url = await pgDatabase(t)
+    if (url === undefined) return undefined
+    const pool = await openPostgres(url)
+    t.teardown(async () => { await pool.end() })
+    return new PgTaskStore(pool, { now, retryBaseMs: 1000, retryCapMs: 8000 })
   }
 }
 
@@ -28,7 +39,8 @@ for (const [kind, make] of Object.entries(stores)) {
   t.test(`${kind} store: the TaskStore contract`, async (t) => {
     t.test('create fills defaults, accepts input as an alias, and lists', async (t) => {
       const c = clock()
-      const store = make(t, c.now)
+      const store = await make(t, c.now)
+      if (store === undefined) return
       const [a] = await store.create([{ id: 'a', type: 'wordcount', input: { text: 'x' }, metadata: { conversation_id: 'conv-1' } }])
       t.match(a, { id: 'a', type: 'wordcount', status: 'PENDING', owner: null, priority: 0, attempt: 0, max_attempts: 3, inputs: { text: 'x' }, outputs: null, parent_id: null, dependency_ids: [], available_at: '2026-11-22T10:00:00.000Z' })
       const [b] = await store.create([{ type: 'summarize', priority: 5 }])
@@ -42,8 +54,23 @@ for (const [kind, make] of Object.entries(stores)) {
       t.equal(await store.get('nope'), undefined)
     })
 
+    t.test('list filters by owner (metadata.owner_key) and by several filters at once, oldest first', async (t) => {
+      const c = clock()
+      const store = await make(t, c.now)
+      if (store === undefined) return
+      await store.create([{ id: 'k1-a', type: 'w', metadata: { owner_key: 'k1', conversation_id: 'c' } }, { id: 'k2-a', type: 'w', metadata: { owner_key: 'k2' } }])
+      c.advance(5)
+      await store.create([{ id: 'k1-b', type: 'v', metadata: { owner_key: 'k1', conversation_id: 'c' } }, { id: 'host', type: 'w' }])
+      t.same((await store.list({ owner: 'k1' })).map((x) => x.id), ['k1-a', 'k1-b'])
+      t.same((await store.list({ owner: 'k1', type: 'w' })).map((x) => x.id), ['k1-a'])
+      t.same((await store.list({ owner: 'k1', conversation_id: 'c', status: 'PENDING', offset: 1 })).map((x) => x.id), ['k1-b'])
+      t.same((await store.list({ owner: 'nobody' })), [])
+      t.same((await store.list({ limit: 2 })).map((x) => x.id), ['k1-a', 'k2-a'], 'a batch keeps its order')
+    })
+
     t.test('bad graphs are refused whole: unknown dependencies, cycles, repeated ids', async (t) => {
-      const store = make(t, clock().now)
+      const store = await make(t, clock().now)
+      if (store === undefined) return
       await store.create([{ id: 'base', type: 'x' }])
       const refuse = async (batch: Parameters<TaskStore['create']>[0], message: RegExp) => {
         await t.rejects(store.create(batch), { code: 'AH_ERR_TASK_INVALID', statusCode: 400, message })
@@ -58,6 +85,7 @@ for (const [kind, make] of Object.entries(stores)) {
       await refuse([{ id: 'a', type: 'x', max_attempts: 0 }], /max_attempts/)
       await refuse([{ id: 'a', type: 'x', parent_id: 'ghost' }], /unknown parent/)
       await refuse([], /no tasks/)
+      await refuse({ id: 'a', type: 'x' } as unknown as Parameters<TaskStore['create']>[0], /no tasks/)
       t.same((await store.list()).map((x) => x.id), ['base'], 'nothing of a refused batch was written')
       const ok = await store.create([{ id: 'a', type: 'x', dependency_ids: ['base', 'b'] }, { id: 'b', type: 'x', dependency_ids: ['base'], parent_id: 'base' }])
       t.equal(ok.length, 2)
@@ -65,7 +93,8 @@ for (const [kind, make] of Object.entries(stores)) {
 
     t.test('claims go by priority, then age, only when dependencies are completed and the task is available', async (t) => {
       const c = clock()
-      const store = make(t, c.now)
+      const store = await make(t, c.now)
+      if (store === undefined) return
       await store.create([{ id: 'old-low', type: 'w', priority: 1 }])
       c.advance(10)
       await store.create([{ id: 'new-high', type: 'w', priority: 9 }, { id: 'blocked', type: 'w', priority: 99, dependency_ids: ['old-low'] }, { id: 'other', type: 'v', priority: 100 }])
@@ -84,7 +113,8 @@ for (const [kind, make] of Object.entries(stores)) {
 
     t.test('heartbeat, complete and fail check the claim; a stale claim changes nothing', async (t) => {
       const c = clock()
-      const store = make(t, c.now)
+      const store = await make(t, c.now)
+      if (store === undefined) return
       await store.create([{ id: 't', type: 'w', max_attempts: 2 }])
       const claimed = await store.claim('w', 'me', 1000)
       const token = { owner: 'me', attempt: 1 }
@@ -119,7 +149,8 @@ for (const [kind, make] of Object.entries(stores)) {
 
     t.test('the reaper returns expired leases to PENDING with backoff, then FAILED after max_attempts', async (t) => {
       const c = clock()
-      const store = make(t, c.now)
+      const store = await make(t, c.now)
+      if (store === undefined) return
       await store.create([{ id: 'r', type: 'w', max_attempts: 2 }, { id: 's-alive', type: 'w' }])
       await store.claim('w', 'crashed', 1000)
       await store.claim('w', 'healthy', 10_000)
@@ -138,7 +169,8 @@ for (const [kind, make] of Object.entries(stores)) {
     })
 
     t.test('cancel: pending and running tasks only', async (t) => {
-      const store = make(t, clock().now)
+      const store = await make(t, clock().now)
+      if (store === undefined) return
       await store.create([{ id: 'p', type: 'w' }, { id: 'q', type: 'w' }])
       t.equal((await store.cancel('p')).status, 'CANCELLED')
       await store.claim('w', 'me', 1000)
@@ -151,7 +183,8 @@ for (const [kind, make] of Object.entries(stores)) {
 
     t.test('release: a claimed task goes back to PENDING at once and its attempt does not count; only its claim may', async (t) => {
       const c = clock()
-      const store = make(t, c.now)
+      const store = await make(t, c.now)
+      if (store === undefined) return
       await store.create([{ id: 'r', type: 'w', max_attempts: 1 }])
       const claimed = await store.claim('w', 'me', 1000)
       await t.rejects(store.release('r', { owner: 'other', attempt: 1 }), { code: 'AH_ERR_TASK_STALE_CLAIM' })

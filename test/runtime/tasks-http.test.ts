@@ -1,7 +1,7 @@
 import t from 'tap'
 import { setTimeout as sleep } from 'node:timers/promises'
 import type { FastifyInstance } from 'fastify'
-import { build, FIXTURE_AGENTS_DIR } from '../helper.js'
+import { build, FIXTURE_AGENTS_DIR, sqliteDb } from '../helper.js'
 import { checkErrorBody } from '../sse.js'
 import { seen } from '../fixtures/agents/sleeper/index.js'
 
@@ -126,7 +126,7 @@ t.test('a clean stop gives running tasks back without using an attempt, and clai
 t.test('task and conversation feeds are lookups, right at any size of the event log, and page with a cursor', async (t) => {
   const app = await build(t, { ...FAST })
   const filler = { kind: 'cloudevent' as const, type: 'noise', source: 'tests', time: new Date().toISOString(), session_id: 'busy-talk', event: {} }
-  app.db.transaction(() => { for (let i = 0; i < 10_500; i++) app.events.append({ ...filler, id: `n${i}` }) })()
+  sqliteDb(app).transaction(() => { for (let i = 0; i < 10_500; i++) app.events.append({ ...filler, id: `n${i}` }) })()
   await app.tasks.create([{ id: 'late-task', type: 'wordcount', inputs: { text: 'one two three' }, metadata: { conversation_id: 'busy-talk' } }])
   await until(async () => await status(app, 'late-task') === 'COMPLETED')
   const res = await app.inject({ url: '/v1/tasks/late-task/events' })

@@ -4,7 +4,7 @@ import { join } from 'node:path'
 import { Checkpointer } from '../../src/storage/checkpointer.js'
 import { DB_FILE, openDatabase } from '../../src/storage/database.js'
 import { loadConfig } from '../../src/config.js'
-import { build, tempDataDir } from '../helper.js'
+import { build, tempDataDir, sqliteDb } from '../helper.js'
 import { until } from '../socket.js'
 
 t.test('a checkpointer copies the WAL into the database file from its worker thread, and checkpoints once more when closed', async (t) => {
@@ -29,22 +29,22 @@ t.test('a checkpointer copies the WAL into the database file from its worker thr
 
 t.test('the server checkpoints from a worker by default, and with DB_CHECKPOINT_INTERVAL_MS=0 leaves it to SQLite', async (t) => {
   const app = await build(t)
-  t.equal(app.db.pragma('wal_autocheckpoint', { simple: true }), 0)
-  t.equal(app.db.pragma('cache_size', { simple: true }), -65536, 'DB_CACHE_KIB')
+  t.equal(sqliteDb(app).pragma('wal_autocheckpoint', { simple: true }), 0)
+  t.equal(sqliteDb(app).pragma('cache_size', { simple: true }), -65536, 'DB_CACHE_KIB')
   const plain = await build(t, { DB_CHECKPOINT_INTERVAL_MS: '0', DB_CACHE_KIB: '4096' })
-  t.equal(plain.db.pragma('wal_autocheckpoint', { simple: true }), 1000)
-  t.equal(plain.db.pragma('cache_size', { simple: true }), -4096)
+  t.equal(sqliteDb(plain).pragma('wal_autocheckpoint', { simple: true }), 1000)
+  t.equal(sqliteDb(plain).pragma('cache_size', { simple: true }), -4096)
 })
 
 t.test('DB_PAGE_SIZE sets the page size of a new database; an existing one keeps its own', async (t) => {
   const dir = tempDataDir(t)
   const small = await build(t, { DATA_DIR: dir, DB_PAGE_SIZE: '1024' })
-  t.equal(small.db.pragma('page_size', { simple: true }), 1024)
-  t.equal(small.db.pragma('temp_store', { simple: true }), 2, 'statement journals stay in memory')
+  t.equal(sqliteDb(small).pragma('page_size', { simple: true }), 1024)
+  t.equal(sqliteDb(small).pragma('temp_store', { simple: true }), 2, 'statement journals stay in memory')
   await small.close()
   const again = await build(t, { DATA_DIR: dir, DB_PAGE_SIZE: '8192' })
-  t.equal(again.db.pragma('page_size', { simple: true }), 1024)
-  t.equal((await build(t)).db.pragma('page_size', { simple: true }), 4096, 'the default')
+  t.equal(sqliteDb(again).pragma('page_size', { simple: true }), 1024)
+  t.equal(sqliteDb(await build(t)).pragma('page_size', { simple: true }), 4096, 'the default')
   t.throws(() => loadConfig({ DB_PAGE_SIZE: '3000' }), /DB_PAGE_SIZE/)
 })
 

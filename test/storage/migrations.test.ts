@@ -4,7 +4,7 @@ import { join } from 'node:path'
 import { DB_FILE, migrate, openDatabase, SCHEMA_VERSION } from '../../src/storage/database.js'
 import { buildApp } from '../../src/app.js'
 import { MIGRATIONS } from '../../src/storage/migrations.js'
-import { tempDataDir, testConfig } from '../helper.js'
+import { tempDataDir, testConfig, sqliteDb } from '../helper.js'
 
 /** A database in `dir` as the code of schema `version` left it (to test the migrations after it). */
 function databaseAt (dir: string, version: number): Database.Database {
@@ -101,7 +101,7 @@ t.test('interactions and values indexed under schema 7 are found by recall after
   t.teardown(() => app.close())
   const session = app.sessions.open('s1', { user_id: 'u', tier: 'free', locale: 'en' })
   t.same((await session.recall('walrus', 10)).map((h) => `${h.kind}:${h.ref}`).sort(), ['interaction:r1', 'interaction:r2', 'value:colour'])
-  t.same(app.db.prepare('SELECT count(*) FROM memory_fts WHERE content IS NOT NULL').pluck().get(), 0, 'the index keeps no copy of the text')
+  t.same(sqliteDb(app).prepare('SELECT count(*) FROM memory_fts WHERE content IS NOT NULL').pluck().get(), 0, 'the index keeps no copy of the text')
   await session.store('colour', 'plain walrus')
   await session.store('shape', 'round walrus')
   t.same((await session.recall('walrus', 10)).map((h) => `${h.kind}:${h.ref}`).sort(), ['interaction:r1', 'interaction:r2', 'value:colour', 'value:shape'])
@@ -118,5 +118,5 @@ t.test('task events stored before schema 10 are found by their task id after mig
   raw.close()
   const app = await buildApp(testConfig(t, { DATA_DIR: dir }))
   t.teardown(() => app.close())
-  t.same(app.events.list({ task_id: 't-1' }).map((e) => e.kind), ['task'], 'the task\'s own event; an agent\'s event that names it is not one')
+  t.same((await app.events.list({ task_id: 't-1' })).map((e) => e.kind), ['task'], 'the task\'s own event; an agent\'s event that names it is not one')
 })

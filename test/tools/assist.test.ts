@@ -51,10 +51,10 @@ t.test('an agent reads a file through host.tools, a scope violation is refused, 
   ])
   for (const r of responses) t.ok(Number.isInteger(r.duration_ms), 'duration_ms')
 
-  const rows = app.audit.list({ action: 'tool.call', request_id: requestId })
+  const rows = await app.audit.list({ action: 'tool.call', request_id: requestId })
   t.match(rows.map((r) => [r.resource, r.success]), [['fs.read', true], ['fs.read', false], ['fs.read', false], ['fs.write', false]], 'every call audited, refusals too')
   t.match(rows[0], { actor: 'anonymous', claimed_user: 'user-1', details: { by: 'agent:tool-user' } })
-  const events = app.events.list({ request_id: requestId, type: 'tool.call' })
+  const events = await app.events.list({ request_id: requestId, type: 'tool.call' })
   t.match(events.map((e) => e.event), [
     { type: 'tool.call', data: { agent: 'tool-user', tool: 'fs', action: 'read', server_tool: 'read_text_file', success: true, attempts: 1 } },
     { data: { success: false, attempts: 0, error: /^scope_violation/ } },
@@ -87,14 +87,14 @@ t.test('the run\'s end aborts its call in flight: a run timeout stops the tool c
   t.equal(status, 504)
   t.match(checkErrorBody(body), { code: 'AH_ERR_RUN_TIMEOUT' })
   t.ok(existsSync(log) && readFileSync(log, 'utf8').includes('"sleep"'), 'the call had reached the server')
-  await until('the call to be recorded', () => app.events.list({ request_id: requestId, type: 'tool.call' }).length === 1, 30_000)
-  t.match(app.events.list({ request_id: requestId, type: 'tool.call' })[0]?.event, { data: { tool: 'fx', action: 'sleep', success: false, error: 'aborted: the run was aborted (timeout)' } })
+  await until('the call to be recorded', async () => (await app.events.list({ request_id: requestId, type: 'tool.call' })).length === 1, 30_000)
+  t.match((await app.events.list({ request_id: requestId, type: 'tool.call' }))[0]?.event, { data: { tool: 'fx', action: 'sleep', success: false, error: 'aborted: the run was aborted (timeout)' } })
 })
 
 t.test('GET /v1/tools needs agents:read; with no servers file it lists nothing', async (t) => {
   const app = await build(t, { WORKERS_PER_TYPE: '0', AUTH_MODE: 'apikey' })
-  const reader = app.keys.create({ name: 'reader', scopes: ['agents:read'] }).key
-  const other = app.keys.create({ name: 'other', scopes: ['tasks:read'] }).key
+  const reader = (await app.keys.create({ name: 'reader', scopes: ['agents:read'] })).key
+  const other = (await app.keys.create({ name: 'other', scopes: ['tasks:read'] })).key
   t.equal((await app.inject({ url: '/v1/tools' })).statusCode, 401)
   t.equal((await app.inject({ url: '/v1/tools', headers: { authorization: `Bearer ${other}` } })).statusCode, 403)
   const res = await app.inject({ url: '/v1/tools', headers: { authorization: `Bearer ${reader}` } })

@@ -76,12 +76,12 @@ t.test('the filesystem server: a read through an alias works, is audited and is 
   const list = await tools.call({ tool: 'fs', action: 'list', args: { path: 'packages' } })
   t.match(textOf(list), /\[FILE\] a\.ts/)
 
-  const rows = app.audit.list({ action: 'tool.call', request_id: run.requestId })
+  const rows = await app.audit.list({ action: 'tool.call', request_id: run.requestId })
   t.match(rows, [
     { actor: 'owner-1', action: 'tool.call', resource: 'fs.read', success: true, claimed_user: 'user-1', trace_id: run.traceId, details: { by: 'agent:tool-user', attempts: 1 } },
     { resource: 'fs.list', success: true }
   ], 'one audit row per call, the run\'s caller its actor')
-  const events = app.events.list({ request_id: run.requestId, type: 'tool.call' })
+  const events = await app.events.list({ request_id: run.requestId, type: 'tool.call' })
   t.equal(events.length, 2)
   t.match(events[0], { session_id: run.sessionId, trace_id: run.traceId, event: { specversion: '1.0', type: 'tool.call', source: 'agent-host/tools', subject: 'fs.read', data: { agent: 'tool-user', tool: 'fs', action: 'read', server_tool: 'read_text_file', success: true, attempts: 1 } } })
 })
@@ -112,7 +112,7 @@ t.test('scope violations are refused before the server sees them: .., an absolut
   t.same((echoed.result as { structuredContent: unknown }).structuredContent, { path: join(root, 'packages/a.ts') }, 'the server gets the absolute real path the host checked')
   t.match(await tools.call({ tool: 'echo', action: 'echo_args', args: { path: 'packages/escape/x' } }), { success: false, error: /^scope_violation/ })
   t.same(readFileSync(calls, 'utf8').trim().split('\n').map((l) => JSON.parse(l) as unknown), [{ name: 'echo_args', args: { path: join(root, 'packages/a.ts') } }], 'the refused call never reached the server')
-  t.match(app.audit.list({ action: 'tool.call', request_id: run.requestId }).filter((r) => !r.success), Array(5).fill({ details: { attempts: 0, error: /^scope_violation/ } }), 'refusals are audited')
+  t.match((await app.audit.list({ action: 'tool.call', request_id: run.requestId })).filter((r) => !r.success), Array(5).fill({ details: { attempts: 0, error: /^scope_violation/ } }), 'refusals are audited')
 })
 
 t.test('the rules before the scopes: an unknown tool, an agent not listed, an action not allowed; a branch pattern', async (t) => {
@@ -153,7 +153,7 @@ t.test('a timeout: success false, the error says timeout, the request is cancell
   t.match(slow, { success: false, result: null, error: /^timeout: the call took longer than its timeout of 1 s/ })
   t.equal(app.tools.get('everything')?.connection.status, 'running', 'a timeout is not a crash')
   t.match(await tools.call({ tool: 'everything', action: 'echo', args: { message: 'still here' } }), { success: true, result: { content: [{ text: 'Echo: still here' }] } })
-  t.match(app.events.list({ request_id: run.requestId, type: 'tool.call' })[1], { event: { data: { success: false, attempts: 1, error: /^timeout/ } } }, 'a timeout is not retried')
+  t.match((await app.events.list({ request_id: run.requestId, type: 'tool.call' }))[1], { event: { data: { success: false, attempts: 1, error: /^timeout/ } } }, 'a timeout is not retried')
 })
 
 t.test('a server that crashes mid-call fails the call clearly, and the next call starts it again', async (t) => {
@@ -186,7 +186,7 @@ t.test('retry_on_failure: a call whose server crashes is made once more on a new
   const retried = await tools.call({ tool: 'fx', action: 'exit_once', args: { marker: join(dir, 'a') } })
   t.match(retried, { success: true })
   t.match(textOf(retried), /^survived in \d+$/)
-  t.match(app.events.list({ request_id: run.requestId, type: 'tool.call' }).at(-1), { event: { data: { success: true, attempts: 2 } } }, 'two attempts')
+  t.match((await app.events.list({ request_id: run.requestId, type: 'tool.call' })).at(-1), { event: { data: { success: true, attempts: 2 } } }, 'two attempts')
 
   t.match(await tools.call({ tool: 'fx', action: 'exit_once', args: { marker: join(dir, 'b') }, retry_on_failure: false }), { success: false, error: /^server_exited/ })
   t.ok(existsSync(join(dir, 'b')), 'the first attempt ran')
@@ -201,7 +201,7 @@ t.test('a tool error, a protocol error and an answer that is not a result are fa
   t.match(await tools.call({ tool: 'fx', action: 'fail', args: {} }), { success: false, error: 'tool_error: it went wrong', result: { content: [{ type: 'text', text: 'it went wrong' }] } })
   t.match(await tools.call({ tool: 'fx', action: 'throw', args: {} }), { success: false, error: /^server_error: MCP error -32603: the handler threw$/, result: null })
   t.match(await tools.call({ tool: 'fx', action: 'malformed', args: {} }), { success: false, error: /^server_error: the server's answer was not understood \(/, result: null })
-  t.same(app.events.list({ request_id: run.requestId, type: 'tool.call' }).map((e) => (e.event as { data: { attempts: number } }).data.attempts), [1, 1, 1])
+  t.same((await app.events.list({ request_id: run.requestId, type: 'tool.call' })).map((e) => (e.event as { data: { attempts: number } }).data.attempts), [1, 1, 1])
   t.equal(app.tools.get('fx')?.connection.status, 'running')
 })
 
@@ -229,7 +229,7 @@ t.test('a call whose record cannot be stored (the database locked elsewhere) sti
   const holder = await holdDbLock(t, dataDir)
   t.match(await app.tools.caller(run).call({ tool: 'nope', action: 'x', args: {} }), { success: false, error: /^unknown_tool/ })
   await holder.release()
-  t.same(app.audit.list({ action: 'tool.call', request_id: run.requestId }), [], 'nothing was recorded')
+  t.same(await app.audit.list({ action: 'tool.call', request_id: run.requestId }), [], 'nothing was recorded')
 })
 
 t.test('a server that cannot start: server_unavailable (retried), and listed failed with what it said', async (t) => {

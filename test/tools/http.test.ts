@@ -33,7 +33,7 @@ t.test('a Streamable HTTP server: its headers carry secrets referenced from the 
   current = await startHttpMcpServer('s3cret', server.port)
   const run = runOf()
   t.match(await app.tools.caller(run).call({ tool: 'remote', action: 'ping', args: {} }), { success: true }, 'with a retry: the call itself survives the restart')
-  t.match(app.events.list({ request_id: run.requestId, type: 'tool.call' })[0], { event: { data: { success: true, attempts: 2 } } })
+  t.match((await app.events.list({ request_id: run.requestId, type: 'tool.call' }))[0], { event: { data: { success: true, attempts: 2 } } })
 
   await current.close()
   const down = await tools.call({ tool: 'remote', action: 'ping', args: {} })

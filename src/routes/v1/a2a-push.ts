@@ -47,7 +47,7 @@ const a2aPushRoutes: FastifyPluginAsyncTypebox = async (app) => {
   }, async (request) => {
     const { task_id: taskId, state, after = 0, limit } = request.query
     const owner = visibleOwner(request.identity)
-    const rows = app.a2aPush.store.deliveries({ after, limit, ...(owner !== undefined ? { owner } : {}), ...(taskId !== undefined ? { taskId: taskId.toLowerCase() } : {}), ...(state !== undefined ? { state } : {}) })
+    const rows = await app.a2aPush.store.deliveries({ after, limit, ...(owner !== undefined ? { owner } : {}), ...(taskId !== undefined ? { taskId: taskId.toLowerCase() } : {}), ...(state !== undefined ? { state } : {}) })
     return { deliveries: rows.map(pushDelivery), next: rows.at(-1)?.seq ?? after }
   })
 }

@@ -6,6 +6,7 @@ import type { Cursor } from '../../assist/engine.js'
 import type { Frame } from '../../assist/frame-queue.js'
 import { AH_ERR_NOT_ACCEPTABLE, AH_ERR_RUN_NOT_FOUND } from '../../errors.js'
 import { chooseDeliveryMode } from '../../http/negotiate.js'
+import type { DeliveryMode } from '../../protocol/manifest.js'
 import { SseWriter } from '../../http/sse-writer.js'
 import { runTraceOf } from '../../plugins/telemetry.js'
 import { CancelAccepted } from '../../protocol/cancel.js'
@@ -67,6 +68,7 @@ const assistRoutes: FastifyPluginAsyncTypebox = async (app) => {
     const after = cursorOf(request.headers['last-event-id'])
     // a stream's slot is taken as soon as the mode is known: a caller over the cap starts no run
     let slot: (() => void) | undefined
+    let chosen: DeliveryMode | undefined
     let submission
     try {
       submission = await app.assist.submit(request.body, {
@@ -74,11 +76,14 @@ const assistRoutes: FastifyPluginAsyncTypebox = async (app) => {
         chooseMode: (own) => {
           const mode = chooseDeliveryMode(request.headers.accept, own)
           if (mode === undefined) throw new AH_ERR_NOT_ACCEPTABLE(request.headers.accept ?? '')
-          if (mode === 'server_sent_events') slot = app.limits.openStream(request, reply)
+          chosen = mode
           return mode
         },
         resuming: after !== undefined,
-        admit: async (agent) => { await app.limits.agentRun(request, reply, agent) },
+        admit: async (agent) => {
+          if (chosen === 'server_sent_events') slot = await app.limits.openStream(request, reply)
+          await app.limits.agentRun(request, reply, agent)
+        },
         log: request.log,
         ...(app.tracer !== undefined ? { trace: runTraceOf(request, request.body.context.trace) } : {})
       })
@@ -88,7 +93,7 @@ const assistRoutes: FastifyPluginAsyncTypebox = async (app) => {
     }
     const client = clientSignal(reply)
     if (submission.mode === 'server_sent_events') {
-      await stream(request, reply, submission.requestId, after, client, slot ?? app.limits.openStream(request, reply))
+      await stream(request, reply, submission.requestId, after, client, slot ?? await app.limits.openStream(request, reply))
       return reply
     }
     slot?.()

@@ -24,7 +24,7 @@ const auditRoutes: FastifyPluginAsyncTypebox = async (app) => {
     }
   }, async (request) => {
     const limit = request.query.limit ?? 100
-    const rows = app.audit.list({ ...request.query, limit })
+    const rows = await app.audit.list({ ...request.query, limit })
     const last = rows.at(-1)
     return rows.length === limit && last !== undefined ? { rows, next: last.audit_id } : { rows }
   })
@@ -39,7 +39,7 @@ const auditRoutes: FastifyPluginAsyncTypebox = async (app) => {
     }
   }, async () => {
     const { checkpoints, problems } = readCheckpoints(join(app.config.DATA_DIR, CHECKPOINT_FILE))
-    const result = app.audit.verify(checkpoints)
+    const result = await app.audit.verify(checkpoints)
     return problems.length > 0 && result.ok ? { ...result, ok: false, reason: problems.join('; ') } : result
   })
 
@@ -51,7 +51,7 @@ const auditRoutes: FastifyPluginAsyncTypebox = async (app) => {
       description: 'A monitor that stores these elsewhere can later prove that no row up to `rows` was changed or cut (`agent-host audit verify --checkpoint \'<json>\'`), even by someone holding the database and the key file.',
       response: { 200: AuditCheckpoint }
     }
-  }, async () => app.audit.checkpoint())
+  }, async () => await app.audit.checkpoint())
 }
 
 export default auditRoutes

@@ -36,7 +36,7 @@ const busRoutes: FastifyPluginAsyncTypebox = async (app) => {
     }
   }, async (request, reply) => {
     const published = await app.bus.publish(request.body, { source: 'api', owner_key: request.identity.id, trace_id: request.traceId })
-    app.audit.append({ actor: request.identity.id, action: 'bus.publish', resource: published.event.type, success: true, trace_id: request.traceId, details: { event: published.event.id, key: published.event.key.slice(0, 256), duplicate: published.duplicate } })
+    await app.audit.append({ actor: request.identity.id, action: 'bus.publish', resource: published.event.type, success: true, trace_id: request.traceId, details: { event: published.event.id, key: published.event.key.slice(0, 256), duplicate: published.duplicate } })
     return await reply.code(202).send({ event: busEventRecord(published.event), duplicate: published.duplicate })
   })
 
@@ -59,18 +59,18 @@ const busRoutes: FastifyPluginAsyncTypebox = async (app) => {
     const { pattern, follow, limit } = request.query
     const owner = visibleOwner(request.identity)
     const resumeAt = request.headers['last-event-id']
-    let after = resumeAt !== undefined ? Number(resumeAt) : request.query.after ?? (follow ? app.bus.head() : 0)
+    let after = resumeAt !== undefined ? Number(resumeAt) : request.query.after ?? (follow ? await app.bus.head() : 0)
     if (!follow) {
-      const page = app.bus.feed({ after, patterns: pattern, limit, ...(owner !== undefined ? { owner } : {}) })
+      const page = await app.bus.feed({ after, patterns: pattern, limit, ...(owner !== undefined ? { owner } : {}) })
       return { events: page.events.map(busEventRecord), next: page.next }
     }
-    return tailAsSse(app, request, reply, {
+    return await tailAsSse(app, request, reply, {
       source: app.bus.published,
       event: 'event',
       pollMs: app.config.BUS_POLL_MS,
       pump: async (writer) => {
         for (;;) {
-          const page = app.bus.feed({ after, patterns: pattern, limit: 500, ...(owner !== undefined ? { owner } : {}) })
+          const page = await app.bus.feed({ after, patterns: pattern, limit: 500, ...(owner !== undefined ? { owner } : {}) })
           for (const event of page.events) await writer.send('bus.event', String(event.seq), JSON.stringify(busEventRecord(event)))
           if (page.next === after) break
           after = page.next
@@ -86,7 +86,7 @@ const busRoutes: FastifyPluginAsyncTypebox = async (app) => {
       summary: 'The durable subscriptions: who listens to which events',
       response: { 200: Type.Object({ subscriptions: Type.Array(BusSubscriptionRecord) }, { additionalProperties: false }) }
     }
-  }, async () => ({ subscriptions: app.bus.subscriptions() }))
+  }, async () => ({ subscriptions: await app.bus.subscriptions() }))
 
   app.post('/v1/bus/dead-letters/:id/retry', {
     schema: {
@@ -103,7 +103,7 @@ const busRoutes: FastifyPluginAsyncTypebox = async (app) => {
     }
   }, async (request, reply) => {
     await app.bus.redrive(request.params.id, visibleOwner(request.identity))
-    app.audit.append({ actor: request.identity.id, action: 'bus.redrive', resource: `dead-letter:${request.params.id}`, success: true, trace_id: request.traceId })
+    await app.audit.append({ actor: request.identity.id, action: 'bus.redrive', resource: `dead-letter:${request.params.id}`, success: true, trace_id: request.traceId })
     return await reply.code(202).send({ retried: request.params.id })
   })
 
@@ -122,7 +122,7 @@ const busRoutes: FastifyPluginAsyncTypebox = async (app) => {
   }, async (request) => {
     const owner = visibleOwner(request.identity)
     const { limit } = request.query
-    const letters = app.bus.deadLetters({ limit, ...(request.query.after !== undefined ? { after: request.query.after } : {}), ...(owner !== undefined ? { owner } : {}) })
+    const letters = await app.bus.deadLetters({ limit, ...(request.query.after !== undefined ? { after: request.query.after } : {}), ...(owner !== undefined ? { owner } : {}) })
     const last = letters.at(-1)
     return {
       dead_letters: letters.map((d) => ({ ...d, event: busEventRecord(d.event), dead_at: new Date(d.dead_at).toISOString() })),

@@ -34,19 +34,19 @@ const eventRoutes: FastifyPluginAsyncTypebox = async (app) => {
     const owner = visibleOwner(request.identity)
     const query: EventQuery = { ...filters, limit, ...(owner !== undefined ? { owner_key: owner } : {}) }
     if (!follow) {
-      const events = app.events.list(query)
+      const events = await app.events.list(query)
       const last = events.at(-1)
       return events.length === limit && last !== undefined ? { events, next: last.seq } : { events }
     }
     const lastEventId = Number(request.headers['last-event-id'])
     let after = Number.isInteger(lastEventId) && lastEventId > 0 ? lastEventId : (query.after ?? 0)
-    return tailAsSse(app, request, reply, {
+    return await tailAsSse(app, request, reply, {
       source: app.events.appended,
       event: 'event',
       pollMs: POLL_MS,
       pump: async (writer) => {
         for (;;) {
-          const batch = app.events.list({ ...query, after, limit: 500 })
+          const batch = await app.events.list({ ...query, after, limit: 500 })
           for (const event of batch) {
             after = event.seq
             await writer.send('agent.event', String(event.seq), JSON.stringify(event))

@@ -40,7 +40,7 @@ const planRoutes: FastifyPluginAsyncTypebox = async (app) => {
     const tasks = await app.tasks.create(batch)
     const path = pathOf(tasks)
     request.log.info({ plan: plan.id, tasks: tasks.length, critical_path: path.path }, 'plan created')
-    app.audit.append({ actor: request.identity.id, action: 'plan.create', resource: plan.id, success: true, trace_id: request.traceId, details: { tasks: tasks.length } })
+    await app.audit.append({ actor: request.identity.id, action: 'plan.create', resource: plan.id, success: true, trace_id: request.traceId, details: { tasks: tasks.length } })
     return await reply.code(201).send({ plan_id: plan.id, tasks, critical_path: path.path, estimated_duration_hours: path.hours })
   })
 

@@ -14,8 +14,8 @@ const notFound = errorResponse('No stored session has this id, or it is another 
 /** `GET /v1/sessions/:session_id/history` and `DELETE /v1/sessions/:session_id`. */
 const sessionRoutes: FastifyPluginAsyncTypebox = async (app) => {
   /** A session exists and is the caller's (or the caller is admin); another key's is as good as missing. */
-  const visible = (request: FastifyRequest, sessionId: string): boolean => {
-    const key = app.sessions.keyOf(sessionId)
+  const visible = async (request: FastifyRequest, sessionId: string): Promise<boolean> => {
+    const key = await app.sessions.keyOf(sessionId)
     return key !== undefined && (grants(request.identity.scopes, 'admin') || key === request.identity.id)
   }
   app.get('/v1/sessions/:session_id/history', {
@@ -33,11 +33,11 @@ const sessionRoutes: FastifyPluginAsyncTypebox = async (app) => {
     }
   }, async (request) => {
     const { session_id: sessionId } = request.params
-    if (!visible(request, sessionId)) throw new AH_ERR_SESSION_NOT_FOUND(sessionId)
+    if (!await visible(request, sessionId)) throw new AH_ERR_SESSION_NOT_FOUND(sessionId)
     return {
       session_id: sessionId,
-      total: app.sessions.count(sessionId),
-      interactions: app.sessions.history(sessionId, request.query.limit, request.query.offset)
+      total: await app.sessions.count(sessionId),
+      interactions: await app.sessions.history(sessionId, request.query.limit, request.query.offset)
     }
   })
 
@@ -52,14 +52,9 @@ const sessionRoutes: FastifyPluginAsyncTypebox = async (app) => {
     }
   }, async (request, reply) => {
     const { session_id: sessionId } = request.params
-    if (!visible(request, sessionId)) throw new AH_ERR_SESSION_NOT_FOUND(sessionId)
+    if (!await visible(request, sessionId)) throw new AH_ERR_SESSION_NOT_FOUND(sessionId)
     await app.assist.cancelSession(sessionId)
-    const erased = app.db.transaction(() => ({
-      runs: app.runStore.eraseSession(sessionId),
-      events: app.events.eraseSession(sessionId),
-      session: app.sessions.erase(sessionId)
-    }))()
-    app.audit.append({ actor: request.identity.id, action: 'session.erase', resource: sessionId, success: true, details: { runs: erased.runs, events: erased.events } })
+    const erased = await app.ledger.eraseSession(sessionId, (counts) => ({ actor: request.identity.id, action: 'session.erase', resource: sessionId, success: true, details: counts }))
     request.log.info({ sessionId, ...erased }, 'session erased')
     return await reply.code(204).send(null)
   })

@@ -78,7 +78,7 @@ const taskRoutes: FastifyPluginAsyncTypebox = async (app) => {
     await refuseOthers(batch, visibleOwner(request.identity))
     const tasks = await app.tasks.create(batch)
     request.log.info({ tasks: tasks.map((t) => t.id) }, 'tasks created')
-    app.audit.append({ actor: request.identity.id, action: 'task.create', resource: tasks.map((t) => t.id).join(',').slice(0, 1024), success: true, trace_id: request.traceId, details: { count: tasks.length, types: [...new Set(tasks.map((t) => t.type))] } })
+    await app.audit.append({ actor: request.identity.id, action: 'task.create', resource: tasks.map((t) => t.id).join(',').slice(0, 1024), success: true, trace_id: request.traceId, details: { count: tasks.length, types: [...new Set(tasks.map((t) => t.type))] } })
     const served = new Set(app.taskAgents.map((loaded) => loaded.agent.agentType))
     const unknown = [...new Set(tasks.map((t) => t.type))].filter((type) => !served.has(type))
     const warnings = unknown.map((type) => ({
@@ -132,7 +132,7 @@ const taskRoutes: FastifyPluginAsyncTypebox = async (app) => {
     await visibleTask(request.params.id, request.identity)
     const task = await app.tasks.cancel(request.params.id)
     const aborted = app.workers.cancel(task.id)
-    app.audit.append({ actor: request.identity.id, action: 'task.cancel', resource: task.id, success: true, details: { aborted_handler: aborted } })
+    await app.audit.append({ actor: request.identity.id, action: 'task.cancel', resource: task.id, success: true, details: { aborted_handler: aborted } })
     return task
   })
 
@@ -148,7 +148,7 @@ const taskRoutes: FastifyPluginAsyncTypebox = async (app) => {
   }, async (request) => {
     await visibleTask(request.params.id, request.identity)
     const { after, limit, offset } = request.query
-    return page(app.events.list({ task_id: request.params.id, kind: 'task', after: after ?? 0, limit: limit + offset }).slice(offset), limit)
+    return page((await app.events.list({ task_id: request.params.id, kind: 'task', after: after ?? 0, limit: limit + offset })).slice(offset), limit)
   })
 
   app.get('/v1/conversations/:id/events', {
@@ -164,7 +164,7 @@ const taskRoutes: FastifyPluginAsyncTypebox = async (app) => {
   }, async (request) => {
     const { internal, after, limit } = request.query
     const owner = visibleOwner(request.identity)
-    return page(app.events.list({ session_id: request.params.id, ...(internal ? {} : { visibility: 'user' as const }), ...(owner !== undefined ? { owner_key: owner } : {}), after: after ?? 0, limit }), limit)
+    return page(await app.events.list({ session_id: request.params.id, ...(internal ? {} : { visibility: 'user' as const }), ...(owner !== undefined ? { owner_key: owner } : {}), after: after ?? 0, limit }), limit)
   })
 }
 

@@ -15,7 +15,15 @@ export const PG_LOCKS = {
   audit: 0x61680002,
   reaper: 0x61680003,
   narrator: 0x61680004,
-  runRecovery: 0x61680005
+  runRecovery: 0x61680005,
+  /** Held by each bus publication until it commits: dedup by key and `seq` in commit order (postgres/bus.ts). */
+  busPublish: 0x61680101,
+  /** With a task's run key hashed as the second key: one change of that task's push configs at a time (postgres/a2a-push.ts). */
+  pushConfigs: 0x61680102,
+  /** With a caller's hash as the second key: one acquire of that caller's stream slots at a time (stream-slots.ts). */
+  streamQuota: 0x61680010,
+  /** Held from an event's insert to its commit: events commit in seq order (postgres/events.ts). */
+  events: 0x61680011
 } as const
 
 /** `int8` (bigint, counts) as a JavaScript number: every one this schema holds is below 2^53 (ids, milliseconds). */
@@ -25,6 +33,9 @@ const types = {
     return format === undefined ? pg.types.getTypeParser(oid) : pg.types.getTypeParser(oid, format)
   }) as typeof pg.types.getTypeParser
 }
+
+/** The type parsers of {@link openPostgres}'s pools, for a connection that must not migrate (`agent-host audit verify`). */
+export const PG_TYPES = types
 
 export interface PostgresOptions {
   /** DB_POOL_MAX: connections this process keeps open at most. */

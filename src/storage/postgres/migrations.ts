@@ -30,7 +30,8 @@ CREATE TABLE interactions (
   status text NOT NULL,
   input text NOT NULL,
   output text NOT NULL,
-  search tsvector GENERATED ALWAYS AS (to_tsvector('simple', input || ' ' || output)) STORED
+  -- a tsvector holds at most 1 MiB of words: the first 64 Ki characters of each side are searched
+  search tsvector GENERATED ALWAYS AS (to_tsvector('simple', left(input, 65536) || ' ' || left(output, 65536))) STORED
 );
 CREATE INDEX interactions_by_session ON interactions(session_id, id);
 CREATE INDEX interactions_search ON interactions USING gin(search);
@@ -40,7 +41,9 @@ CREATE TABLE session_values (
   key text NOT NULL,
   value text NOT NULL,
   updated_at text NOT NULL,
-  search tsvector GENERATED ALWAYS AS (to_tsvector('simple', key || ' ' || value)) STORED,
+  -- renewed by every store: equal recall hits come back the last stored first, as on SQLite
+  stored_seq bigint GENERATED ALWAYS AS IDENTITY,
+  search tsvector GENERATED ALWAYS AS (to_tsvector('simple', left(key || ' ' || value, 131072))) STORED,
   PRIMARY KEY (session_id, key)
 );
 CREATE INDEX session_values_search ON session_values USING gin(search);
@@ -149,10 +152,10 @@ CREATE TABLE tasks (
   -- insertion order: the tie-break of tasks created in the same millisecond
   created_seq bigint GENERATED ALWAYS AS IDENTITY
 );
-CREATE INDEX tasks_claim ON tasks(type, priority DESC, created_at, id) WHERE status = 'PENDING';
+CREATE INDEX tasks_claim ON tasks(type, priority DESC, created_at, created_seq) WHERE status = 'PENDING';
 CREATE INDEX tasks_lease ON tasks(lease_expires_at) WHERE status = 'IN_PROGRESS';
-CREATE INDEX tasks_conversation ON tasks(conversation_id, created_at);
-CREATE INDEX tasks_by_owner_key ON tasks(owner_key, created_at);
+CREATE INDEX tasks_conversation ON tasks(conversation_id, created_at) WHERE conversation_id IS NOT NULL;
+CREATE INDEX tasks_by_owner_key ON tasks(owner_key, created_at) WHERE owner_key IS NOT NULL;
 CREATE INDEX tasks_order ON tasks(created_at, created_seq);
 
 CREATE TABLE api_keys (
@@ -257,13 +260,33 @@ CREATE TABLE a2a_push_configs (
 CREATE INDEX a2a_push_due ON a2a_push_configs(next_attempt_at) WHERE state = 'active';
 CREATE INDEX a2a_push_by_owner ON a2a_push_configs(owner_key, seq);
 
--- rate-limit windows shared by every instance: one row per limit, key and window
+-- rate-limit windows shared by every instance: one row per limit and key, its window starting at
+-- the first hit after the last one ended (as in @fastify/rate-limit's in-process store)
 CREATE TABLE rate_limits (
+  limit_name text NOT NULL,
   key text NOT NULL,
   window_start bigint NOT NULL,
+  expires_at bigint NOT NULL,
   hits integer NOT NULL,
-  PRIMARY KEY (key, window_start)
+  PRIMARY KEY (limit_name, key)
 );
+CREATE INDEX rate_limits_by_expiry ON rate_limits(expires_at);
+
+-- the per-caller stream quota across instances: each instance's lease (renewed by its heartbeat)
+-- and the slots held under it; a lapsed lease's slots count no more
+CREATE TABLE stream_leases (
+  holder text PRIMARY KEY,
+  instance text NOT NULL,
+  lease_expires_at bigint NOT NULL
+);
+CREATE TABLE stream_slots (
+  id text PRIMARY KEY,
+  holder text NOT NULL REFERENCES stream_leases(holder) ON DELETE CASCADE,
+  caller text NOT NULL,
+  acquired_at bigint NOT NULL
+);
+CREATE INDEX stream_slots_by_caller ON stream_slots(caller);
+CREATE INDEX stream_slots_by_holder ON stream_slots(holder);
 `
   }
 ]

@@ -2,7 +2,7 @@ import type pg from 'pg'
 import type { InteractionRecord } from '../../protocol/session.js'
 import type { Awaitable } from '../awaitable.js'
 import type { AuditInput } from '../audit.js'
-import type { EventInput } from '../events.js'
+import type { AppendedEvent, EventAuthor, EventInput } from '../events.js'
 import type { Recovery, RunEnd, RunLedger } from '../run-ledger.js'
 import { batchOf, frameHead, journalRows, ordIn, type JournalRow, type NewRun, type Renewal, type RunFilter, type RunRecord, type StoredBatch } from '../runs.js'
 import type { PgGroupWriter } from './group-writer.js'
@@ -22,9 +22,15 @@ export interface PgLedgerParts {
     claimIn: (client: pg.ClientBase, sessionId: string, userId: string, keyId: string) => Promise<string | null>
     recordIn: (client: pg.ClientBase, record: InteractionRecord) => Promise<unknown>
     keyOf: (sessionId: string) => Awaitable<string | null | undefined>
+    eraseIn: (client: pg.ClientBase, sessionId: string) => Promise<boolean>
   }
   audit: { appendIn: (client: pg.ClientBase, input: AuditInput) => Promise<unknown> }
-  events: { appendIn: (client: pg.ClientBase, input: EventInput) => Promise<unknown> }
+  events: {
+    appendIn: (client: pg.ClientBase, input: EventInput, author?: EventAuthor) => Promise<AppendedEvent>
+    /** Tell this process's followers of an event, once committed. */
+    announce: (appended: AppendedEvent) => void
+    eraseSessionIn: (client: pg.ClientBase, sessionId: string) => Promise<number>
+  }
 }
 
 /** A follower's interest in one run's journal. */
@@ -224,7 +230,25 @@ export class PgRunLedger implements RunLedger {
   }
 
   async event (input: EventInput): Promise<void> {
-    await this.#o.writer.write(async (client) => { await this.#o.events.appendIn(client, input) })
+    this.#o.events.announce(await this.#o.writer.write(async (client) => await this.#o.events.appendIn(client, input)))
+  }
+
+  async eraseSession (sessionId: string, audit: (erased: { runs: number, events: number }) => AuditInput): Promise<{ runs: number, events: number, session: boolean }> {
+    return await this.#o.writer.write(async (client) => {
+      const runs = (await client.query("DELETE FROM runs WHERE session_id = $1 AND state = 'ended'", [sessionId])).rowCount ?? 0
+      const session = await this.#o.sessions.eraseIn(client, sessionId)
+      const events = await this.#o.events.eraseSessionIn(client, sessionId)
+      await this.#o.audit.appendIn(client, audit({ runs, events }))
+      return { runs, events, session }
+    })
+  }
+
+  async record (event: EventInput, audit: AuditInput): Promise<void> {
+    this.#o.events.announce(await this.#o.writer.write(async (client) => {
+      const appended = await this.#o.events.appendIn(client, event, 'host')
+      await this.#o.audit.appendIn(client, audit)
+      return appended
+    }))
   }
 
   async recover (requestId: string, now: number, plan: (record: RunRecord, rows: JournalRow[]) => Recovery): Promise<{ record: RunRecord | undefined, recovered: boolean }> {

@@ -1,0 +1,174 @@
+import { createHash, createHmac, randomBytes, timingSafeEqual } from 'node:crypto'
+import type { Awaitable } from './awaitable.js'
+
+/** A key as listed: never the key itself, which is shown once when it is made. */
+export interface ApiKeyRecord {
+  id: string
+  name: string
+  scopes: string[]
+  /** Agents (ids or names) the key may invoke; null for any. */
+  agents: string[] | null
+  created_at: string
+  expires_at: string | null
+  revoked_at: string | null
+  /** `db` for keys made with `agent-host keys create`, `config` for keys from API_KEYS. */
+  source: 'db' | 'config'
+}
+
+/** Who is calling, as the routes see it. */
+export interface Identity {
+  /** The key's id, or `anonymous` when AUTH_MODE is off. */
+  id: string
+  name: string
+  scopes: ReadonlySet<string>
+  agents: ReadonlySet<string> | null
+  anonymous: boolean
+}
+
+/** A key from the API_KEYS setting. */
+export interface ConfigKey {
+  name: string
+  key: string
+  scopes: string[]
+  agents?: string[]
+}
+
+/** What {@link KeyStore.create} is given. */
+export interface NewKey {
+  name: string
+  scopes: string[]
+  agents?: string[]
+  expiresAt?: Date
+  /** A key the operator chose (BOOTSTRAP_ADMIN_KEY), stored instead of a new one. */
+  key?: string
+}
+
+/** Why a presented key is refused. */
+export interface KeyRefusal { refused: 'unknown' | 'revoked' | 'expired' }
+
+/**
+ * API keys, in SQLite (`auth/keys.ts`) or PostgreSQL (`storage/postgres/keys.ts`): only a salted
+ * HMAC of each key is stored, the key itself is shown once when it is made. Keys look like
+ * `ahk_<16 hex id>_<43 base64url>`; a key is found by its id and compared in constant time. Keys
+ * from API_KEYS are held in memory beside the stored ones. Callers `await` every method.
+ */
+export interface KeyStore {
+  /**
+   * Make a key. Returns the key (show it once: only its hash is kept) and its record. `key` stores a
+   * key the operator chose instead of making one.
+   */
+  create: (options: NewKey) => Awaitable<{ key: string, record: ApiKeyRecord }>
+  /**
+   * The first-run admin key (BOOTSTRAP_ADMIN_KEY): stored as `bootstrap-admin` with the `admin` scope
+   * unless a key of that name was ever made (so revoking it is final). Returns its record when made now.
+   */
+  bootstrap: (key: string) => Awaitable<ApiKeyRecord | undefined>
+  /** How many keys work now: stored ones neither revoked nor expired, and those of API_KEYS. */
+  usable: (now?: Date) => Awaitable<number>
+  /** Every stored key (oldest first), then those of API_KEYS. */
+  list: () => Awaitable<ApiKeyRecord[]>
+  /** Revoke a stored key by id or name. Returns how many keys were revoked. */
+  revoke: (idOrName: string) => Awaitable<number>
+  /** The identity a presented key stands for, or why it is refused (on every authenticated request). */
+  verify: (presented: string, now?: Date) => Awaitable<Identity | KeyRefusal>
+}
+
+/** A stored key, as both databases hold it. */
+export interface KeyRow {
+  id: string
+  name: string
+  salt: string
+  hash: string
+  scopes: string
+  agents: string | null
+  created_at: string
+  expires_at: string | null
+  revoked_at: string | null
+}
+
+/** The name of the key BOOTSTRAP_ADMIN_KEY makes. */
+export const BOOTSTRAP_KEY_NAME = 'bootstrap-admin'
+
+const KEY = /^ahk_([0-9a-f]{16})_([A-Za-z0-9_-]{43})$/
+
+/** The id and secret of a presented key: its own for `ahk_` keys, derived from the whole key for one an operator chose (BOOTSTRAP_ADMIN_KEY). */
+export function splitKey (key: string): { id: string, secret: string } {
+  const match = KEY.exec(key)
+  return match !== null ? { id: match[1] as string, secret: match[2] as string } : { id: createHash('sha256').update(key).digest('hex').slice(0, 16), secret: key }
+}
+
+export function keyDigest (salt: string, secret: string): Buffer {
+  // the secrets are 256 random bits, so a keyed hash is enough (no password stretching needed)
+  return createHmac('sha256', salt).update(secret).digest()
+}
+
+/** The row to store for a new key, and the key to show once. */
+export function newKeyRow (options: NewKey): { key: string, row: KeyRow } {
+  const { id, secret } = options.key !== undefined ? splitKey(options.key) : { id: randomBytes(8).toString('hex'), secret: randomBytes(32).toString('base64url') }
+  const salt = randomBytes(16).toString('hex')
+  const row: KeyRow = {
+    id,
+    name: options.name,
+    salt,
+    hash: keyDigest(salt, secret).toString('hex'),
+    scopes: JSON.stringify(options.scopes),
+    agents: options.agents === undefined ? null : JSON.stringify(options.agents),
+    created_at: new Date().toISOString(),
+    expires_at: options.expiresAt?.toISOString() ?? null,
+    revoked_at: null
+  }
+  return { key: options.key ?? `ahk_${id}_${secret}`, row }
+}
+
+/** The keys of API_KEYS, hashed with a salt of this process (they are never stored). */
+export class ConfigKeys {
+  readonly #keys: Array<{ record: ApiKeyRecord, salt: string, hash: Buffer }>
+
+  constructor (keys: ConfigKey[]) {
+    this.#keys = keys.map((k, i) => {
+      const salt = randomBytes(16).toString('hex')
+      return {
+        salt,
+        hash: keyDigest(salt, k.key),
+        record: { id: `config-${i}`, name: k.name, scopes: k.scopes, agents: k.agents ?? null, created_at: new Date(0).toISOString(), expires_at: null, revoked_at: null, source: 'config' }
+      }
+    })
+  }
+
+  get count (): number { return this.#keys.length }
+
+  get records (): ApiKeyRecord[] { return this.#keys.map((c) => c.record) }
+
+  /** The identity of `presented` if it is one of these keys. */
+  find (presented: string): Identity | undefined {
+    for (const c of this.#keys) {
+      if (timingSafeEqual(keyDigest(c.salt, presented), c.hash)) return identity(c.record)
+    }
+    return undefined
+  }
+}
+
+/** What a presented key's secret and its stored row (if any) say at `now`. */
+export function checkKey (row: KeyRow | undefined, secret: string, now: Date): Identity | KeyRefusal {
+  if (row === undefined || !timingSafeEqual(keyDigest(row.salt, secret), Buffer.from(row.hash, 'hex'))) return { refused: 'unknown' }
+  if (row.revoked_at !== null) return { refused: 'revoked' }
+  if (row.expires_at !== null && Date.parse(row.expires_at) <= now.getTime()) return { refused: 'expired' }
+  return identity(toRecord(row))
+}
+
+export function toRecord (row: KeyRow): ApiKeyRecord {
+  return {
+    id: row.id,
+    name: row.name,
+    scopes: JSON.parse(row.scopes) as string[],
+    agents: row.agents === null ? null : JSON.parse(row.agents) as string[],
+    created_at: row.created_at,
+    expires_at: row.expires_at,
+    revoked_at: row.revoked_at,
+    source: 'db'
+  }
+}
+
+function identity (record: ApiKeyRecord): Identity {
+  return { id: record.id, name: record.name, scopes: new Set(record.scopes), agents: record.agents === null ? null : new Set(record.agents), anonymous: false }
+}

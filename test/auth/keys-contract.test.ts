@@ -1,0 +1,257 @@
+import t, { type Test } from 'tap'
+import pg from 'pg'
+import { openDatabase } from '../../src/storage/database.js'
+import { openPostgres, inTransaction } from '../../src/storage/postgres/database.js'
+import { SqliteKeyStore } from '../../src/auth/keys.js'
+import { PgKeyStore } from '../../src/storage/postgres/keys.js'
+import { BOOTSTRAP_KEY_NAME, type ConfigKey, type Identity, type KeyRefusal, type KeyStore } from '../../src/storage/api-keys.js'
+import { tempDataDir } from '../helper.js'
+import { pgDatabase, withDatabase } from '../pg.js'
+
+const CONFIG_KEY = 'config-key-0123456789abcdefghij'
+const CONFIG: ConfigKey[] = [{ name: 'from-config', key: CONFIG_KEY, scopes: ['agents:read'], agents: ['echo'] }]
+const CHOSEN = 'operator-chosen-bootstrap-key-0123456789'
+
+type Maker = (t: Test, configKeys?: ConfigKey[]) => Promise<KeyStore | undefined>
+
+const stores: Record<string, Maker> = {
+  sqlite: async (t, configKeys) => {
+    const db = openDatabase(tempDataDir(t))
+    t.teardown(() => db.close())
+    return new SqliteKeyStore(db, configKeys)
+  },
+  postgres: async (t, configKeys) => {
+    const url = await pgDatabase(t)
+    if (url === undefined) return undefined
+    const pool = await openPostgres(url)
+    t.teardown(async () => { await pool.end() })
+    return new PgKeyStore(pool, configKeys !== undefined ? { configKeys } : {})
+  }
+}
+
+function refused (verified: Identity | KeyRefusal): string | undefined {
+  return 'refused' in verified ? verified.refused : undefined
+}
+
+for (const [kind, make] of Object.entries(stores)) {
+  t.test(`${kind} store: the KeyStore contract`, async (t) => {
+    t.test('a key is made, listed without its secret, and verified to its identity; API_KEYS keys beside it', async (t) => {
+      const store = await make(t, CONFIG)
+      if (store === undefined) return
+      const { key, record } = await store.create({ name: 'ci', scopes: ['agents:read', 'assist:invoke'] })
+      t.match(key, /^ahk_[0-9a-f]{16}_[A-Za-z0-9_-]{43}$/)
+      t.match(record, { id: key.slice(4, 20), name: 'ci', scopes: ['agents:read', 'assist:invoke'], agents: null, expires_at: null, revoked_at: null, source: 'db' })
+      t.ok(Date.parse(record.created_at) > 0)
+      // the secret is everything after `ahk_<id>_`; it may itself contain '_' (base64url)
+      const listed = await store.list()
+      t.notOk(JSON.stringify(listed).includes(key.slice(`ahk_${record.id}_`.length)), 'the secret is never listed')
+      t.same(listed.map((k) => [k.name, k.source]), [['ci', 'db'], ['from-config', 'config']], 'stored keys, then those of API_KEYS')
+      t.same(listed[0], record)
+      t.match(listed[1], { id: 'config-0', name: 'from-config', scopes: ['agents:read'], agents: ['echo'], created_at: new Date(0).toISOString(), expires_at: null, revoked_at: null })
+      const identity = await store.verify(key) as Identity
+      t.same({ ...identity, scopes: [...identity.scopes] }, { id: record.id, name: 'ci', scopes: ['agents:read', 'assist:invoke'], agents: null, anonymous: false })
+      const configured = await store.verify(CONFIG_KEY) as Identity
+      t.match(configured, { id: 'config-0', name: 'from-config', anonymous: false })
+      t.same([...configured.agents ?? []], ['echo'])
+    })
+
+    t.test('bad keys are unknown: a changed secret, another secret for a known id, nonsense, an unknown id', async (t) => {
+      const store = await make(t, CONFIG)
+      if (store === undefined) return
+      const { key, record } = await store.create({ name: 'ci', scopes: ['agents:read'] })
+      for (const bad of [key.slice(0, -1) + (key.endsWith('A') ? 'B' : 'A'), `ahk_${record.id}_${'x'.repeat(43)}`, 'nonsense', `ahk_ffffffffffffffff_${'x'.repeat(43)}`, `${CONFIG_KEY}x`]) {
+        t.equal(refused(await store.verify(bad)), 'unknown', bad.slice(0, 30))
+      }
+    })
+
+    t.test('a key limited to some agents carries them', async (t) => {
+      const store = await make(t)
+      if (store === undefined) return
+      const { key, record } = await store.create({ name: 'echo-only', scopes: ['assist:invoke'], agents: ['echo', 'f0000000-0000-4000-8000-000000000002'] })
+      t.same(record.agents, ['echo', 'f0000000-0000-4000-8000-000000000002'])
+      t.same([...(await store.verify(key) as Identity).agents ?? []], ['echo', 'f0000000-0000-4000-8000-000000000002'])
+    })
+
+    t.test('a key past its expiry is refused as expired, and no longer usable', async (t) => {
+      const store = await make(t, CONFIG)
+      if (store === undefined) return
+      const expiresAt = new Date(Date.now() + 60_000)
+      const { key, record } = await store.create({ name: 'short', scopes: ['agents:read'], expiresAt })
+      t.equal(record.expires_at, expiresAt.toISOString())
+      t.equal(refused(await store.verify(key)), undefined, 'works before')
+      t.equal(refused(await store.verify(key, new Date(expiresAt.getTime() - 1))), undefined, 'works to the last millisecond')
+      t.equal(refused(await store.verify(key, expiresAt)), 'expired')
+      t.equal(await store.usable(), 2, 'usable now: it and the API_KEYS key')
+      t.equal(await store.usable(expiresAt), 1, 'usable once it expired: the API_KEYS key')
+    })
+
+    t.test('revoked by name or id: refused as revoked, not usable, and revoking again changes nothing', async (t) => {
+      const store = await make(t)
+      if (store === undefined) return
+      const a = await store.create({ name: 'a', scopes: ['agents:read'] })
+      const b = await store.create({ name: 'b', scopes: ['agents:read'] })
+      t.equal(await store.usable(), 2)
+      t.equal(await store.revoke('a'), 1, 'by name')
+      t.equal(refused(await store.verify(a.key)), 'revoked')
+      t.equal(await store.revoke('a'), 0, 'already revoked')
+      t.equal(await store.revoke(b.record.id), 1, 'by id')
+      t.equal(refused(await store.verify(b.key)), 'revoked')
+      t.equal(await store.revoke('nobody'), 0)
+      t.equal(await store.usable(), 0)
+      const listed = await store.list()
+      t.same(listed.map((k) => k.name).sort(), ['a', 'b'])
+      t.ok(listed.every((k) => k.revoked_at !== null), 'listed with the time of revocation')
+    })
+
+    t.test('keys of the same name are revoked together', async (t) => {
+      const store = await make(t)
+      if (store === undefined) return
+      await store.create({ name: 'twin', scopes: ['agents:read'] })
+      await store.create({ name: 'twin', scopes: ['admin'] })
+      t.equal(await store.revoke('twin'), 2)
+    })
+
+    t.test('bootstrap: the chosen admin key is made once, and a revoked one is not made again', async (t) => {
+      const store = await make(t)
+      if (store === undefined) return
+      const made = await store.bootstrap(CHOSEN)
+      t.match(made, { name: BOOTSTRAP_KEY_NAME, scopes: ['admin'], source: 'db' })
+      t.match(await store.verify(CHOSEN), { id: made?.id, name: BOOTSTRAP_KEY_NAME })
+      t.equal(refused(await store.verify(`${CHOSEN}x`)), 'unknown', 'and only it')
+      t.equal(await store.bootstrap(CHOSEN), undefined, 'not made twice')
+      t.equal((await store.list()).length, 1)
+      t.equal(await store.revoke(BOOTSTRAP_KEY_NAME), 1)
+      t.equal(await store.bootstrap(CHOSEN), undefined, 'revoked is final')
+      t.equal(refused(await store.verify(CHOSEN)), 'revoked')
+    })
+
+    t.test('list: oldest first, then by id', async (t) => {
+      const store = await make(t)
+      if (store === undefined) return
+      const made = []
+      for (const name of ['k1', 'k2', 'k3', 'k4']) made.push((await store.create({ name, scopes: ['agents:read'] })).record)
+      const expected = [...made].sort((a, b) => a.created_at < b.created_at ? -1 : a.created_at > b.created_at ? 1 : a.id < b.id ? -1 : 1)
+      t.same((await store.list()).map((k) => k.id), expected.map((k) => k.id))
+    })
+  })
+}
+
+/** Two instances: two pools on one database, each with its own store. */
+async function twoInstances (t: Test, options: ConstructorParameters<typeof PgKeyStore>[1] = {}): Promise<{ a: PgKeyStore, b: PgKeyStore, url: string } | undefined> {
+  const url = await pgDatabase(t)
+  if (url === undefined) return undefined
+  const pools = [await openPostgres(url), await openPostgres(url)]
+  t.teardown(async () => { for (const pool of pools) await pool.end() })
+  return { a: new PgKeyStore(pools[0] as pg.Pool, options), b: new PgKeyStore(pools[1] as pg.Pool, options), url }
+}
+
+t.test('postgres: a key revoked on one instance is refused on every other within 1 s', async (t) => {
+  const found = await twoInstances(t)
+  if (found === undefined) return
+  const { a, b } = found
+  const { key } = await b.create({ name: 'shared', scopes: ['agents:read'] })
+  const verifiedAt = Date.now()
+  t.equal(refused(await a.verify(key, new Date(verifiedAt))), undefined, 'instance A accepts it (and caches its row)')
+  t.equal(await b.revoke('shared'), 1, 'instance B revokes it')
+  t.equal(refused(await b.verify(key)), 'revoked', 'B refuses it at once')
+  t.equal(refused(await a.verify(key, new Date(verifiedAt + 10))), undefined, 'A trusts its cached row a little longer (what the cache costs)')
+  t.equal(refused(await a.verify(key, new Date(verifiedAt + 500))), 'revoked', 'A refuses it once its row is 500 ms old: within 1 s')
+  // and by the clock, not only by the time the test hands in
+  const other = await b.create({ name: 'other', scopes: ['agents:read'] })
+  t.equal(refused(await a.verify(other.key)), undefined)
+  await b.revoke('other')
+  const deadline = Date.now() + 5000
+  while (refused(await a.verify(other.key)) === undefined && Date.now() < deadline) await new Promise((resolve) => setTimeout(resolve, 20))
+  t.equal(refused(await a.verify(other.key)), 'revoked', 'A refuses it without being told')
+})
+
+t.test('postgres: a key made on one instance works at once on another (a key not found is never cached)', async (t) => {
+  const found = await twoInstances(t, { cacheMs: 60_000 })
+  if (found === undefined) return
+  const { a, b } = found
+  t.equal(refused(await a.verify(CHOSEN)), 'unknown', 'not made yet')
+  await b.create({ name: 'chosen', scopes: ['agents:read'], key: CHOSEN })
+  t.match(await a.verify(CHOSEN), { name: 'chosen' }, 'made on B, accepted by A')
+})
+
+t.test('postgres: concurrent verifications of one key read its row once; the cache is capped and bounded to 1 s', async (t) => {
+  const url = await pgDatabase(t)
+  if (url === undefined) return
+  const pool = await openPostgres(url)
+  t.teardown(async () => { await pool.end() })
+  const other = await openPostgres(url)
+  t.teardown(async () => { await other.end() })
+  const reads: string[] = []
+  const counted = new Proxy(pool, {
+    get (target, name, receiver) {
+      if (name !== 'query') return Reflect.get(target, name, receiver) as unknown
+      return async (...args: Parameters<pg.Pool['query']>) => {
+        if (typeof args[0] === 'string' && args[0].startsWith('SELECT') && args[0].includes('WHERE id =')) reads.push(args[0])
+        return await (target.query as (...a: unknown[]) => Promise<unknown>)(...args)
+      }
+    }
+  })
+  const store = new PgKeyStore(counted, { cacheSize: 1, cacheMs: 60_000 })
+  const elsewhere = new PgKeyStore(other)
+  const k1 = await store.create({ name: 'k1', scopes: ['agents:read'] })
+  const k2 = await store.create({ name: 'k2', scopes: ['agents:read'] })
+  const now = new Date()
+  const verdicts = await Promise.all(Array.from({ length: 10 }, async () => await store.verify(k1.key, now)))
+  t.ok(verdicts.every((v) => refused(v) === undefined))
+  t.equal(reads.length, 1, 'ten at once: one read')
+  await store.verify(k2.key, now)
+  t.equal(reads.length, 2)
+  await elsewhere.revoke('k1')
+  t.equal(refused(await store.verify(k1.key, now)), 'revoked', 'k1 was dropped from a cache of one when k2 was read, so it is read again')
+  t.equal(reads.length, 3)
+  const k3 = await elsewhere.create({ name: 'k3', scopes: ['agents:read'] })
+  const patient = new PgKeyStore(pool, { cacheMs: 60_000 })
+  t.equal(refused(await patient.verify(k3.key, now)), undefined)
+  await elsewhere.revoke('k3')
+  t.equal(refused(await patient.verify(k3.key, new Date(now.getTime() + 999))), undefined, 'cached')
+  t.equal(refused(await patient.verify(k3.key, new Date(now.getTime() + 1000))), 'revoked', 'cacheMs is capped at 1 s')
+  const uncached = new PgKeyStore(counted, { cacheMs: 0 })
+  const before = reads.length
+  await uncached.verify(k1.key)
+  await uncached.verify(k1.key)
+  t.equal(reads.length, before + 2, 'cacheMs 0: read every time')
+})
+
+t.test('postgres: a failed read is not cached', async (t) => {
+  const found = await twoInstances(t)
+  if (found === undefined) return
+  const broken = new pg.Pool({ connectionString: withDatabase(found.url, 'no_such_database') })
+  t.teardown(async () => { await broken.end() })
+  const store = new PgKeyStore(broken)
+  await t.rejects(store.verify(`ahk_0123456789abcdef_${'x'.repeat(43)}`), /no_such_database/)
+  await t.rejects(store.verify(`ahk_0123456789abcdef_${'x'.repeat(43)}`), /no_such_database/, 'read again, failing again')
+})
+
+t.test('postgres: instances booting together with BOOTSTRAP_ADMIN_KEY make the admin key once', async (t) => {
+  const found = await twoInstances(t)
+  if (found === undefined) return
+  const made = await Promise.all([found.a.bootstrap(CHOSEN), found.b.bootstrap(CHOSEN), found.a.bootstrap(CHOSEN), found.b.bootstrap(CHOSEN)])
+  t.equal(made.filter((m) => m !== undefined).length, 1, 'one of four made it')
+  t.equal((await found.a.list()).length, 1)
+})
+
+t.test('postgres: createIn and revokeIn commit or roll back with the caller\'s transaction', async (t) => {
+  const url = await pgDatabase(t)
+  if (url === undefined) return
+  const pool = await openPostgres(url)
+  t.teardown(async () => { await pool.end() })
+  const store = new PgKeyStore(pool)
+  await t.rejects(inTransaction(pool, async (client) => {
+    await store.createIn(client, { name: 'undone', scopes: ['admin'] })
+    throw new Error('the audit row failed')
+  }), /the audit row failed/)
+  t.same(await store.list(), [], 'rolled back with it')
+  const { key } = await inTransaction(pool, async (client) => await store.createIn(client, { name: 'done', scopes: ['admin'] }))
+  t.equal(refused(await store.verify(key)), undefined)
+  await t.rejects(inTransaction(pool, async (client) => {
+    t.equal(await store.revokeIn(client, 'done'), 1)
+    throw new Error('changed my mind')
+  }))
+  t.equal(refused(await store.verify(key)), undefined, 'the revocation rolled back')
+  t.equal(await inTransaction(pool, async (client) => await store.bootstrapIn(client, CHOSEN)) !== undefined, true)
+})
