@@ -83,6 +83,8 @@ export const AH_ERR_OVERLOADED = define('AH_ERR_OVERLOADED', 503, 'The server is
   'The event loop or memory is past its limit (`MAX_EVENT_LOOP_DELAY_MS`, `MAX_HEAP_USED_BYTES`, `MAX_RSS_BYTES`); `Retry-After` is set and `/health` says `degraded`.')
 export const AH_ERR_STORAGE_BUSY = define('AH_ERR_STORAGE_BUSY', 503, 'The database stayed locked by another process for %s ms; retry later',
   'Another process held the database\'s write lock for longer than `DB_WRITE_BUDGET_MS`; nothing was started or changed. `Retry-After` is set.')
+export const AH_ERR_STORAGE_UNAVAILABLE = define('AH_ERR_STORAGE_UNAVAILABLE', 503, 'The database cannot be reached; retry later',
+  'PostgreSQL (`DATABASE_URL`) refused or dropped the connection (it is down, restarting, or out of connections); nothing was acknowledged that is not stored. `Retry-After` is set and `/health` says `degraded` while it lasts.')
 export const AH_ERR_SHUTTING_DOWN = define('AH_ERR_SHUTTING_DOWN', 503, 'The server is shutting down',
   'The server is draining; retry against another instance (`Retry-After` is set).')
 export const AH_ERR_PLAYGROUND_UNBUILT = define('AH_ERR_PLAYGROUND_UNBUILT', 503, 'The playground needs the client built: run npm run build',

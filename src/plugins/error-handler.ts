@@ -2,9 +2,9 @@ import fp from 'fastify-plugin'
 import type { FastifyError, FastifyInstance, FastifyReply, FastifyRequest } from 'fastify'
 import {
   AH_ERR_BODY_MALFORMED, errorBody, AH_ERR_BODY_TOO_LARGE, AH_ERR_INTERNAL, AH_ERR_MEDIA_TYPE_UNSUPPORTED, AH_ERR_REQUEST_INVALID,
-  AH_ERR_ROUTE_NOT_FOUND, AH_ERR_STORAGE_BUSY, AH_ERR_VALIDATION, withDetails
+  AH_ERR_ROUTE_NOT_FOUND, AH_ERR_STORAGE_BUSY, AH_ERR_STORAGE_UNAVAILABLE, AH_ERR_VALIDATION, withDetails
 } from '../errors.js'
-import { isBusy } from '../storage/busy.js'
+import { isBusy, isUnavailable } from '../storage/busy.js'
 import { logIncoming } from './tracing.js'
 import { toIssues } from '../agents/json-schema.js'
 import type { ErrorBody } from '../protocol/response.js'
@@ -29,6 +29,7 @@ function toHostError (err: FastifyError, request: FastifyRequest): HostError {
   if (err instanceof SyntaxError) return new AH_ERR_BODY_MALFORMED(err.message)
   // a write that found the database locked by another process, outside the engine's retries
   if (isBusy(err)) return new AH_ERR_STORAGE_BUSY(request.server.config.DB_BUSY_TIMEOUT_MS, { cause: err })
+  if (isUnavailable(err)) return new AH_ERR_STORAGE_UNAVAILABLE({ cause: err })
   const status = err.statusCode ?? 500
   if (status >= 400 && status < 500) return new AH_ERR_REQUEST_INVALID(err.message)
   return new AH_ERR_INTERNAL({ cause: err })

@@ -56,7 +56,8 @@ async function limits (app: FastifyInstance): Promise<void> {
     global: false,
     timeWindow: config.RATE_LIMIT_WINDOW_MS,
     cache: 10000,
-    ...(backend.kind === 'postgres' ? { store: pgRateLimitStore(backend.pool, { onPruneError: (err) => { app.log.warn({ err }, 'pruning ended rate-limit windows failed; the next prune tries again') } }) } : {})
+    // while the database is away, routes that need nothing of it go on answering, uncounted
+    ...(backend.kind === 'postgres' ? { store: pgRateLimitStore(backend.pool, { onPruneError: (err) => { app.log.warn({ err }, 'pruning ended rate-limit windows failed; the next prune tries again') } }), skipOnError: true } : {})
   })
 
   // document it: every scoped route may answer 429

@@ -5,16 +5,19 @@ import pkg from '../../package.json' with { type: 'json' }
 
 /**
  * `GET /health` (CAP.md §1). While shutting down it answers 503 with status `maintenance`, so load
- * balancers stop routing here; under load (see the pressure plugin) it says `degraded`.
+ * balancers stop routing here; under load (see the pressure plugin), or while PostgreSQL cannot be
+ * reached, it says `degraded`.
  */
 const healthRoutes: FastifyPluginAsyncTypebox = async (app) => {
   const bootedAt = performance.now()
+  // PostgreSQL: the listening connection is the live sign of the database (it drops when the server goes)
+  const databaseUp = (): boolean => app.storage.kind !== 'postgres' || app.storage.notifications.connected
   app.get('/health', {
     schema: {
       operationId: 'getHealth',
       tags: ['operations'],
       summary: 'Liveness and status',
-      description: 'Public. `degraded` when the server is under pressure; 503 with `maintenance` while it shuts down, so load balancers stop routing here.',
+      description: 'Public. `degraded` when the server is under pressure or its PostgreSQL database cannot be reached; 503 with `maintenance` while it shuts down, so load balancers stop routing here.',
       response: {
         200: documented(HealthCheckResponse, { description: 'Serving: `ok`, or `degraded` under pressure' }),
         503: documented(HealthCheckResponse, {
@@ -27,7 +30,7 @@ const healthRoutes: FastifyPluginAsyncTypebox = async (app) => {
     request.log.debug({ url: request.url, remote: request.ip }, 'health check')
     const closing = app.runs.closing
     return reply.code(closing ? 503 : 200).send({
-      status: closing ? 'maintenance' : app.isUnderPressure() ? 'degraded' : 'ok',
+      status: closing ? 'maintenance' : app.isUnderPressure() || !databaseUp() ? 'degraded' : 'ok',
       agent_id: app.instanceId,
       version: pkg.version,
       uptime_seconds: Math.round((performance.now() - bootedAt) / 10) / 100

@@ -26,3 +26,14 @@ export async function retryBusy<T> (write: () => T | Promise<T>, budgetMs: numbe
     await sleep(wait)
   }
 }
+
+/**
+ * Whether `err` is PostgreSQL (or the way to it) being unavailable rather than the request being
+ * wrong: the connection refused, reset or timed out, the server shutting down or starting up, too
+ * many connections (SQLSTATE classes 08 and 57P, and 53300).
+ */
+export function isUnavailable (err: unknown): boolean {
+  const code = (err as { code?: unknown } | null)?.code
+  if (typeof code !== 'string') return (err as { message?: unknown } | null)?.message === 'Connection terminated unexpectedly' || /timeout exceeded when trying to connect/.test(String((err as { message?: unknown } | null)?.message))
+  return code.startsWith('08') || code.startsWith('57P') || code === '53300' || ['ECONNREFUSED', 'ECONNRESET', 'ETIMEDOUT', 'EPIPE', 'ENOTFOUND', 'EAI_AGAIN'].includes(code)
+}
