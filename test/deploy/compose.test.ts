@@ -1,0 +1,116 @@
+import t from 'tap'
+import { spawn } from 'node:child_process'
+import { readFileSync } from 'node:fs'
+import { join } from 'node:path'
+import { fileURLToPath } from 'node:url'
+import pg from 'pg'
+import { parse } from 'yaml'
+import { ConfigSchema, loadConfig } from '../../src/config.js'
+import { serverBinaries, startCluster } from '../../scripts/pg-cluster.js'
+import { AGENTS, envelope, tempDataDir } from '../helper.js'
+import { PG_MISSING } from '../pg.js'
+import { startServer } from '../server-child.js'
+import { until } from '../socket.js'
+import { parseDockerfile } from './dockerfile-runner.js'
+
+// compose.yaml's cluster run outside Docker: its PostgreSQL as a throwaway server made as the
+// postgres service would make it, its two API instances and its worker as the image would start
+// them (the Dockerfile's CMD, the worker's command) with the environment the file gives them, and its
+// load balancer's upstreams held against the services. A broken step fails CI.
+
+t.setTimeout(300_000)
+const ROOT = fileURLToPath(new URL('../../', import.meta.url))
+
+interface Service { image?: string, build?: string, command?: string[], environment?: Record<string, string>, volumes?: string[], depends_on?: unknown, ports?: string[] }
+
+const compose = parse(readFileSync(join(ROOT, 'compose.yaml'), 'utf8'), { merge: true }) as { services: Record<string, Service> }
+const services = compose.services
+const agentHosts = Object.entries(services).filter(([, s]) => s.build === '.')
+
+/** `${NAME:?message}` and `${NAME:-default}` as compose resolves them, from `vars`. */
+function interpolate (value: string, vars: Record<string, string>): string {
+  return value.replace(/\$\{([A-Z_]+)(?::([?-])([^}]*))?\}/g, (_whole, name: string, kind: string | undefined, rest: string | undefined) => {
+    const found = vars[name]
+    if (found !== undefined && found !== '') return found
+    if (kind === '?') throw new Error(`compose needs ${name}: ${String(rest)}`)
+    return rest ?? ''
+  })
+}
+
+t.test('the file: a database, two API instances, a worker and a load balancer; every setting is one the server knows', async (t) => {
+  t.same(Object.keys(services).sort(), ['api-1', 'api-2', 'lb', 'postgres', 'worker'])
+  t.same(agentHosts.map(([name]) => name).sort(), ['api-1', 'api-2', 'worker'], 'built from this repository')
+  for (const [name, service] of agentHosts) {
+    for (const key of Object.keys(service.environment ?? {})) t.ok(key in ConfigSchema.properties, `${name}: ${key} is a setting`)
+    const env = Object.fromEntries(Object.entries(service.environment ?? {}).map(([k, v]) => [k, interpolate(String(v), { POSTGRES_PASSWORD: 'p', AUDIT_KEY: 'k'.repeat(32) })]))
+    const config = loadConfig(env)
+    t.match(config.DATABASE_URL, /^postgres:\/\/agent_host:p@postgres:5432\/agent_host$/, `${name}: the postgres service's database`)
+    t.equal(config.TASK_STORE, 'postgres', `${name}: the task graph is shared`)
+  }
+  t.throws(() => interpolate(String(services['api-1']?.environment?.AUDIT_KEY), {}), /compose needs AUDIT_KEY/, 'an unset secret stops compose, not the server')
+  const nginx = readFileSync(join(ROOT, 'deploy/nginx.conf'), 'utf8')
+  const upstreams = [...nginx.matchAll(/^\s*server (\S+):(\d+)/gm)].map((m) => `${String(m[1])}:${String(m[2])}`)
+  const port = parseDockerfile(readFileSync(join(ROOT, 'Dockerfile'), 'utf8')).find((i) => i.op === 'ENV' && /PORT=(\d+)/.test(i.args))?.args.match(/PORT=(\d+)/)?.[1]
+  t.same(upstreams, [`api-1:${String(port)}`, `api-2:${String(port)}`], 'the load balancer sends to both API instances on the image\'s port')
+  t.match(nginx, /proxy_buffering off;/, 'streams pass through unbuffered')
+  t.same(services.lb?.volumes, ['./deploy/nginx.conf:/etc/nginx/nginx.conf:ro'])
+})
+
+t.test('the cluster runs: a task made on one instance is done by the worker and seen on the other; an answer is the same from either', async (t) => {
+  if (serverBinaries() === undefined) {
+    if (process.env.AGENT_HOST_REQUIRE_PG === '1') t.fail(`AGENT_HOST_REQUIRE_PG=1 but ${PG_MISSING}`)
+    else t.skip(PG_MISSING, () => {})
+    return
+  }
+  const cluster = await startCluster()
+  t.teardown(() => { cluster.destroy() })
+  // what the postgres service's environment makes on first start
+  const postgres = services.postgres?.environment as Record<string, string>
+  const admin = new pg.Client({ connectionString: cluster.url })
+  await admin.connect()
+  await admin.query(`CREATE ROLE ${postgres.POSTGRES_USER as string} LOGIN PASSWORD 'secret'`)
+  await admin.query(`CREATE DATABASE ${postgres.POSTGRES_DB as string} OWNER ${postgres.POSTGRES_USER as string}`)
+  await admin.end()
+  const vars = { POSTGRES_PASSWORD: 'secret', AUDIT_KEY: 'a'.repeat(40), BOOTSTRAP_ADMIN_KEY: 'b'.repeat(40) }
+  const envOf = (name: string): Record<string, string> => {
+    const env = Object.fromEntries(Object.entries(services[name]?.environment ?? {}).map(([k, v]) => [k, interpolate(String(v), vars)]))
+    // the service's hostname on compose's network is this machine's throwaway server
+    env.DATABASE_URL = (env.DATABASE_URL as string).replace('@postgres:5432/', `@127.0.0.1:${cluster.port}/`)
+    return { ...env, DATA_DIR: tempDataDir(t) }
+  }
+  const image = parseDockerfile(readFileSync(join(ROOT, 'Dockerfile'), 'utf8'))
+  t.match(image.filter((i) => i.op === 'CMD').at(-1)?.args, /dist\/src\/server\.js/, 'the API instances run the image\'s CMD: the server (here from its source)')
+  const api1 = await startServer(t, envOf('api-1'))
+  const api2 = await startServer(t, envOf('api-2'))
+  const [command, ...args] = services.worker?.command ?? []
+  t.equal(command, 'node')
+  const cli = args.findIndex((a) => a === 'dist/src/cli.js')
+  t.ok(cli >= 0, 'the worker runs the command line')
+  const worker = spawn(process.execPath, [...process.execArgv, join(ROOT, 'src/cli.ts'), ...args.slice(cli + 1)], { cwd: ROOT, env: { ...process.env, ...envOf('worker') }, stdio: ['ignore', 'pipe', 'inherit'] })
+  t.teardown(() => { if (worker.exitCode === null) worker.kill('SIGKILL') })
+  let workerOut = ''
+  worker.stdout.on('data', (c: Buffer) => { workerOut += c.toString() })
+  await until('the worker ready', () => workerOut.includes('worker ready'), 60_000, 50)
+  t.match(workerOut, /store postgres/)
+
+  const auth = { authorization: `Bearer ${vars.BOOTSTRAP_ADMIN_KEY}`, 'content-type': 'application/json' }
+  const json = async (response: Response | Promise<Response>): Promise<Record<string, any>> => await (await response).json() as Record<string, any>
+  for (const api of [api1, api2]) t.equal((await json(fetch(`${api.url}/health`))).status, 'ok')
+  const made = await fetch(`${api1.url}/v1/tasks`, { method: 'POST', headers: auth, body: JSON.stringify({ type: 'wordcount', inputs: { text: 'one two two three three three' } }) })
+  t.equal(made.status, 201)
+  const [task] = (await json(made)).tasks as Array<{ id: string }>
+  await until('the worker to finish the task, seen from the other instance', async () => {
+    const seen = await json(fetch(`${api2.url}/v1/tasks/${String(task?.id)}`, { headers: auth }))
+    return seen.status === 'COMPLETED'
+  }, 60_000, 100)
+  const body = envelope(AGENTS.echo, { query: 'through the cluster' })
+  const first = await fetch(`${api2.url}/v1/assist`, { method: 'POST', headers: { ...auth, accept: 'application/json' }, body: JSON.stringify(body) })
+  const again = await fetch(`${api1.url}/v1/assist`, { method: 'POST', headers: { ...auth, accept: 'application/json' }, body: JSON.stringify(body) })
+  t.equal(first.status, 200)
+  t.same((await json(again)).output, (await json(first)).output, 'the other instance answers with the stored answer')
+  const verified = await json(fetch(`${api1.url}/v1/audit/verify`, { headers: auth }))
+  t.match(verified, { ok: true }, 'one audit chain, signed by every process with the same key')
+  worker.kill('SIGTERM')
+  await until('the worker to stop', () => worker.exitCode !== null, 30_000, 50)
+  t.equal(worker.exitCode, 0)
+})
