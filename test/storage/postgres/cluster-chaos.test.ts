@@ -120,8 +120,11 @@ t.test('chaos across instances: an instance killed mid-stream, a worker paused p
     else t.skip(PG_MISSING, () => {})
     return
   }
+  const t0 = Date.now()
+  const mark = (what: string): void => { console.error(`DEBUG ${Date.now() - t0} ms: ${what}`) }
   const cluster = await startCluster()
   t.teardown(() => { cluster.destroy() })
+  mark('cluster')
   const instanceEnv = (): Record<string, string> => ({
     DATABASE_URL: cluster.url,
     TASK_STORE: 'postgres',
@@ -140,6 +143,7 @@ t.test('chaos across instances: an instance killed mid-stream, a worker paused p
   const [a, b] = await Promise.all([startServer(t, instanceEnv()), startServer(t, instanceEnv())]) as [ServerChild, ServerChild]
   const workers = [startWorker(t, cluster.url), startWorker(t, cluster.url), startWorker(t, cluster.url)]
   await until('three workers ready', () => workers.every((w) => w.output().includes('worker ready')), 60_000, 50)
+  mark('processes ready')
   const figures = { instances: 2, kills: 0, pauses: 0, dbRestarts: 0, tasks: 0, completed: 0, lost: 0, doubled: 0, regressions: 0, streamGaps: 0, duplicatePackets: 0, acknowledged: 0, refused: 0 }
 
   // --- every task's status, watched through the instance that is never killed: COMPLETED is final
@@ -233,7 +237,7 @@ t.test('chaos across instances: an instance killed mid-stream, a worker paused p
     t.fail('the paused worker never held a task long enough to lose it')
   }
 
-  const [followed] = await Promise.all([streams(), pause()])
+  const [followed] = await Promise.all([streams().finally(() => { mark('streams done') }), pause().finally(() => { mark('pause done') })])
   for (const [i, { body, fromA, fromB }] of followed.entries()) {
     const union = [...fromA, ...fromB]
     const frames = await journal(cluster, body.request_id)
@@ -259,11 +263,13 @@ t.test('chaos across instances: an instance killed mid-stream, a worker paused p
   // a new instance in place of the one killed: two instances again for the database restart
   const c = await startServer(t, instanceEnv())
   figures.instances++
+  mark('C ready')
   await until('the first batch of tasks completed', async () => {
     const now = await tasksNow()
     return now !== undefined && taskIds.every((id) => now.find((task) => task.id === id)?.status === 'COMPLETED')
   }, 60_000, 50)
 
+  mark('batch one completed')
   // --- phase 2: the database restarted while tasks are worked and JSON requests come in on both instances
   taskIds.push(...await createTasks(c.url, 5, 'two-c'), ...await createTasks(b.url, 4, 'two-b'))
   const answers: Array<{ body: Envelope, status: number, code?: string, error?: string, phase: string }> = []
@@ -283,7 +289,9 @@ t.test('chaos across instances: an instance killed mid-stream, a worker paused p
   await until('answers acknowledged before the restart, and tasks in progress', async () =>
     answers.filter((x) => x.status === 200).length >= 4 && (await tasksNow())?.some((task) => task.status === 'IN_PROGRESS') === true, 30_000, 20)
   phase = 'during'
+  mark('stopping')
   cluster.stop()
+  mark('stopped')
   figures.dbRestarts++
   for (const instance of instances) {
     await until('/health to say degraded while the database is down', async () => (await call(`${instance.url}/health`)).json?.status === 'degraded', 20_000, 50)
@@ -295,7 +303,9 @@ t.test('chaos across instances: an instance killed mid-stream, a worker paused p
     t.equal(refused.json?.code, 'AH_ERR_STORAGE_UNAVAILABLE', 'a clear code')
     t.ok(Date.now() - started < 20_000, 'answered, not hung')
   }
+  mark('503s seen')
   cluster.start()
+  mark('started')
   phase = 'after'
   for (const instance of instances) {
     await until('/health to say ok again', async () => (await call(`${instance.url}/health`)).json?.status === 'ok', 30_000, 50)
@@ -306,6 +316,7 @@ t.test('chaos across instances: an instance killed mid-stream, a worker paused p
     const now = await tasksNow()
     return now !== undefined && taskIds.every((id) => now.find((task) => task.id === id)?.status === 'COMPLETED')
   }, 60_000, 50)
+  mark('all tasks completed')
   asking = false
   await asker
   watching = false
@@ -349,6 +360,7 @@ t.test('chaos across instances: an instance killed mid-stream, a worker paused p
   t.same(regressions, [], 'no COMPLETED task ever changed state')
   t.equal(figures.pauses, 1, 'a worker was paused past its lease and lost its task')
 
+  mark('checked')
   t.comment(`chaos: instances ${figures.instances}, kills ${figures.kills}, pauses ${figures.pauses}, db restarts ${figures.dbRestarts}, tasks ${figures.tasks}, completed ${figures.completed}, lost ${figures.lost}, doubled ${figures.doubled}, regressions ${figures.regressions}, stream gaps ${figures.streamGaps}, duplicate packets ${figures.duplicatePackets} (answers acknowledged ${figures.acknowledged}, refused 503 ${figures.refused})`)
   for (const name of ['lost', 'doubled', 'regressions', 'streamGaps', 'duplicatePackets'] as const) t.equal(figures[name], 0, `${name}: 0`)
 })
