@@ -1,10 +1,19 @@
 import type pg from 'pg'
 
+/**
+ * Where a write stands in the order of cluster-wide locks: `plain` takes none (row locks only),
+ * `events` the event log's (`PG_LOCKS.events`), `audit` the audit chain's (`PG_LOCKS.audit`,
+ * possibly after the event log's).
+ */
+export const WRITE_RANK = { plain: 0, events: 1, audit: 2 } as const
+export type WriteRank = typeof WRITE_RANK[keyof typeof WRITE_RANK]
+
 /** One write: statements on a client that is inside a transaction. */
 export type PgWrite<T> = (client: pg.ClientBase) => Promise<T>
 
 interface Entry {
   op: PgWrite<unknown>
+  rank: number
   resolve: (value: unknown) => void
   reject: (err: unknown) => void
 }
@@ -18,6 +27,11 @@ interface Entry {
  * A write that throws aborts the whole transaction in PostgreSQL, so the batch is rolled back and
  * each of its writes is then run alone, in its own transaction: the one that failed fails alone.
  * Writes must therefore be safe to run twice (they are: the first run was rolled back).
+ *
+ * Writes that take cluster-wide advisory locks (held until the commit) say so by their `rank`, and a
+ * transaction runs its writes in rank order: every instance then takes those locks in one order (the
+ * event log's before the audit chain's), so two instances' transactions never wait for each other in
+ * a cycle, and the locks are held for the shortest part of the transaction.
  */
 export class PgGroupWriter {
   readonly #pool: pg.Pool
@@ -34,11 +48,12 @@ export class PgGroupWriter {
 
   /**
    * Queue `op` for this turn's transaction. Resolves with its result once committed.
+   * @param rank the last advisory lock `op` takes (see {@link WRITE_RANK})
    * @throws (rejects) what `op` threw, or the connection's error
    */
-  async write<T>(op: PgWrite<T>): Promise<T> {
+  async write<T>(op: PgWrite<T>, rank: WriteRank = WRITE_RANK.plain): Promise<T> {
     return await new Promise<T>((resolve, reject) => {
-      this.#queue.push({ op, resolve: resolve as (value: unknown) => void, reject })
+      this.#queue.push({ op, rank, resolve: resolve as (value: unknown) => void, reject })
       this.#schedule()
     })
   }
@@ -62,7 +77,8 @@ export class PgGroupWriter {
     setImmediate(() => {
       this.#scheduled = false
       if (this.#queue.length === 0 || this.#inflight !== undefined) return
-      const batch = this.#queue
+      // stable: writes of one rank keep their order
+      const batch = this.#queue.sort((a, b) => a.rank - b.rank)
       this.#queue = []
       this.#inflight = this.#commit(batch).finally(() => {
         this.#inflight = undefined

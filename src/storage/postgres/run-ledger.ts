@@ -5,7 +5,7 @@ import type { AuditInput } from '../audit.js'
 import type { AppendedEvent, EventAuthor, EventInput } from '../events.js'
 import type { Recovery, RunEnd, RunLedger } from '../run-ledger.js'
 import { batchOf, frameHead, journalRows, ordIn, type JournalRow, type NewRun, type Renewal, type RunFilter, type RunRecord, type StoredBatch } from '../runs.js'
-import type { PgGroupWriter } from './group-writer.js'
+import { WRITE_RANK, type PgGroupWriter } from './group-writer.js'
 import { CHANNELS, notifyIn, type Notifications } from './notifications.js'
 
 /** The columns of a {@link RunRecord} (the table has more: `wire_id`). */
@@ -196,7 +196,7 @@ export class PgRunLedger implements RunLedger {
       // last: the audit chain's lock is held until the commit
       await this.#o.audit.appendIn(client, audit)
       return { ended: true, lost }
-    })
+    }, WRITE_RANK.audit)
   }
 
   async renew (held: ReadonlyArray<[requestId: string, token: string]>, expiresAt: number): Promise<Renewal> {
@@ -218,7 +218,7 @@ export class PgRunLedger implements RunLedger {
       await notifyIn(client, CHANNELS.cancel, [requestId])
       await this.#o.audit.appendIn(client, audit)
       return true
-    })
+    }, WRITE_RANK.audit)
   }
 
   onCancelRequested (listener: (requestId: string) => void): void {
@@ -226,11 +226,11 @@ export class PgRunLedger implements RunLedger {
   }
 
   async audit (input: AuditInput): Promise<void> {
-    await this.#o.writer.write(async (client) => { await this.#o.audit.appendIn(client, input) })
+    await this.#o.writer.write(async (client) => { await this.#o.audit.appendIn(client, input) }, WRITE_RANK.audit)
   }
 
   async event (input: EventInput): Promise<void> {
-    this.#o.events.announce(await this.#o.writer.write(async (client) => await this.#o.events.appendIn(client, input)))
+    this.#o.events.announce(await this.#o.writer.write(async (client) => await this.#o.events.appendIn(client, input), WRITE_RANK.events))
   }
 
   async eraseSession (sessionId: string, audit: (erased: { runs: number, events: number }) => AuditInput): Promise<{ runs: number, events: number, session: boolean }> {
@@ -240,7 +240,7 @@ export class PgRunLedger implements RunLedger {
       const events = await this.#o.events.eraseSessionIn(client, sessionId)
       await this.#o.audit.appendIn(client, audit({ runs, events }))
       return { runs, events, session }
-    })
+    }, WRITE_RANK.audit)
   }
 
   async record (event: EventInput, audit: AuditInput): Promise<void> {
@@ -248,7 +248,7 @@ export class PgRunLedger implements RunLedger {
       const appended = await this.#o.events.appendIn(client, event, 'host')
       await this.#o.audit.appendIn(client, audit)
       return appended
-    }))
+    }, WRITE_RANK.audit))
   }
 
   async recover (requestId: string, now: number, plan: (record: RunRecord, rows: JournalRow[]) => Recovery): Promise<{ record: RunRecord | undefined, recovered: boolean }> {
@@ -270,7 +270,7 @@ export class PgRunLedger implements RunLedger {
       await notifyIn(client, CHANNELS.journal, [record.run_id])
       await this.#o.audit.appendIn(client, recovery.audit)
       return { record: rows[0], recovered: true }
-    })
+    }, WRITE_RANK.audit)
   }
 
   async journalGrew (run: Pick<RunRecord, 'run_id' | 'request_id'>, timeoutMs: number, signal?: AbortSignal): Promise<void> {

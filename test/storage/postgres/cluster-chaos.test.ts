@@ -294,7 +294,14 @@ t.test('chaos across instances: an instance killed mid-stream, a worker paused p
   mark('stopped')
   figures.dbRestarts++
   for (const instance of instances) {
-    await until('/health to say degraded while the database is down', async () => (await call(`${instance.url}/health`)).json?.status === 'degraded', 20_000, 50)
+    let last: unknown
+    await until('/health to say degraded while the database is down', async () => { const h = await call(`${instance.url}/health`); last = h; return h.json?.status === 'degraded' }, 20_000, 50).catch(async (err: unknown) => {
+      console.error('DEBUG last health', JSON.stringify(last))
+      console.error('DEBUG stdout tail', instance.stdout().split('\n').filter((l) => !l.includes('"url":"/v1/tasks')).slice(-40).join('\n'))
+      const { execFileSync } = await import('node:child_process')
+      console.error('DEBUG ps', execFileSync('sh', ['-c', `ps aux | grep ${cluster.dir} | grep -v grep; ls ${cluster.dir}/data; tail -20 ${cluster.dir}/server.log`], { encoding: 'utf8' }))
+      throw err
+    })
   }
   for (const instance of instances) {
     const started = Date.now()
@@ -325,6 +332,7 @@ t.test('chaos across instances: an instance killed mid-stream, a worker paused p
   // --- what must hold
   for (const [name, child] of [['B', b.child], ['C', c.child], ...workers.map((w, i) => [`worker ${i}`, w.child] as const)] as const) {
     t.ok(alive(child), `${name} survived everything (no crash)`)
+    if (!alive(child)) console.error('DEBUG dead', name, child.exitCode, child.signalCode, workers.find((w) => w.child === child)?.output().slice(-6000))
   }
   const bad = answers.filter((x) => x.status !== 200 && !(x.status === 503 && x.code === 'AH_ERR_STORAGE_UNAVAILABLE'))
   t.same(bad.map((x) => ({ status: x.status, code: x.code, error: x.error, phase: x.phase })), [], 'every JSON request was answered 200, or 503 AH_ERR_STORAGE_UNAVAILABLE: never a hang, a crash or another error')
