@@ -231,6 +231,7 @@ export class SqliteRunLedger implements RunLedger {
   onCancelRequested (): void {}
 
   async journalGrew (_run: Pick<RunRecord, 'run_id' | 'request_id'>, timeoutMs: number, signal?: AbortSignal): Promise<void> {
+    if (signal?.aborted === true) return
     await new Promise<void>((resolve) => {
       const done = (): void => { clearTimeout(timer); signal?.removeEventListener('abort', done); resolve() }
       const timer = setTimeout(done, timeoutMs)

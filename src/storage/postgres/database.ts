@@ -47,6 +47,13 @@ export interface PostgresOptions {
   /** A connection that failed while idle in the pool (the server went away): told, never thrown. */
   onIdleError?: (err: Error) => void
   onMigration?: MigrationProgress
+  /**
+   * How long the server lets one of these connections sit idle inside a transaction before it ends
+   * the session (default 5 000 ms). Our transactions await nothing but the database, so such a
+   * session belongs to a frozen process (SIGSTOP, a paused VM): without this, the locks it holds (the
+   * event log's, the audit chain's, a task's row) would stall every instance until it woke.
+   */
+  idleInTransactionTimeoutMs?: number
 }
 
 /**
@@ -60,9 +67,14 @@ export async function openPostgres (url: string, options: PostgresOptions = {}):
     max: options.max ?? 10,
     application_name: options.applicationName ?? 'agent-host',
     connectionTimeoutMillis: options.connectionTimeoutMs ?? 10_000,
+    idle_in_transaction_session_timeout: options.idleInTransactionTimeoutMs ?? 5000,
     types
   })
   pool.on('error', (err) => { options.onIdleError?.(err) })
+  // the pool listens for errors only on idle connections: a checked-out one that the server drops
+  // between two statements would otherwise throw an uncaught 'error' and end the process (its caller's
+  // next query fails, and the pool discards it on release)
+  pool.on('connect', (client) => { client.on('error', () => {}) })
   try {
     await migratePostgres(pool, options.onMigration)
   } catch (err) {

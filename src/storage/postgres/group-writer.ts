@@ -98,8 +98,8 @@ export class PgGroupWriter {
     let broken: unknown
     try {
       if (batch.length === 1) {
-        await this.#alone(client, batch[0] as Entry)
-        this.#onCommit?.({ writes: 1, failed: 0 })
+        const committed = await this.#alone(client, batch[0] as Entry)
+        this.#onCommit?.({ writes: 1, failed: committed ? 0 : 1 })
         return
       }
       const values: unknown[] = []
