@@ -169,14 +169,14 @@ t.test('failed authentications: 401 and audited up to AUTH_FAILURE_MAX per addre
   const bad = { authorization: 'Bearer ahk_0000000000000000_AAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAA' }
   const denials = async (): Promise<number> => (await app.audit.list({ action: 'auth.deny', limit: 1000 })).length
   for (const headers of [bad, {}, bad]) t.equal((await app.inject({ url: '/v1/agents', headers, remoteAddress: '10.0.0.9' })).statusCode, 401)
-  t.equal(denials(), 3)
+  t.equal(await denials(), 3)
   for (let i = 0; i < 5; i++) {
     const res = await app.inject({ url: '/v1/agents', headers: bad, remoteAddress: '10.0.0.9' })
     t.equal(res.statusCode, 429)
     t.match(checkErrorBody(res.json()), { code: 'AH_ERR_RATE_LIMITED', message: /this address failed to authenticate 3 times per 3 s/, details: { limit: 'auth_failures', max: 3 } })
     t.ok(Number(res.headers['retry-after']) >= 1)
   }
-  t.equal(denials(), 3, 'the refusals past the limit are not audited')
+  t.equal(await denials(), 3, 'the refusals past the limit are not audited')
   t.equal((await app.inject({ url: '/v1/agents', headers: good, remoteAddress: '10.0.0.9' })).statusCode, 200, 'a good key from the same address still passes')
   t.equal((await app.inject({ url: '/v1/agents', headers: bad, remoteAddress: '10.0.0.8' })).statusCode, 401, 'another address has its own count')
   await sleep(3100)
