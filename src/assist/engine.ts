@@ -1,7 +1,7 @@
 import { createHash, randomUUID } from 'node:crypto'
 import type { Span, Tracer } from '@opentelemetry/api'
 import {
-  AH_ERR_AGENT_NOT_FOUND, AH_ERR_REQUEST_CONFLICT, AH_ERR_RUN_NOT_FOUND, AH_ERR_SESSION_NOT_FOUND, AH_ERR_SHUTTING_DOWN, AH_ERR_VALIDATION, withDetails
+  AH_ERR_AGENT_NOT_FOUND, AH_ERR_REQUEST_CONFLICT, AH_ERR_RUN_NOT_FOUND, AH_ERR_SESSION_NOT_FOUND, AH_ERR_SHUTTING_DOWN, AH_ERR_STORAGE_UNAVAILABLE, AH_ERR_VALIDATION, errorBody, withDetails
 } from '../errors.js'
 import type { AgentHost, JsonObject } from '../agents/contract.js'
 import type { AgentProtocol, BusPublisher } from '../backends/protocol.js'
@@ -15,7 +15,7 @@ import type { Identity } from '../auth/keys.js'
 import { grants } from '../auth/scopes.js'
 import type { DeliveryMode } from '../protocol/manifest.js'
 import type { ResolvedAgentRequest, ServiceRequest } from '../protocol/envelope.js'
-import { isBusy, retryBusy } from '../storage/busy.js'
+import { isBusy, isUnavailable, retryBusy } from '../storage/busy.js'
 import { canonicalJson } from '../storage/canonical-json.js'
 import type { RunLedger } from '../storage/run-ledger.js'
 import type { JournalRow, RunRecord } from '../storage/runs.js'
@@ -606,6 +606,7 @@ export class AssistEngine {
       return ended
     }
     let ours = !run.lost
+    let unreachable = false
     if (ours) {
       // the lock may be held elsewhere for longer than one budget: keep trying, the lease fences a late write
       for (;;) {
@@ -613,7 +614,7 @@ export class AssistEngine {
           ours = await record()
           break
         } catch (err) {
-          if (!isBusy((err as { cause?: unknown }).cause)) { run.leaseLost(); this.#o.log.error({ err, requestId: run.requestId }, 'recording the run failed'); ours = false; break }
+          if (!isBusy((err as { cause?: unknown }).cause)) { run.leaseLost(); this.#o.log.error({ err, requestId: run.requestId }, 'recording the run failed'); ours = false; unreachable = isUnavailable(err); break }
         }
       }
     }
@@ -628,8 +629,12 @@ export class AssistEngine {
         stored = await this.#o.ledger.get(run.requestId)
       } catch (err) {
         this.#o.log.error({ err, requestId: run.requestId }, 'reading the run\'s stored answer failed')
+        unreachable ||= isUnavailable(err)
       }
       if (stored?.state === 'ended') return await storedAnswer(stored, this.#o.ledger)
+      // the database went away before the answer was stored: acknowledged now, it would be lost (a
+      // retry would get the answer of the run's recovery); the retry gets whatever is stored by then
+      if (unreachable) return { status: 503, body: errorBody(new AH_ERR_STORAGE_UNAVAILABLE()) }
     }
     if (answer.status !== 200) return answer
     const body = { ...answer.body }

@@ -34,6 +34,7 @@ export async function retryBusy<T> (write: () => T | Promise<T>, budgetMs: numbe
  */
 export function isUnavailable (err: unknown): boolean {
   const code = (err as { code?: unknown } | null)?.code
-  if (typeof code !== 'string') return (err as { message?: unknown } | null)?.message === 'Connection terminated unexpectedly' || /timeout exceeded when trying to connect/.test(String((err as { message?: unknown } | null)?.message))
-  return code.startsWith('08') || code.startsWith('57P') || code === '53300' || ['ECONNREFUSED', 'ECONNRESET', 'ETIMEDOUT', 'EPIPE', 'ENOTFOUND', 'EAI_AGAIN'].includes(code)
+  if (typeof code !== 'string') return /^Connection terminated|timeout exceeded when trying to connect|connection error and is not queryable/.test(String((err as { message?: unknown } | null)?.message))
+  // 25P03: the server ended a session left idle in a transaction (a frozen process's)
+  return code.startsWith('08') || code.startsWith('57P') || code === '53300' || code === '25P03' || ['ECONNREFUSED', 'ECONNRESET', 'ETIMEDOUT', 'EPIPE', 'ENOTFOUND', 'EAI_AGAIN'].includes(code)
 }
