@@ -43,11 +43,7 @@ export function withDatabase (url: string, database: string): string {
  */
 export async function pgDatabase (t: Test): Promise<string | undefined> {
   const found = await pgServer()
-  if (found === undefined) {
-    if (process.env.AGENT_HOST_REQUIRE_PG === '1') t.fail(`AGENT_HOST_REQUIRE_PG=1 but ${PG_MISSING}`)
-    else t.skip(PG_MISSING, () => {})
-    return undefined
-  }
+  if (found === undefined) return missing(t)
   const name = `t_${randomBytes(6).toString('hex')}`
   const admin = new pg.Client({ connectionString: found.url })
   await admin.connect()
@@ -66,4 +62,23 @@ export async function pgDatabase (t: Test): Promise<string | undefined> {
     }
   })
   return withDatabase(found.url, name)
+}
+
+/** Skip loudly (or, with `AGENT_HOST_REQUIRE_PG=1`, fail): there is no PostgreSQL here. */
+function missing (t: Test): undefined {
+  if (process.env.AGENT_HOST_REQUIRE_PG === '1') t.fail(`AGENT_HOST_REQUIRE_PG=1 but ${PG_MISSING}`)
+  else t.skip(PG_MISSING, () => {})
+  return undefined
+}
+
+/**
+ * A throwaway server of this test's own, destroyed when it ends: for tests that stop and start the
+ * server (which would break every other test on a shared one). Undefined (after a loud skip, or a
+ * failure when PostgreSQL is required) without server binaries.
+ */
+export async function ownPgServer (t: Test): Promise<Cluster | undefined> {
+  if (serverBinaries() === undefined) return missing(t)
+  const cluster = await startCluster()
+  t.teardown(() => { cluster.destroy() })
+  return cluster
 }

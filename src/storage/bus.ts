@@ -55,12 +55,16 @@ export interface DeadLetter {
   dead_at: number
 }
 
-interface EventRow extends Omit<BusEvent, 'target_agents' | 'data'> { target_agents: string | null, data: string }
-interface SubscriptionRow extends Omit<SubscriptionRecord, 'patterns' | 'filter'> { patterns: string, filter: string | null }
+/** A bus event as stored (both stores): its lists and data as JSON text. */
+export interface EventRow extends Omit<BusEvent, 'target_agents' | 'data'> { target_agents: string | null, data: string }
+/** A subscription as stored (both stores). */
+export interface SubscriptionRow extends Omit<SubscriptionRecord, 'patterns' | 'filter'> { patterns: string, filter: string | null }
 interface DeliveryRow extends EventRow { subscription_id: string, attempts: number, event_seq: number }
-interface DeadRow { id: number, subscription_id: string, event: string, attempts: number, last_error: string, dead_at: number }
+/** A dead letter as stored (both stores). */
+export interface DeadRow { id: number, subscription_id: string, event: string, attempts: number, last_error: string, dead_at: number }
 
-function toEvent (row: EventRow): BusEvent {
+/** A stored event row as a {@link BusEvent} (both stores). */
+export function toEvent (row: EventRow): BusEvent {
   return {
     seq: row.seq,
     id: row.id,

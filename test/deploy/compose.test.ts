@@ -6,9 +6,8 @@ import { fileURLToPath } from 'node:url'
 import pg from 'pg'
 import { parse } from 'yaml'
 import { ConfigSchema, loadConfig } from '../../src/config.js'
-import { serverBinaries, startCluster } from '../../scripts/pg-cluster.js'
 import { AGENTS, envelope, tempDataDir } from '../helper.js'
-import { PG_MISSING } from '../pg.js'
+import { ownPgServer } from '../pg.js'
 import { startServer } from '../server-child.js'
 import { until } from '../socket.js'
 import { parseDockerfile } from './dockerfile-runner.js'
@@ -57,13 +56,8 @@ t.test('the file: a database, two API instances, a worker and a load balancer; e
 })
 
 t.test('the cluster runs: a task made on one instance is done by the worker and seen on the other; an answer is the same from either', async (t) => {
-  if (serverBinaries() === undefined) {
-    if (process.env.AGENT_HOST_REQUIRE_PG === '1') t.fail(`AGENT_HOST_REQUIRE_PG=1 but ${PG_MISSING}`)
-    else t.skip(PG_MISSING, () => {})
-    return
-  }
-  const cluster = await startCluster()
-  t.teardown(() => { cluster.destroy() })
+  const cluster = await ownPgServer(t)
+  if (cluster === undefined) return
   // what the postgres service's environment makes on first start
   const postgres = services.postgres?.environment as Record<string, string>
   const admin = new pg.Client({ connectionString: cluster.url })

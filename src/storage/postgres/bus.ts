@@ -1,5 +1,5 @@
 import type pg from 'pg'
-import type { BusEvent, BusStore, DeadLetter, Delivery, NewBusEvent, SubscriptionRecord } from '../bus.js'
+import { toEvent, type BusEvent, type BusStore, type DeadLetter, type DeadRow, type Delivery, type EventRow, type NewBusEvent, type SubscriptionRecord, type SubscriptionRow } from '../bus.js'
 import { inTransaction, PG_LOCKS } from './database.js'
 
 type Json = Record<string, unknown>
@@ -10,30 +10,9 @@ type Queryable = pg.Pool | pg.ClientBase
 /** Rows a statement changed (`rowCount` is null only for commands that change none). */
 const changes = (result: pg.QueryResult): number => Number(result.rowCount)
 
-interface EventRow extends Omit<BusEvent, 'target_agents' | 'data'> { target_agents: string | null, data: string }
-interface SubscriptionRow extends Omit<SubscriptionRecord, 'patterns' | 'filter'> { patterns: string, filter: string | null }
 interface DeliveryRow extends EventRow { subscription_id: string, attempts: number }
-interface DeadRow { id: number, subscription_id: string, event: string, attempts: number, last_error: string, dead_at: number }
 
 const EVENT_COLUMNS = 'e.seq, e.id, e.type, e.key, e.visibility, e.priority, e.target_agents, e.data, e.source, e.owner_key, e.trace_id, e.published_at, e.expires_at'
-
-function toEvent (row: EventRow): BusEvent {
-  return {
-    seq: row.seq,
-    id: row.id,
-    type: row.type,
-    key: row.key,
-    visibility: row.visibility,
-    priority: row.priority,
-    target_agents: row.target_agents === null ? null : JSON.parse(row.target_agents) as string[],
-    data: JSON.parse(row.data) as unknown,
-    source: row.source,
-    owner_key: row.owner_key,
-    trace_id: row.trace_id,
-    published_at: row.published_at,
-    expires_at: row.expires_at
-  }
-}
 
 function toSubscription (row: SubscriptionRow): SubscriptionRecord {
   return { id: row.id, agent: row.agent, patterns: JSON.parse(row.patterns) as string[], filter: row.filter === null ? null : JSON.parse(row.filter) as Json, max_attempts: row.max_attempts, backoff_ms: row.backoff_ms }

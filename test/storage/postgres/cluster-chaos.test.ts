@@ -5,7 +5,7 @@ import { request } from 'node:http'
 import { join } from 'node:path'
 import { fileURLToPath } from 'node:url'
 import pg from 'pg'
-import { serverBinaries, startCluster, type Cluster } from '../../../scripts/pg-cluster.js'
+import type { Cluster } from '../../../scripts/pg-cluster.js'
 import type { StreamPacket } from '../../../src/protocol/packets.js'
 import type { EventInput } from '../../../src/storage/events.js'
 import { buildApp } from '../../../src/app.js'
@@ -13,7 +13,7 @@ import { inTransaction, openPostgres } from '../../../src/storage/postgres/datab
 import { PgEventStore } from '../../../src/storage/postgres/events.js'
 import { observed } from '../../fixtures/agents/scripted/index.js'
 import { FIXTURE_AGENTS_DIR, SCRIPTED, envelope, streamingScript, tempDataDir, testConfig } from '../../helper.js'
-import { PG_MISSING, pgDatabase } from '../../pg.js'
+import { ownPgServer, pgDatabase } from '../../pg.js'
 import { startServer, type ServerChild } from '../../server-child.js'
 import { until } from '../../socket.js'
 import { assertStreamRules, parseSse } from '../../sse.js'
@@ -127,13 +127,8 @@ async function journal (cluster: Cluster, wireId: string): Promise<string[]> {
 
 /** A PostgreSQL server of the test's own, since it stops it (which would break every other test on a shared one); undefined (skipped loudly) when there are no server binaries. */
 async function ownCluster (t: Test): Promise<Cluster | undefined> {
-  if (serverBinaries() === undefined) {
-    if (process.env.AGENT_HOST_REQUIRE_PG === '1') t.fail(`AGENT_HOST_REQUIRE_PG=1 but ${PG_MISSING}`)
-    else t.skip(PG_MISSING, () => {})
-    return undefined
-  }
-  const cluster = await startCluster()
-  t.teardown(() => { cluster.destroy() })
+  const cluster = await ownPgServer(t)
+  if (cluster === undefined) return undefined
   return cluster
 }
 

@@ -1,19 +1,13 @@
 import t from 'tap'
 import { buildApp } from '../../../src/app.js'
-import { serverBinaries, startCluster } from '../../../scripts/pg-cluster.js'
 import { AGENTS, envelope, tempDataDir, testConfig } from '../../helper.js'
 import { until } from '../../socket.js'
-import { PG_MISSING } from '../../pg.js'
+import { ownPgServer } from '../../pg.js'
 
 // a server of its own: this test stops it, which would break every other test on a shared one
 t.test('the database restarting: /health says degraded, requests get a clear 503 and never hang, and service comes back', async (t) => {
-  if (serverBinaries() === undefined) {
-    if (process.env.AGENT_HOST_REQUIRE_PG === '1') t.fail(`AGENT_HOST_REQUIRE_PG=1 but ${PG_MISSING}`)
-    else t.skip(PG_MISSING, () => {})
-    return
-  }
-  const cluster = await startCluster()
-  t.teardown(() => { cluster.destroy() })
+  const cluster = await ownPgServer(t)
+  if (cluster === undefined) return
   const app = await buildApp({ ...testConfig(t), DATA_DIR: tempDataDir(t), DATABASE_URL: cluster.url, TASK_STORE: 'postgres' })
   t.teardown(async () => { await app.close() })
   const ask = async (query: string): Promise<{ statusCode: number, json: () => any }> => await app.inject({ method: 'POST', url: '/v1/assist', payload: envelope(AGENTS.echo, { query }) })
