@@ -122,3 +122,16 @@ t.test('a bad setting is named once, with the value given and what it must be', 
   t.match((t.throws(() => loadConfig({ TASK_STORE: 'redis', LOG_LEVEL: 'loud' })) as Error).message, /env\/LOG_LEVEL is "loud": it must be one of fatal, error, warn, info, debug, trace, silent; env\/TASK_STORE is "redis": it must be one of file, sqlite|env\/TASK_STORE is "redis": it must be one of file, sqlite; env\/LOG_LEVEL is "loud"/)
   t.equal((t.throws(() => loadConfig({ PORT: 'abc' })) as Error).message, 'Invalid configuration: env/PORT is "abc": it must be integer')
 })
+
+t.test('DATABASE_URL: a postgres:// URL or nothing; with it the task graph is shared by default, and a machine-local SQLite task graph is refused', async (t) => {
+  t.equal(loadConfig({}).DATABASE_URL, '', 'SQLite under DATA_DIR by default')
+  t.equal(loadConfig({}).TASK_STORE, 'file')
+  const url = 'postgres://u:p@db:5432/agent_host'
+  t.equal(loadConfig({ DATABASE_URL: url }).TASK_STORE, 'postgres', 'the default with DATABASE_URL')
+  t.equal(loadConfig({ DATABASE_URL: 'postgresql://db/agent_host' }).DATABASE_URL, 'postgresql://db/agent_host')
+  t.equal(loadConfig({ DATABASE_URL: url, TASK_STORE: 'file' }).TASK_STORE, 'file', 'an explicit file store stays')
+  t.throws(() => loadConfig({ DATABASE_URL: 'mysql://db/x' }), { code: 'AH_ERR_CONFIG_INVALID', message: /DATABASE_URL must be a postgres:\/\// })
+  t.throws(() => loadConfig({ DATABASE_URL: url, TASK_STORE: 'sqlite' }), { code: 'AH_ERR_CONFIG_INVALID', message: /TASK_STORE=sqlite with DATABASE_URL/ })
+  t.throws(() => loadConfig({ TASK_STORE: 'postgres' }), { code: 'AH_ERR_CONFIG_INVALID', message: /TASK_STORE=postgres needs DATABASE_URL/ })
+  t.throws(() => loadConfig({ DB_POOL_MAX: '1' }), /DB_POOL_MAX/)
+})
