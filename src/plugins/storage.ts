@@ -164,7 +164,7 @@ async function postgres (app: FastifyInstance): Promise<Closing> {
   await notifications.start()
   const writer = new PgGroupWriter(pool)
   const events = new PgEventStore(pool)
-  const sessions = new PgSessionStore(pool)
+  const sessions = new PgSessionStore(pool, writer)
   app.decorate('storage', { kind: 'postgres', pool, writer, notifications, audit, events, write: async (op) => await op() })
   app.decorate('audit', audit)
   app.decorate('events', events)

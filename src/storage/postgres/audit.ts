@@ -13,16 +13,25 @@ const VERIFY_PAGE_ROWS = 1000
 
 const COLUMNS = ['audit_id', 'timestamp', 'actor', 'action', 'resource', 'success', 'claimed_user', 'request_id', 'root_request_id', 'trace_id', 'details', 'key_id', 'previous_hash', 'integrity_hash'] as const
 
-// the row and the head that names it, in one statement
+// the rows and the head that names the last of them, in one statement
 const INSERT = `WITH added AS (
-  INSERT INTO audit_log (${COLUMNS.join(', ')}) VALUES (${COLUMNS.map((_, i) => `$${i + 1}`).join(', ')}) RETURNING audit_id, integrity_hash
+  INSERT INTO audit_log (${COLUMNS.join(', ')})
+  SELECT * FROM unnest(${COLUMNS.map((c, i) => `$${i + 1}::${c === 'audit_id' ? 'bigint' : c === 'success' ? 'smallint' : 'text'}[]`).join(', ')})
+  RETURNING audit_id, integrity_hash
 )
-INSERT INTO audit_head (id, audit_id, integrity_hash) SELECT 1, audit_id, integrity_hash FROM added
+INSERT INTO audit_head (id, audit_id, integrity_hash) SELECT 1, audit_id, integrity_hash FROM added ORDER BY audit_id DESC LIMIT 1
 ON CONFLICT (id) DO UPDATE SET audit_id = excluded.audit_id, integrity_hash = excluded.integrity_hash`
 
 // always one row: the head (nulls for an empty log), the key of the row it names, and the isolation level the append runs in
 const HEAD = `SELECT h.audit_id, h.integrity_hash, l.key_id, current_setting('transaction_isolation') AS isolation
 FROM (SELECT 1) AS one LEFT JOIN audit_head h ON h.id = 1 LEFT JOIN audit_log l ON l.audit_id = h.audit_id`
+
+/*
+ * The chain's lock, then the head, in one round trip (a simple query of two statements: no
+ * parameters). Each statement of it takes its own snapshot at READ COMMITTED, so the head is read
+ * after the lock is granted and sees the last holder's commit.
+ */
+const LOCK_AND_HEAD = `SELECT pg_advisory_xact_lock(${PG_LOCKS.audit}); ${HEAD}`
 
 interface Head { audit_id: number, integrity_hash: string }
 
@@ -89,17 +98,31 @@ export class PgAuditLog implements AuditStore {
    * @throws AH_ERR_AUDIT_KEY_MISSING when the last row is signed and this process has no audit key
    */
   async appendIn (client: pg.ClientBase, input: AuditInput): Promise<AuditRow> {
+    return (await this.appendManyIn(client, [input]))[0] as AuditRow
+  }
+
+  /**
+   * {@link appendIn} for many rows, chained in this order: one lock, one read of the head and one
+   * insert however many rows a turn brings.
+   */
+  async appendManyIn (client: pg.ClientBase, inputs: readonly AuditInput[]): Promise<AuditRow[]> {
     if (this.#readOnly) throw new Error('this audit log was opened to be read')
+    if (inputs.length === 0) return []
     // appends of every instance take turns: one chain, never forked
-    await client.query('SELECT pg_advisory_xact_lock($1)', [PG_LOCKS.audit])
-    // read in a statement of its own, after the lock: its snapshot must see the last holder's commit
-    const head = (await client.query<{ audit_id: number | null, integrity_hash: string | null, key_id: string | null, isolation: string }>(HEAD)).rows[0] as { audit_id: number | null, integrity_hash: string | null, key_id: string | null, isolation: string }
+    const results = await client.query(LOCK_AND_HEAD) as unknown as Array<pg.QueryResult<{ audit_id: number | null, integrity_hash: string | null, key_id: string | null, isolation: string }>>
+    const head = results[1]?.rows[0] as { audit_id: number | null, integrity_hash: string | null, key_id: string | null, isolation: string }
     if (head.isolation !== 'read committed') throw new Error(`an audit row is appended at the READ COMMITTED level, not ${head.isolation}: its transaction's snapshot would not see the previous append`)
     if (head.key_id !== null && this.#keyring.current === undefined) throw new AH_ERR_AUDIT_KEY_MISSING(head.key_id)
-    const row = chainAuditRow(input, head.audit_id === null ? undefined : head as Head, this.#keyring)
-    const stored = storedAuditRow(row)
-    await client.query(INSERT, COLUMNS.map((c) => stored[c]))
-    return row
+    const rows: AuditRow[] = []
+    let previous = head.audit_id === null ? undefined : head as Head
+    for (const input of inputs) {
+      const row = chainAuditRow(input, previous, this.#keyring)
+      rows.push(row)
+      previous = row
+    }
+    const stored = rows.map(storedAuditRow)
+    await client.query({ name: 'ah_audit_append_many', text: INSERT, values: COLUMNS.map((c) => stored.map((row) => row[c])) })
+    return rows
   }
 
   /** Rows matching `query`, oldest first. */

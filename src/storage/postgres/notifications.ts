@@ -15,17 +15,19 @@ const MAX_PAYLOAD = 7000
 
 /** Queue notifications of `ids` on `channel` in the caller's transaction (sent when it commits; none if it rolls back). */
 export async function notifyIn (client: pg.ClientBase, channel: Channel, ids: ReadonlyArray<string | number>): Promise<void> {
+  const chunks: string[] = []
   let chunk = ''
   for (const id of ids) {
     const next = chunk === '' ? String(id) : `${chunk},${String(id)}`
     if (next.length > MAX_PAYLOAD) {
-      await client.query('SELECT pg_notify($1, $2)', [channel, chunk])
+      chunks.push(chunk)
       chunk = String(id)
     } else {
       chunk = next
     }
   }
-  if (chunk !== '') await client.query('SELECT pg_notify($1, $2)', [channel, chunk])
+  if (chunk !== '') chunks.push(chunk)
+  if (chunks.length > 0) await client.query({ name: 'ah_notify_many', text: 'SELECT pg_notify($1, c) FROM unnest($2::text[]) AS c', values: [channel, chunks] })
 }
 
 /**

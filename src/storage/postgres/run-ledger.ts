@@ -6,6 +6,7 @@ import type { AppendedEvent, EventAuthor, EventInput } from '../events.js'
 import type { Recovery, RunEnd, RunLedger } from '../run-ledger.js'
 import { batchOf, frameHead, journalRows, ordIn, type JournalRow, type NewRun, type Renewal, type RunFilter, type RunRecord, type StoredBatch } from '../runs.js'
 import { WRITE_RANK, type PgGroupWriter } from './group-writer.js'
+import { isUnavailable } from '../busy.js'
 import { CHANNELS, notifyIn, type Notifications } from './notifications.js'
 
 /** The columns of a {@link RunRecord} (the table has more: `wire_id`). */
@@ -18,13 +19,17 @@ export interface PgLedgerParts {
   writer: PgGroupWriter
   notifications: Notifications
   sessions: {
-    /** Claim a session for `keyId` (or find it someone's): its key id now. */
-    claimIn: (client: pg.ClientBase, sessionId: string, userId: string, keyId: string) => Promise<string | null>
     recordIn: (client: pg.ClientBase, record: InteractionRecord) => Promise<unknown>
+    /** Record a turn's interactions, in this order, in one statement. */
+    recordManyIn: (client: pg.ClientBase, records: readonly InteractionRecord[]) => Promise<unknown>
     keyOf: (sessionId: string) => Awaitable<string | null | undefined>
     eraseIn: (client: pg.ClientBase, sessionId: string) => Promise<boolean>
   }
-  audit: { appendIn: (client: pg.ClientBase, input: AuditInput) => Promise<unknown> }
+  audit: {
+    appendIn: (client: pg.ClientBase, input: AuditInput) => Promise<unknown>
+    /** Chain a turn's rows, in this order: one lock, one head, one insert. */
+    appendManyIn: (client: pg.ClientBase, inputs: readonly AuditInput[]) => Promise<unknown>
+  }
   events: {
     appendIn: (client: pg.ClientBase, input: EventInput, author?: EventAuthor) => Promise<AppendedEvent>
     /** Tell this process's followers of an event, once committed. */
@@ -32,6 +37,73 @@ export interface PgLedgerParts {
     eraseSessionIn: (client: pg.ClientBase, sessionId: string) => Promise<number>
   }
 }
+
+type Claim = { sessionId: string, userId: string, keyId: string }
+type StartOutcome = 'started' | 'taken' | 'not-yours'
+interface Start { run: NewRun, claim: Claim | undefined }
+interface Finish { end: RunEnd, interaction: InteractionRecord, audit: AuditInput }
+interface JournalEntry { token: string, rows: JournalRow[] }
+
+/** What one turn writes. */
+interface TurnWrites { starts: Start[], journal: Map<string, JournalEntry>, finishes: Finish[] }
+
+/** What one turn did: each start's outcome, the runs whose rows were not written (their lease lost), whether each finish ended its run. */
+interface TurnResult { starts: StartOutcome[], lost: string[], ended: boolean[] }
+
+/** A turn in the making or in flight; `alone` is the same writes each in a transaction of its own, once the turn failed. */
+interface Turn extends TurnWrites {
+  done: Promise<TurnResult>
+  alone?: { journal: Map<string, Promise<TurnResult>>, starts: Array<Promise<TurnResult>>, finishes: Array<Promise<TurnResult>> }
+}
+
+/*
+ * A turn's new runs in one statement: the sessions of those with a claim claimed (a session that
+ * exists keeps its key: ON CONFLICT DO UPDATE returns the committed row, waiting for a concurrent
+ * claim's commit, where DO NOTHING would return nothing to compare; of two claims of a new session
+ * in one turn, the first's key gets it), then the runs whose claim holds inserted. A request id
+ * inserted meanwhile by another transaction is waited for, then left: that run is `taken` (joined).
+ * A run is `started` only if the row inserted is its own (its lease token), so two starts of one
+ * request id in one turn give one start and one join.
+ */
+const START_MANY = `WITH batch AS (
+  SELECT * FROM unnest($1::text[], $2::text[], $3::text[], $4::text[], $5::text[], $6::text[], $7::text[], $8::int[], $9::text[], $10::text[], $11::bigint[], $12::text[], $13::text[])
+    WITH ORDINALITY AS b(request_id, envelope_hash, envelope, session_id, agent_id, main_stream_id, owner_instance, owner_pid, owner_key, lease_token, lease_expires_at, claim_user, claim_key, n)
+), claimed AS (
+  INSERT INTO sessions (session_id, user_id, created_at, updated_at, key_id)
+  SELECT DISTINCT ON (session_id) session_id, claim_user, $14, $14, claim_key FROM batch WHERE claim_key IS NOT NULL ORDER BY session_id, n
+  ON CONFLICT (session_id) DO UPDATE SET updated_at = excluded.updated_at
+  RETURNING session_id, key_id
+), added AS (
+  INSERT INTO runs (request_id, envelope_hash, envelope, session_id, agent_id, main_stream_id, state, owner_instance, owner_pid, owner_key, lease_token, lease_expires_at, started_at)
+  SELECT b.request_id, b.envelope_hash, b.envelope, b.session_id, b.agent_id, b.main_stream_id, 'running', b.owner_instance, b.owner_pid, b.owner_key, b.lease_token, b.lease_expires_at, $15
+    FROM batch b LEFT JOIN claimed c ON c.session_id = b.session_id
+   WHERE b.claim_key IS NULL OR c.key_id = b.claim_key ORDER BY b.n
+  ON CONFLICT (request_id) DO NOTHING
+  RETURNING request_id, lease_token
+)
+SELECT b.n, b.claim_key IS NOT NULL AND c.key_id IS DISTINCT FROM b.claim_key AS refused, a.request_id IS NOT NULL AS started
+  FROM batch b LEFT JOIN claimed c ON c.session_id = b.session_id LEFT JOIN added a ON a.request_id = b.request_id AND a.lease_token = b.lease_token
+ ORDER BY b.n`
+
+/*
+ * A turn's journal rows in one statement: those of the runs still held under their tokens (locked
+ * FOR SHARE: a recovery, which locks the run FOR UPDATE, waits for this commit) are written, and the
+ * runs held are returned.
+ */
+const JOURNAL_MANY = `WITH batch AS (
+  SELECT * FROM unnest($1::text[], $2::text[], $3::int[], $4::int[], $5::text[]) AS b(request_id, token, ord, count, frames)
+), held AS (
+  SELECT r.request_id, r.run_id FROM runs r JOIN batch b ON r.request_id = b.request_id AND r.lease_token = b.token AND r.state = 'running' FOR SHARE OF r
+), added AS (
+  INSERT INTO journal (run_id, ord, count, frames) SELECT h.run_id, b.ord, b.count, b.frames FROM batch b JOIN held h ON h.request_id = b.request_id
+)
+SELECT request_id, run_id FROM held`
+
+/** A turn's ends in one statement, each fenced by its lease token. */
+const FINISH_MANY = `UPDATE runs r SET state = 'ended', end_reason = f.reason, ended_at = $6, response_status = f.status, response = f.response
+  FROM unnest($1::text[], $2::text[], $3::text[], $4::int[], $5::text[]) AS f(request_id, token, reason, status, response)
+ WHERE r.request_id = f.request_id AND r.state = 'running' AND r.lease_token = f.token
+RETURNING r.request_id, r.run_id`
 
 /** A follower's interest in one run's journal. */
 interface Watch { dirty: boolean, wake: Set<() => void>, seen: number }
@@ -47,9 +119,11 @@ interface Watch { dirty: boolean, wake: Set<() => void>, seen: number }
 export class PgRunLedger implements RunLedger {
   readonly #o: PgLedgerParts
   /** Rows waiting for the next flush: request id → its lease token and rows. */
-  #pending = new Map<string, { token: string, rows: JournalRow[] }>()
-  /** Each run's last flush in flight: a flush of that run settles only after it. */
-  readonly #writes = new Map<string, Promise<string[]>>()
+  #pending = new Map<string, JournalEntry>()
+  /** The turn new writes join: queued with the group writer, not yet running. */
+  #turn: Turn | undefined
+  /** Each run's last turn with rows of it: a flush of that run settles only after it. */
+  readonly #writes = new Map<string, Turn>()
   readonly #watches = new Map<number, Watch>()
 
   constructor (parts: PgLedgerParts) {
@@ -124,15 +198,10 @@ export class PgRunLedger implements RunLedger {
     return (await this.#o.pool.query("DELETE FROM runs WHERE state = 'ended' AND ended_at < $1", [before])).rowCount ?? 0
   }
 
-  async start (run: NewRun, claim?: { sessionId: string, userId: string, keyId: string }): Promise<'started' | 'taken' | 'not-yours'> {
-    return await this.#o.writer.write(async (client) => {
-      if (claim !== undefined && await this.#o.sessions.claimIn(client, claim.sessionId, claim.userId, claim.keyId) !== claim.keyId) return 'not-yours'
-      // a concurrent insert of the same key waits for the other transaction, then does nothing: a join
-      const { rowCount } = await client.query(`INSERT INTO runs (request_id, envelope_hash, envelope, session_id, agent_id, main_stream_id, state, owner_instance, owner_pid, owner_key, lease_token, lease_expires_at, started_at)
-        VALUES ($1, $2, $3, $4, $5, $6, 'running', $7, $8, $9, $10, $11, $12) ON CONFLICT (request_id) DO NOTHING`,
-      [run.request_id, run.envelope_hash, run.envelope, run.session_id, run.agent_id, run.main_stream_id, run.owner_instance, run.owner_pid, run.owner_key, run.lease_token, run.lease_expires_at, Date.now()])
-      return rowCount === 1 ? 'started' : 'taken'
-    })
+  async start (run: NewRun, claim?: Claim): Promise<StartOutcome> {
+    const turn = this.#open()
+    const i = turn.starts.push({ run, claim }) - 1
+    return await this.#outcome(turn, (result) => result.starts[0] as StartOutcome, (result) => result.starts[i] as StartOutcome, (alone) => alone.starts[i])
   }
 
   append (requestId: string, token: string, row: JournalRow): void {
@@ -142,61 +211,145 @@ export class PgRunLedger implements RunLedger {
   }
 
   /**
-   * Flush every queued row (one transaction with this turn's other writes), and settle once the
-   * rows of `requestId` are committed: a run whose rows another run's flush took waits for that one.
+   * Flush every queued row (in this turn's transaction, with the other runs' starts and ends), and
+   * settle once the rows of `requestId` are committed: a run whose rows another run's flush took
+   * waits for that one.
    */
   async flush (requestId?: string): Promise<string[]> {
-    if (this.#pending.size > 0) {
-      const taken = this.#pending
-      this.#pending = new Map()
-      const write = this.#o.writer.write(async (client) => await this.#flushIn(client, taken))
-      for (const id of taken.keys()) this.#writes.set(id, write)
-      write.catch(() => {}).finally(() => { for (const id of taken.keys()) if (this.#writes.get(id) === write) this.#writes.delete(id) }).catch(() => {})
-      if (requestId === undefined) return await write
+    const turn = this.#takePending()
+    if (requestId === undefined) {
+      return turn === undefined ? [] : await this.#outcome(turn, (result) => result.lost, (result) => result.lost, undefined)
     }
-    return requestId === undefined ? [] : await (this.#writes.get(requestId) ?? [])
-  }
-
-  /** Write the rows of the runs still held under their tokens (locked `FOR SHARE`: a recovery waits); returns the others. */
-  async #flushIn (client: pg.ClientBase, taken: Map<string, { token: string, rows: JournalRow[] }>): Promise<string[]> {
-    const ids = [...taken.keys()]
-    const { rows: held } = await client.query<{ request_id: string, run_id: number }>(
-      `SELECT r.request_id, r.run_id FROM runs r JOIN unnest($1::text[], $2::text[]) AS h(request_id, token)
-         ON r.request_id = h.request_id AND r.lease_token = h.token AND r.state = 'running' FOR SHARE OF r`,
-      [ids, ids.map((id) => (taken.get(id) as { token: string }).token)])
-    const runIds = new Map(held.map((r) => [r.request_id, r.run_id]))
-    const columns: [number[], number[], number[], string[]] = [[], [], [], []]
-    for (const [id, { rows }] of taken) {
-      const runId = runIds.get(id)
-      if (runId === undefined) continue
-      const batch = batchOf(rows)
-      columns[0].push(runId); columns[1].push(batch.ord); columns[2].push(batch.count); columns[3].push(batch.frames)
-    }
-    if (columns[0].length > 0) {
-      await client.query('INSERT INTO journal (run_id, ord, count, frames) SELECT * FROM unnest($1::bigint[], $2::int[], $3::int[], $4::text[])', columns)
-      await notifyIn(client, CHANNELS.journal, columns[0])
-    }
-    return ids.filter((id) => !runIds.has(id))
+    const written = this.#writes.get(requestId)
+    if (written === undefined) return []
+    return await this.#outcome(written, (result) => result.lost, (result) => result.lost, (alone) => alone.journal.get(requestId))
   }
 
   commitNow (): boolean {
     return false
   }
 
+  /** End the run with its answer, its interaction and its audit row, with its last rows, in this turn's transaction. */
   async finish (end: RunEnd, interaction: InteractionRecord, audit: AuditInput): Promise<{ ended: boolean, lost: string[] }> {
-    const lost = await this.flush(end.requestId)
+    const turn = this.#takePending() ?? this.#open()
+    const i = turn.finishes.push({ end, interaction, audit }) - 1
+    const pick = (result: TurnResult, at: number): { ended: boolean, lost: string[] } => ({ ended: result.ended[at] === true, lost: result.lost })
+    return await this.#outcome(turn, (result) => pick(result, 0), (result) => pick(result, i), (alone) => alone.finishes[i])
+  }
+
+  /** Move the queued rows into the open turn; returns it, or undefined when no row was queued. */
+  #takePending (): Turn | undefined {
+    if (this.#pending.size === 0) return undefined
+    const turn = this.#open()
+    for (const [id, entry] of this.#pending) {
+      const joined = turn.journal.get(id)
+      if (joined === undefined) turn.journal.set(id, entry)
+      else joined.rows.push(...entry.rows)
+      this.#writes.set(id, turn)
+    }
+    this.#pending = new Map()
+    return turn
+  }
+
+  /**
+   * The turn writes join until the group writer runs it: starts, rows and ends of many runs as a
+   * few statements, however many runs there are (one transaction, one commit, one WAL flush).
+   */
+  #open (): Turn {
+    if (this.#turn !== undefined) return this.#turn
+    const turn: Turn = { starts: [], journal: new Map(), finishes: [], done: undefined as unknown as Promise<TurnResult> }
+    this.#turn = turn
+    turn.done = this.#submit(turn, () => { if (this.#turn === turn) this.#turn = undefined })
+    turn.done.catch(() => {}).finally(() => {
+      for (const [id, written] of this.#writes) if (written === turn) this.#writes.delete(id)
+    }).catch(() => {})
+    return turn
+  }
+
+  async #submit (writes: TurnWrites, running?: () => void): Promise<TurnResult> {
     return await this.#o.writer.write(async (client) => {
-      const { rows } = await client.query<{ run_id: number }>(`UPDATE runs SET state = 'ended', end_reason = $1, ended_at = $2, response_status = $3, response = $4
-        WHERE request_id = $5 AND state = 'running' AND lease_token = $6 RETURNING run_id`,
-      [end.reason, Date.now(), end.status, JSON.stringify(end.response), end.requestId, end.token])
-      const ended = rows[0]
-      if (ended === undefined) return { ended: false, lost }
-      await this.#o.sessions.recordIn(client, interaction)
-      await notifyIn(client, CHANNELS.journal, [ended.run_id])
-      // last: the audit chain's lock is held until the commit
-      await this.#o.audit.appendIn(client, audit)
-      return { ended: true, lost }
+      running?.()
+      return await this.#turnIn(client, writes)
     }, WRITE_RANK.audit)
+  }
+
+  /**
+   * What the turn did for one caller. When a turn of several writes fails for a reason other than a
+   * lost database (it was rolled back), each of its writes is run again in a transaction of its
+   * own, so the one at fault fails alone.
+   */
+  async #outcome<T>(turn: Turn, single: (result: TurnResult) => T, pick: (result: TurnResult) => T, own: ((alone: NonNullable<Turn['alone']>) => Promise<TurnResult> | undefined) | undefined): Promise<T> {
+    try {
+      return pick(await turn.done)
+    } catch (err) {
+      const size = turn.starts.length + turn.journal.size + turn.finishes.length
+      if (size <= 1 || own === undefined || isUnavailable(err)) throw err
+      const alone = own(this.#alone(turn))
+      if (alone === undefined) throw err
+      return single(await alone)
+    }
+  }
+
+  /** The turn's writes each on its own, submitted once (together: the group writer's own rerun isolates the one at fault). */
+  #alone (turn: Turn): NonNullable<Turn['alone']> {
+    const none = (): TurnWrites => ({ starts: [], journal: new Map(), finishes: [] })
+    turn.alone ??= {
+      journal: new Map([...turn.journal].map(([id, entry]) => [id, this.#submit({ ...none(), journal: new Map([[id, entry]]) })])),
+      starts: turn.starts.map((start) => this.#submit({ ...none(), starts: [start] })),
+      finishes: turn.finishes.map((finish) => this.#submit({ ...none(), finishes: [finish] }))
+    }
+    for (const written of [...turn.alone.journal.values(), ...turn.alone.starts, ...turn.alone.finishes]) written.catch(() => {})
+    return turn.alone
+  }
+
+  /** One turn's writes on `client`: starts, then rows, then ends (their interactions, one notification, the audit rows last: the chain's lock is held until the commit). */
+  async #turnIn (client: pg.ClientBase, writes: TurnWrites): Promise<TurnResult> {
+    const result: TurnResult = { starts: [], lost: [], ended: [] }
+    const grew: number[] = []
+    if (writes.starts.length > 0) result.starts = await this.#startIn(client, writes.starts)
+    if (writes.journal.size > 0) {
+      const entries = [...writes.journal]
+      const batches = entries.map(([, entry]) => batchOf(entry.rows))
+      const { rows: held } = await client.query<{ request_id: string, run_id: number }>({
+        name: 'ah_journal_many',
+        text: JOURNAL_MANY,
+        values: [entries.map(([id]) => id), entries.map(([, entry]) => entry.token), batches.map((b) => b.ord), batches.map((b) => b.count), batches.map((b) => b.frames)]
+      })
+      const heldIds = new Set(held.map((r) => r.request_id))
+      for (const r of held) grew.push(r.run_id)
+      result.lost = entries.map(([id]) => id).filter((id) => !heldIds.has(id))
+    }
+    const done: Finish[] = []
+    if (writes.finishes.length > 0) {
+      const { finishes } = writes
+      const { rows } = await client.query<{ request_id: string, run_id: number }>({
+        name: 'ah_finish_many',
+        text: FINISH_MANY,
+        values: [finishes.map((f) => f.end.requestId), finishes.map((f) => f.end.token), finishes.map((f) => f.end.reason), finishes.map((f) => f.end.status), finishes.map((f) => JSON.stringify(f.end.response)), Date.now()]
+      })
+      const ended = new Set(rows.map((r) => r.request_id))
+      for (const r of rows) grew.push(r.run_id)
+      result.ended = finishes.map((f) => ended.has(f.end.requestId))
+      done.push(...finishes.filter((f) => ended.has(f.end.requestId)))
+      if (done.length > 0) await this.#o.sessions.recordManyIn(client, done.map((f) => f.interaction))
+    }
+    if (grew.length > 0) await notifyIn(client, CHANNELS.journal, grew)
+    if (done.length > 0) await this.#o.audit.appendManyIn(client, done.map((f) => f.audit))
+    return result
+  }
+
+  async #startIn (client: pg.ClientBase, starts: readonly Start[]): Promise<StartOutcome[]> {
+    const column = <T>(pick: (run: NewRun, claim: Claim | undefined) => T): T[] => starts.map((s) => pick(s.run, s.claim))
+    const { rows } = await client.query<{ refused: boolean, started: boolean }>({
+      name: 'ah_start_many',
+      text: START_MANY,
+      values: [
+        column((r) => r.request_id), column((r) => r.envelope_hash), column((r) => r.envelope), column((r) => r.session_id), column((r) => r.agent_id),
+        column((r) => r.main_stream_id), column((r) => r.owner_instance), column((r) => r.owner_pid), column((r) => r.owner_key), column((r) => r.lease_token),
+        column((r) => r.lease_expires_at), column((_, c) => c?.userId ?? null), column((_, c) => c?.keyId ?? null), new Date().toISOString(), Date.now()
+      ]
+    })
+    return rows.map((r) => r.refused ? 'not-yours' : r.started ? 'started' : 'taken')
   }
 
   async renew (held: ReadonlyArray<[requestId: string, token: string]>, expiresAt: number): Promise<Renewal> {

@@ -1,12 +1,9 @@
 import type pg from 'pg'
 import type { Interaction, InteractionRecord, RecallHit, SessionHandle, SessionIdentity } from '../../protocol/session.js'
 import { queryWords, recallRows, toInteraction, valueText, type HostSessionStore, type InteractionRow } from '../sessions.js'
-import { inTransaction } from './database.js'
+import { PgBatch, type PgGroupWriter } from './group-writer.js'
 
 const INTERACTION_COLUMNS = 'request_id, agent_id, agent_request_id, root_request_id, parent_request_id, timestamp, status, input, output'
-
-const TOUCH = `INSERT INTO sessions (session_id, user_id, created_at, updated_at) VALUES ($1, $2, $3, $3)
-  ON CONFLICT (session_id) DO UPDATE SET updated_at = excluded.updated_at`
 
 /*
  * Recall over both search vectors (generated columns, GIN-indexed: current at every commit, nothing
@@ -26,6 +23,63 @@ SELECT * FROM (
   FROM session_values v CROSS JOIN q WHERE v.session_id = $1 AND v.search @@ q.q
 ) AS hits ORDER BY score DESC, kind DESC, stored_seq DESC, id LIMIT $3`
 
+/*
+ * Values stored in one statement: the sessions touched (each once), then the values upserted (the
+ * last of one key in the batch wins), in the order stored, so that `stored_seq` says which came last.
+ */
+const STORE_MANY = `WITH batch AS (
+  SELECT * FROM unnest($1::text[], $2::text[], $3::text[], $4::text[]) WITH ORDINALITY AS b(session_id, user_id, key, value, n)
+), touched AS (
+  INSERT INTO sessions (session_id, user_id, created_at, updated_at)
+  SELECT DISTINCT ON (session_id) session_id, user_id, $5, $5 FROM batch ORDER BY session_id, n
+  ON CONFLICT (session_id) DO UPDATE SET updated_at = excluded.updated_at
+  RETURNING session_id
+)
+INSERT INTO session_values (session_id, key, value, updated_at)
+SELECT session_id, key, value, $5 FROM (
+  SELECT DISTINCT ON (b.session_id, b.key) b.session_id, b.key, b.value, b.n FROM batch b JOIN touched t ON t.session_id = b.session_id ORDER BY b.session_id, b.key, b.n DESC
+) AS last ORDER BY n
+ON CONFLICT (session_id, key) DO UPDATE SET value = excluded.value, updated_at = excluded.updated_at, stored_seq = DEFAULT`
+
+interface StoredValue { sessionId: string, userId: string, key: string, text: string }
+
+async function storeManyIn (client: pg.ClientBase, values: readonly StoredValue[]): Promise<void[]> {
+  await client.query({
+    name: 'ah_session_store_many',
+    text: STORE_MANY,
+    values: [values.map((v) => v.sessionId), values.map((v) => v.userId), values.map((v) => v.key), values.map((v) => v.text), new Date().toISOString()]
+  })
+  return values.map(() => undefined)
+}
+
+/*
+ * A turn's interactions in one statement: their sessions touched (each once: ON CONFLICT DO UPDATE
+ * may not touch a row twice in one statement), then the rows in the order given (their ids, and so
+ * the history's order, follow it).
+ */
+const RECORD_MANY = `WITH batch AS (
+  SELECT * FROM unnest($1::text[], $2::text[], $3::text[], $4::text[], $5::text[], $6::text[], $7::text[], $8::text[], $9::text[], $10::text[], $11::text[])
+    WITH ORDINALITY AS b(request_id, agent_id, agent_request_id, root_request_id, parent_request_id, timestamp, status, input, output, session_id, user_id, n)
+), touched AS (
+  INSERT INTO sessions (session_id, user_id, created_at, updated_at)
+  SELECT DISTINCT ON (session_id) session_id, user_id, $12, $12 FROM batch ORDER BY session_id, n
+  ON CONFLICT (session_id) DO UPDATE SET updated_at = excluded.updated_at
+  RETURNING session_id
+)
+INSERT INTO interactions (${INTERACTION_COLUMNS}, session_id)
+SELECT ${INTERACTION_COLUMNS}, b.session_id FROM batch b JOIN touched t ON t.session_id = b.session_id ORDER BY n`
+
+/*
+ * Sessions claimed for keys, one statement for a turn's claims: a session that exists keeps its key
+ * (ON CONFLICT DO UPDATE returns the row as committed, waiting for a concurrent claim's commit, where
+ * DO NOTHING would return nothing), a new one is made for the first claim of it in the batch.
+ */
+const CLAIM_MANY = `INSERT INTO sessions (session_id, user_id, created_at, updated_at, key_id)
+SELECT DISTINCT ON (session_id) session_id, user_id, $4, $4, key_id
+  FROM unnest($1::text[], $2::text[], $3::text[]) WITH ORDINALITY AS c(session_id, user_id, key_id, n) ORDER BY session_id, n
+ON CONFLICT (session_id) DO UPDATE SET updated_at = excluded.updated_at
+RETURNING session_id, key_id`
+
 type RecallRow = InteractionRow & { kind: 'interaction' | 'value', ref: string, score: number, value: string | null }
 
 /** `words` as a tsquery matching any of them (each quoted; they are letters and digits only, so no query syntax gets through). */
@@ -41,14 +95,25 @@ function tsQuery (words: string[]): string {
  */
 export class PgSessionStore implements HostSessionStore {
   readonly #pool: pg.Pool
+  readonly #store: (value: StoredValue) => Promise<void>
 
-  constructor (pool: pg.Pool) {
+  /**
+   * @param writer a handle's `store()` joins its transactions (group commit: the values stored during
+   *   one turn are one statement, committed with the host's other writes of that turn); without one
+   *   each store commits alone
+   */
+  constructor (pool: pg.Pool, writer?: PgGroupWriter) {
     this.#pool = pool
+    const batch = writer === undefined ? undefined : new PgBatch(writer, storeManyIn)
+    this.#store = batch === undefined
+      ? async (value) => { await storeManyIn(pool as unknown as pg.ClientBase, [value]) }
+      : async (value) => { await batch.add(value) }
   }
 
-  /** An agent's handle on one session: each call is a query (or, for `store()`, a transaction) of its own. */
+  /** An agent's handle on one session: each call is a query of its own; `store()` is committed (with the turn's other writes, given a group writer) before it resolves. */
   open (sessionId: string, identity: SessionIdentity): SessionHandle {
     const pool = this.#pool
+    const store = this.#store
     return {
       session_id: sessionId,
       identity,
@@ -68,12 +133,7 @@ export class PgSessionStore implements HostSessionStore {
       },
       async store (key, value) {
         const text = valueText(String(key), value)
-        await inTransaction(pool, async (client) => {
-          const now = new Date().toISOString()
-          await client.query(TOUCH, [sessionId, identity.user_id, now])
-          await client.query(`INSERT INTO session_values (session_id, key, value, updated_at) VALUES ($1, $2, $3, $4)
-            ON CONFLICT (session_id, key) DO UPDATE SET value = excluded.value, updated_at = excluded.updated_at, stored_seq = DEFAULT`, [sessionId, String(key), text, now])
-        })
+        await store({ sessionId, userId: identity.user_id, key: String(key), text })
       },
       async get<T>(key: string, fallback?: T) {
         const { rows } = await pool.query<{ value: string }>('SELECT value FROM session_values WHERE session_id = $1 AND key = $2', [sessionId, key])
@@ -98,7 +158,7 @@ export class PgSessionStore implements HostSessionStore {
 
   /** Append one finished interaction to its session's history, in a transaction of its own. */
   async record (record: InteractionRecord): Promise<void> {
-    await inTransaction(this.#pool, async (client) => { await this.recordIn(client, record) })
+    await this.recordManyIn(this.#pool, [record])
   }
 
   /** {@link record} (the contract's name for the engine's call). */
@@ -108,11 +168,23 @@ export class PgSessionStore implements HostSessionStore {
 
   /** Record one finished interaction inside the caller's transaction (it is searchable once that commits). */
   async recordIn (client: pg.ClientBase, record: InteractionRecord): Promise<void> {
-    await client.query(TOUCH, [record.session_id, record.user_id, new Date().toISOString()])
-    await client.query(`INSERT INTO interactions (${INTERACTION_COLUMNS}, session_id) VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10)`, [
-      record.request_id, record.agent_id, record.agent_request_id, record.root_request_id, record.parent_request_id ?? null,
-      record.timestamp, record.status, JSON.stringify(record.input), JSON.stringify(record.output), record.session_id
-    ])
+    await this.recordManyIn(client, [record])
+  }
+
+  /** Record finished interactions in one statement inside the caller's transaction, in this order. */
+  async recordManyIn (client: pg.ClientBase | pg.Pool, records: readonly InteractionRecord[]): Promise<void> {
+    if (records.length === 0) return
+    const column = (pick: (r: InteractionRecord) => string | null): Array<string | null> => records.map(pick)
+    await client.query({
+      name: 'ah_interactions_record_many',
+      text: RECORD_MANY,
+      values: [
+        column((r) => r.request_id), column((r) => r.agent_id), column((r) => r.agent_request_id), column((r) => r.root_request_id),
+        column((r) => r.parent_request_id ?? null), column((r) => r.timestamp), column((r) => r.status),
+        column((r) => JSON.stringify(r.input)), column((r) => JSON.stringify(r.output)), column((r) => r.session_id), column((r) => r.user_id),
+        new Date().toISOString()
+      ]
+    })
   }
 
   /** Remove everything of one session: history and values (their search vectors are theirs). Returns whether it existed. */
@@ -142,19 +214,25 @@ export class PgSessionStore implements HostSessionStore {
    * session meanwhile, the insert waits for its commit and the read that follows sees its key).
    */
   async claimIn (client: pg.ClientBase | pg.Pool, sessionId: string, userId: string, keyId: string): Promise<string | null> {
-    const now = new Date().toISOString()
-    await client.query('INSERT INTO sessions (session_id, user_id, created_at, updated_at, key_id) VALUES ($1, $2, $3, $3, $4) ON CONFLICT (session_id) DO NOTHING',
-      [sessionId, userId, now, keyId])
-    return (await this.#keyOf(client, sessionId)) ?? null
+    return (await this.claimManyIn(client, [{ sessionId, userId, keyId }])).get(sessionId) ?? null
+  }
+
+  /**
+   * Claim many sessions in one statement (a turn's runs): each session's key now, by session id.
+   * Two claims of one new session in the batch: the first one's key gets it.
+   */
+  async claimManyIn (client: pg.ClientBase | pg.Pool, claims: ReadonlyArray<{ sessionId: string, userId: string, keyId: string }>): Promise<Map<string, string | null>> {
+    const { rows } = await client.query<{ session_id: string, key_id: string | null }>({
+      name: 'ah_session_claim_many',
+      text: CLAIM_MANY,
+      values: [claims.map((c) => c.sessionId), claims.map((c) => c.userId), claims.map((c) => c.keyId), new Date().toISOString()]
+    })
+    return new Map(rows.map((r) => [r.session_id, r.key_id]))
   }
 
   /** The key a session belongs to; undefined when there is no such session, null when it was made before keys were recorded. */
   async keyOf (sessionId: string): Promise<string | null | undefined> {
-    return await this.#keyOf(this.#pool, sessionId)
-  }
-
-  async #keyOf (client: pg.ClientBase | pg.Pool, sessionId: string): Promise<string | null | undefined> {
-    const { rows } = await client.query<{ key_id: string | null }>('SELECT key_id FROM sessions WHERE session_id = $1', [sessionId])
+    const { rows } = await this.#pool.query<{ key_id: string | null }>('SELECT key_id FROM sessions WHERE session_id = $1', [sessionId])
     return rows[0]?.key_id
   }
 

@@ -152,3 +152,41 @@ t.test('a lone write whose connection is lost rejects, and the next write gets a
   await s.writer.write(insert(1))
   t.same(await numbers(s.pool), [1])
 })
+
+t.test('the next turn runs while the previous one\'s COMMIT is awaited, and waits for it wherever they touch the same rows', async (t) => {
+  const s = await setup(t)
+  if (s === undefined) return
+  await s.pool.query('CREATE TABLE counter (v integer NOT NULL)')
+  await s.pool.query('INSERT INTO counter VALUES (0)')
+  // a COMMIT that waits for the test: a deferred trigger on `n` takes an advisory lock the test holds
+  await s.pool.query('CREATE FUNCTION held_commit() RETURNS trigger LANGUAGE plpgsql AS $$ BEGIN PERFORM pg_advisory_xact_lock_shared(4242); RETURN NULL; END $$')
+  await s.pool.query('CREATE CONSTRAINT TRIGGER held AFTER INSERT ON n DEFERRABLE INITIALLY DEFERRED FOR EACH ROW EXECUTE FUNCTION held_commit()')
+  const gate = await s.pool.connect()
+  t.teardown(() => { gate.release() })
+  await gate.query('SELECT pg_advisory_lock(4242)')
+  const order: string[] = []
+  const first = s.writer.write(async (client) => {
+    await client.query('INSERT INTO n VALUES (1)')
+    await client.query('UPDATE counter SET v = v + 1')
+  }).then(() => { order.push('first committed') })
+  let secondRunning!: () => void
+  const running = new Promise<void>((resolve) => { secondRunning = resolve })
+  // queued once the first is running: the next turn
+  await new Promise((resolve) => setImmediate(resolve))
+  const second = s.writer.write(async (client) => {
+    order.push('second running')
+    secondRunning()
+    return (await client.query<{ v: number }>('UPDATE counter SET v = v * 10 RETURNING v')).rows[0]?.v
+  })
+  // bounded: a writer that waited for the first COMMIT would never run the second while the gate is shut
+  let timer: NodeJS.Timeout | undefined
+  const ran = await Promise.race([running.then(() => true), new Promise<boolean>((resolve) => { timer = setTimeout(() => { resolve(false) }, 15_000) })])
+  clearTimeout(timer)
+  t.ok(ran, 'the second turn runs before the first\'s COMMIT is acknowledged')
+  t.same(order, ['second running'])
+  await gate.query('SELECT pg_advisory_unlock(4242)')
+  const [, v] = await Promise.all([first, second])
+  t.equal(v, 10, 'the second waited for the first\'s row lock and saw its commit: (0 + 1) × 10, as one after the other')
+  t.same(order, ['second running', 'first committed'])
+  t.same(await numbers(s.pool), [1])
+})
