@@ -9,7 +9,7 @@
 // PostgreSQL: PG_TEST_URL or DATABASE_URL (a role that may create a database: the bench works in a
 // database of its own, dropped at the end), else a throwaway server (scripts/pg-cluster.ts), else
 // the PostgreSQL target is skipped, saying so.
-// Run: npm run build && node bench/claims.js [--compare=/tmp/before]
+// Run: npm run build && node bench/claims.js [--compare=/tmp/before] [--sizes=100,1000,10000] [--processes=1,4]
 import { spawn, spawnSync } from 'node:child_process'
 import { randomBytes } from 'node:crypto'
 import { once } from 'node:events'
@@ -30,8 +30,15 @@ const seconds = arg('seconds', 5, 2)
 const rounds = arg('rounds', 3, 1)
 const compareFlag = process.argv.find((a) => a.startsWith('--compare='))
 const compare = compareFlag === undefined ? undefined : resolve(compareFlag.slice('--compare='.length))
-const sizes = smoke ? [20] : [100, 1000, 10000]
-const processes = smoke ? [2] : [1, 4]
+/** `--name=a,b` as numbers, else `fallback`. */
+const list = (name, fallback) => {
+  const given = process.argv.find((a) => a.startsWith(`--${name}=`))?.slice(name.length + 3)
+  return given === undefined ? fallback : given.split(',').map(Number)
+}
+/** Tasks each worker claims and completes before its clock starts: its code compiled, its connection and statements ready. */
+const WARMUP = smoke ? 2 : 50
+const sizes = smoke ? [20] : list('sizes', [100, 1000, 10000])
+const processes = smoke ? [2] : list('processes', [1, 4])
 const median = (values) => { const s = [...values].sort((a, b) => a - b); return s.length % 2 === 1 ? s[(s.length - 1) / 2] : (s[s.length / 2 - 1] + s[s.length / 2]) / 2 }
 
 /** CPU time (ms) of a process from /proc/<pid>/stat: its own and its reaped children's (USER_HZ is 100 on Linux). */
@@ -118,7 +125,8 @@ const targets = [
 
 async function run (target, size, procs) {
   const data = tempDir()
-  const tasks = Array.from({ length: size }, (_, i) => ({ id: `t${i}`, type: 'w' }))
+  // and WARMUP tasks of another type per worker, drained before its clock starts (steady state, not start-up, is measured)
+  const tasks = [...Array.from({ length: size }, (_, i) => ({ id: `t${i}`, type: 'w' })), ...Array.from({ length: WARMUP * procs }, (_, i) => ({ id: `warm${i}`, type: 'warm' }))]
   let location = data.dir
   if (target.store === 'postgres') {
     await postgres.pool.query('TRUNCATE tasks')
@@ -133,7 +141,7 @@ async function run (target, size, procs) {
   }
   const serverBefore = target.store === 'postgres' && postgres.postmaster !== undefined ? serverCpu(postgres.postmaster) : undefined
   const workers = Array.from({ length: procs }, (_, i) => {
-    const args = [new URL('./drain-worker.js', import.meta.url).pathname, target.store, location, `w${i}`, String(seconds), ...(target.build !== undefined ? [target.build] : [])]
+    const args = [new URL('./drain-worker.js', import.meta.url).pathname, target.store, location, `w${i}`, String(seconds), String(WARMUP), ...(target.build !== undefined ? [target.build] : [])]
     const child = spawn(process.execPath, [...childExecArgv, ...args, ...(smoke ? ['--smoke'] : [])], { stdio: ['ignore', 'pipe', 'inherit'] })
     let out = ''
     child.stdout.on('data', (c) => { out += c })

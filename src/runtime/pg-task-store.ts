@@ -1,4 +1,5 @@
 import type pg from 'pg'
+import { isDeepStrictEqual } from 'node:util'
 import { AH_ERR_TASK_INVALID, AH_ERR_TASK_NOT_FOUND } from '../errors.js'
 import { inTransaction, PG_LOCKS } from '../storage/postgres/database.js'
 import {
@@ -9,7 +10,6 @@ import type { TaskStore, TaskStoreOptions } from './task-store.js'
 
 // Each statement is named, so that every connection parses and plans it once.
 const GET = 'SELECT node FROM tasks WHERE id = $1'
-const LOCK = 'SELECT node FROM tasks WHERE id = $1 FOR UPDATE'
 const EXISTING = 'SELECT id FROM tasks WHERE id = ANY($1::text[])'
 // the columns are read from each node's JSON, so that the node text stored is the one given
 const INSERT = `INSERT INTO tasks (id, type, status, priority, owner, attempt, dependency_ids, created_at, available_at, lease_expires_at, conversation_id, owner_key, node)
@@ -36,6 +36,34 @@ const CANDIDATE = `SELECT t.node, (SELECT json_object_agg(d.id, d.status) FROM t
   ORDER BY t.priority DESC, t.created_at, t.created_seq
   LIMIT 1
   FOR UPDATE OF t SKIP LOCKED`
+// The claim in one statement: the best candidate (CANDIDATE's rules), locked SKIP LOCKED and
+// updated as claimNode would (PENDING → IN_PROGRESS, owner, attempt + 1, lease, stamps; the times
+// are the caller's, as text), returning the node before and after for the rule to check.
+const CLAIM = `WITH c AS (${CANDIDATE.replace('SELECT t.node,', 'SELECT t.id, t.node,')}
+), claimed AS (
+  SELECT c.id, c.node AS before, c.deps, c.node::jsonb || jsonb_build_object('status', 'IN_PROGRESS', 'owner', $4::text,
+    'attempt', (c.node::jsonb->>'attempt')::integer + 1, 'lease_expires_at', $5::text, 'last_heartbeat_at', $6::text, 'updated_at', $6::text) AS after
+  FROM c
+)
+UPDATE tasks t SET status = 'IN_PROGRESS', owner = $4, attempt = (cl.after->>'attempt')::integer,
+  lease_expires_at = (cl.after->>'lease_expires_at')::timestamptz, node = cl.after::text
+FROM claimed cl WHERE t.id = cl.id
+RETURNING cl.before, cl.deps, t.node AS after, t.xmin::text AS version`
+// The completion in one statement: the task, if IN_PROGRESS under this claim (the fence), updated
+// as completeNode would, returning the node before and after for the rule to check.
+const COMPLETE = `WITH c AS (
+  SELECT id, node FROM tasks WHERE id = $1 AND status = 'IN_PROGRESS' AND owner = $2 AND attempt = $3 FOR UPDATE
+), done AS (
+  SELECT c.id, c.node AS before, c.node::jsonb || jsonb_build_object('status', 'COMPLETED', 'outputs', $4::jsonb,
+    'lease_expires_at', NULL, 'error', NULL, 'updated_at', $5::text) AS after
+  FROM c
+)
+UPDATE tasks t SET status = 'COMPLETED', lease_expires_at = NULL, node = d.after::text FROM done d WHERE t.id = d.id
+RETURNING d.before, t.node AS after, t.xmin::text AS version`
+// a task's node and its row version: a write is applied only if the row is still that version
+const READ = 'SELECT node, xmin::text AS version FROM tasks WHERE id = $1'
+const SWAP = `UPDATE tasks SET status = $2, owner = $3, attempt = $4, available_at = $5, lease_expires_at = $6, node = $7
+  WHERE id = $1 AND xmin::text = $8`
 // SKIP LOCKED: a task a worker is finishing right now is left to it; if its lease is still out
 // once the worker is done, the next round reaps it
 const EXPIRED = `SELECT node FROM tasks WHERE status = 'IN_PROGRESS' AND lease_expires_at <= $1
@@ -48,9 +76,12 @@ const EXPIRED = `SELECT node FROM tasks WHERE status = 'IN_PROGRESS' AND lease_e
  * rows), shared by any number of API instances and worker processes.
  *
  * - A claim takes the best claimable task with `FOR UPDATE SKIP LOCKED`: workers claiming at once
- *   never get the same task and never wait for each other's rows.
- * - Every write of a worker locks its task's row (`FOR UPDATE`), then checks its claim token, so a
- *   stale worker's write is refused (`AH_ERR_TASK_STALE_CLAIM`) and changes nothing.
+ *   never get the same task and never wait for each other's rows. It is one statement (one round
+ *   trip, one commit), whose result the rules check.
+ * - A completion is one statement fenced by the claim token (the task IN_PROGRESS under exactly
+ *   that owner and attempt), whose result the rules check; any other write reads the task, applies
+ *   the rule and stores the result only if the row is still the version it read. Either way a stale
+ *   worker's write is refused (`AH_ERR_TASK_STALE_CLAIM`) and changes nothing.
  * - {@link PgTaskStore.reap} runs on one instance at a time (the `PG_LOCKS.reaper` advisory lock).
  *
  * Every time the rules compare comes from `options.now`, never from the database's clock. Each write
@@ -85,7 +116,11 @@ export class PgTaskStore implements TaskStore {
     const { rows } = await client.query<{ id: string }>({ name: 'tasks-existing', text: EXISTING, values: [referenced] })
     const existing = new Set(rows.map((r) => r.id))
     const nodes = createNodes(batch, (id) => existing.has(id), now)
-    const inserted = await client.query<{ id: string }>({ name: 'tasks-insert', text: INSERT, values: [nodes.map((node) => JSON.stringify(node))] })
+    const inserted = await client.query<{ id: string }>({ name: 'tasks-insert', text: INSERT, values: [nodes.map((node) => JSON.stringify(node))] }).catch((err: unknown) => {
+      // PostgreSQL's text cannot hold a NUL character, even escaped in JSON
+      if ((err as { code?: string }).code === '22P05') throw new AH_ERR_TASK_INVALID('a string holding \\u0000 (NUL) cannot be stored: PostgreSQL text cannot hold it')
+      throw err
+    })
     if (inserted.rowCount !== nodes.length) {
       const stored = new Set(inserted.rows.map((r) => r.id))
       const taken = nodes.find((node) => !stored.has(node.id)) as TaskNode
@@ -119,19 +154,47 @@ export class PgTaskStore implements TaskStore {
   }
 
   async claim (type: string, owner: string, leaseMs: number): Promise<TaskNode | undefined> {
-    return await inTransaction(this.#pool, async (c) => await this.claimIn(c, type, owner, leaseMs))
+    return await this.claimIn(this.#pool, type, owner, leaseMs)
   }
 
-  /** {@link PgTaskStore.claim} on a client inside a transaction: the claimed row stays locked until it ends. */
-  async claimIn (client: pg.ClientBase, type: string, owner: string, leaseMs: number): Promise<TaskNode | undefined> {
+  /**
+   * {@link PgTaskStore.claim} on a client (or the pool: one statement, its own transaction). The
+   * statement finds, locks and claims the best candidate at once; the rule (`claimable`,
+   * `claimNode`) then checks what it did, and should they ever disagree the rule wins: its node is
+   * stored (or the task's as it was, if it was not claimable) and the search goes on. Inside a
+   * caller's transaction the claimed row stays locked until it ends.
+   */
+  async claimIn (client: pg.ClientBase | pg.Pool, type: string, owner: string, leaseMs: number): Promise<TaskNode | undefined> {
     const now = this.#now()
+    const at = now.toISOString()
     const passed: string[] = []
+    for (;;) {
+      let row: { before: string, after: string, version: string, deps: Record<string, TaskNode['status']> | null } | undefined
+      try {
+        row = (await client.query<NonNullable<typeof row>>({ name: 'tasks-claim', text: CLAIM, values: [type, at, passed, owner, new Date(now.getTime() + leaseMs).toISOString(), at] })).rows[0]
+      } catch (err) {
+        // a node PostgreSQL's jsonb cannot hold (a \u0000 in a string): claimed by the rule alone
+        if ((err as { code?: string }).code !== '22P05') throw err
+        return await this.#inTransaction(client, async (c) => await this.#claimByRule(c, type, owner, leaseMs, now, passed))
+      }
+      if (row === undefined) return undefined
+      const found = row
+      const before = JSON.parse(found.before) as TaskNode
+      const expected = claimable(before, type, now, (id) => found.deps?.[id]) ? claimNode(before, owner, leaseMs, now) : undefined
+      if (expected !== undefined && isDeepStrictEqual(JSON.parse(found.after), expected)) return expected
+      await this.#swap(client, expected ?? before, found.version)
+      if (expected !== undefined) return expected
+      passed.push(before.id)
+    }
+  }
+
+  /** The claim as the rule makes it, a candidate at a time, on a client inside a transaction. */
+  async #claimByRule (client: pg.ClientBase, type: string, owner: string, leaseMs: number, now: Date, passed: string[]): Promise<TaskNode | undefined> {
     for (;;) {
       const { rows } = await client.query<{ node: string, deps: Record<string, TaskNode['status']> | null }>({ name: 'tasks-candidate', text: CANDIDATE, values: [type, now.toISOString(), passed] })
       const row = rows[0]
       if (row === undefined) return undefined
       const task = JSON.parse(row.node) as TaskNode
-      // the query's filter is the rule's; should they ever disagree, the rule wins and the search goes on
       if (!claimable(task, type, now, (id) => row.deps?.[id])) {
         passed.push(task.id)
         continue
@@ -143,47 +206,67 @@ export class PgTaskStore implements TaskStore {
   }
 
   async heartbeat (id: string, token: ClaimToken, leaseMs: number): Promise<TaskNode> {
-    return await inTransaction(this.#pool, async (c) => await this.heartbeatIn(c, id, token, leaseMs))
+    return await this.heartbeatIn(this.#pool, id, token, leaseMs)
   }
 
-  /** {@link PgTaskStore.heartbeat} on a client inside a transaction. */
-  async heartbeatIn (client: pg.ClientBase, id: string, token: ClaimToken, leaseMs: number): Promise<TaskNode> {
+  /** {@link PgTaskStore.heartbeat} on a client, or the pool (each statement its own transaction). */
+  async heartbeatIn (client: pg.ClientBase | pg.Pool, id: string, token: ClaimToken, leaseMs: number): Promise<TaskNode> {
     return await this.#update(client, id, (task, now) => heartbeatNode(task, token, leaseMs, now))
   }
 
   async complete (id: string, token: ClaimToken, outputs: JsonObject): Promise<TaskNode> {
-    return await inTransaction(this.#pool, async (c) => await this.completeIn(c, id, token, outputs))
+    return await this.completeIn(this.#pool, id, token, outputs)
   }
 
-  /** {@link PgTaskStore.complete} on a client inside a transaction. */
-  async completeIn (client: pg.ClientBase, id: string, token: ClaimToken, outputs: JsonObject): Promise<TaskNode> {
-    return await this.#update(client, id, (task, now) => completeNode(task, token, outputs, now))
+  /** {@link PgTaskStore.complete} on a client, or the pool (each statement its own transaction). */
+  async completeIn (client: pg.ClientBase | pg.Pool, id: string, token: ClaimToken, outputs: JsonObject): Promise<TaskNode> {
+    const now = this.#now()
+    let row: { before: string, after: string, version: string } | undefined
+    try {
+      row = (await client.query<NonNullable<typeof row>>({ name: 'tasks-complete', text: COMPLETE, values: [id, token.owner, token.attempt, JSON.stringify(outputs), now.toISOString()] })).rows[0]
+    } catch (err) {
+      // a node or outputs PostgreSQL's jsonb cannot hold (a \u0000 in a string): completed by the rule alone
+      if ((err as { code?: string }).code !== '22P05') throw err
+    }
+    if (row !== undefined) {
+      const before = JSON.parse(row.before) as TaskNode
+      let expected: TaskNode | undefined
+      try {
+        expected = completeNode(before, token, outputs, now)
+      } catch {
+        // the rule refuses what the statement did: undone, and the rule below says why
+      }
+      if (expected !== undefined && isDeepStrictEqual(JSON.parse(row.after), expected)) return expected
+      if (await this.#swap(client, expected ?? before, row.version) && expected !== undefined) return expected
+    }
+    // not under this claim (the rule's error says how), or the statement could not: by the rule
+    return await this.#update(client, id, (task, at) => completeNode(task, token, outputs, at))
   }
 
   async fail (id: string, token: ClaimToken, failure: TaskFailure): Promise<TaskNode> {
-    return await inTransaction(this.#pool, async (c) => await this.failIn(c, id, token, failure))
+    return await this.failIn(this.#pool, id, token, failure)
   }
 
-  /** {@link PgTaskStore.fail} on a client inside a transaction. */
-  async failIn (client: pg.ClientBase, id: string, token: ClaimToken, failure: TaskFailure): Promise<TaskNode> {
+  /** {@link PgTaskStore.fail} on a client, or the pool (each statement its own transaction). */
+  async failIn (client: pg.ClientBase | pg.Pool, id: string, token: ClaimToken, failure: TaskFailure): Promise<TaskNode> {
     return await this.#update(client, id, (task, now) => failNode(task, token, failure, retryDelayMs(task.attempt, this.#retryBaseMs, this.#retryCapMs), now))
   }
 
   async release (id: string, token: ClaimToken): Promise<TaskNode> {
-    return await inTransaction(this.#pool, async (c) => await this.releaseIn(c, id, token))
+    return await this.releaseIn(this.#pool, id, token)
   }
 
-  /** {@link PgTaskStore.release} on a client inside a transaction. */
-  async releaseIn (client: pg.ClientBase, id: string, token: ClaimToken): Promise<TaskNode> {
+  /** {@link PgTaskStore.release} on a client, or the pool (each statement its own transaction). */
+  async releaseIn (client: pg.ClientBase | pg.Pool, id: string, token: ClaimToken): Promise<TaskNode> {
     return await this.#update(client, id, (task, now) => releaseNode(task, token, now))
   }
 
   async cancel (id: string): Promise<TaskNode> {
-    return await inTransaction(this.#pool, async (c) => await this.cancelIn(c, id))
+    return await this.cancelIn(this.#pool, id)
   }
 
-  /** {@link PgTaskStore.cancel} on a client inside a transaction. */
-  async cancelIn (client: pg.ClientBase, id: string): Promise<TaskNode> {
+  /** {@link PgTaskStore.cancel} on a client, or the pool (each statement its own transaction). */
+  async cancelIn (client: pg.ClientBase | pg.Pool, id: string): Promise<TaskNode> {
     return await this.#update(client, id, (task, now) => cancelNode(task, now))
   }
 
@@ -214,13 +297,29 @@ export class PgTaskStore implements TaskStore {
   /** Leaves the pool open: it is its owner's to end. */
   async close (): Promise<void> {}
 
-  /** Lock the task's row, apply `fn` (the rule, which throws to refuse), store what it made. */
-  async #update (client: pg.ClientBase, id: string, fn: (task: TaskNode, now: Date) => TaskNode): Promise<TaskNode> {
-    const { rows } = await client.query<{ node: string }>({ name: 'tasks-lock', text: LOCK, values: [id] })
-    if (rows[0] === undefined) throw new AH_ERR_TASK_NOT_FOUND(id)
-    const next = fn(JSON.parse(rows[0].node) as TaskNode, this.#now())
-    await this.#save(client, next)
-    return next
+  /**
+   * Apply `fn` (the rule, which throws to refuse) to the task as it is and store what it made, only
+   * if the row is still the version read (no lock is held across the round trips): when another
+   * write came between, the rule is applied again to what that one left.
+   */
+  async #update (client: pg.ClientBase | pg.Pool, id: string, fn: (task: TaskNode, now: Date) => TaskNode): Promise<TaskNode> {
+    for (;;) {
+      const { rows } = await client.query<{ node: string, version: string }>({ name: 'tasks-read', text: READ, values: [id] })
+      const row = rows[0]
+      if (row === undefined) throw new AH_ERR_TASK_NOT_FOUND(id)
+      const next = fn(JSON.parse(row.node) as TaskNode, this.#now())
+      if (await this.#swap(client, next, row.version)) return next
+    }
+  }
+
+  /** Store `task` if its row is still at `version`; whether it was. */
+  async #swap (client: pg.ClientBase | pg.Pool, task: TaskNode, version: string): Promise<boolean> {
+    const { rowCount } = await client.query({ name: 'tasks-swap', text: SWAP, values: [task.id, task.status, task.owner, task.attempt, task.available_at, task.lease_expires_at, JSON.stringify(task), version] })
+    return rowCount === 1
+  }
+
+  async #inTransaction<T>(client: pg.ClientBase | pg.Pool, fn: (client: pg.ClientBase) => Promise<T>): Promise<T> {
+    return client === this.#pool ? await inTransaction(this.#pool, fn) : await fn(client as pg.ClientBase)
   }
 
   async #save (client: pg.ClientBase, task: TaskNode): Promise<void> {

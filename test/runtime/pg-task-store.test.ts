@@ -5,6 +5,8 @@ import t, { type Test } from 'tap'
 import { setTimeout as sleep } from 'node:timers/promises'
 import type pg from 'pg'
 import { PgTaskStore } from '../../src/runtime/pg-task-store.js'
+import { claimNode, completeNode } from '../../src/runtime/task-graph.js'
+import type { TaskNode } from '../../src/runtime/task.js'
 import { inTransaction, openPostgres, PG_LOCKS } from '../../src/storage/postgres/database.js'
 import { pgDatabase } from '../pg.js'
 
@@ -190,4 +192,39 @@ t.test('close() leaves the pool it was given open: the app owns it', async (t) =
   await store.close()
   t.equal((await pool.query('SELECT count(*)::int AS n FROM tasks')).rows[0].n, 1)
   t.equal((await store.get('a'))?.id, 'a')
+})
+
+t.test('a claim and a completion are one statement each, their nodes exactly what the rules make', async (t) => {
+  const pools = await instances(t, 1)
+  if (pools === undefined) return
+  const pool = pools[0] as pg.Pool
+  const c = clock()
+  const store = new PgTaskStore(pool, { now: c.now })
+  await store.create([{ id: 'a', type: 'w', inputs: { n: 1.5, text: 'é ✓', nested: { list: [1, 'two', null] } }, priority: 2 }, { id: 'b', type: 'w', dependency_ids: ['a'] }])
+  const before = await store.get('a') as TaskNode
+  const claimed = await store.claim('w', 'worker-1', 30_000) as TaskNode
+  t.same(claimed, claimNode(before, 'worker-1', 30_000, c.now()), 'the claim is claimNode\'s')
+  t.same(await store.get('a'), claimed, 'and stored as such')
+  t.same(await store.claim('w', 'worker-2', 30_000), undefined, 'b waits for a')
+  c.advance(10)
+  const completed = await store.complete('a', { owner: 'worker-1', attempt: 1 }, { answer: [42, 'x'] })
+  t.same(completed, completeNode(claimed, { owner: 'worker-1', attempt: 1 }, { answer: [42, 'x'] }, c.now()), 'the completion is completeNode\'s')
+  t.same(await store.get('a'), completed)
+  t.match((await store.claim('w', 'worker-2', 30_000))?.id, 'b', 'b is claimable once a completed')
+  await t.rejects(store.complete('a', { owner: 'worker-1', attempt: 1 }, {}), { code: 'AH_ERR_TASK_STALE_CLAIM' }, 'a completed task is not completed again')
+  await t.rejects(store.complete('b', { owner: 'worker-1', attempt: 1 }, {}), { code: 'AH_ERR_TASK_STALE_CLAIM' }, 'another\'s claim is refused')
+  await t.rejects(store.complete('nope', { owner: 'worker-1', attempt: 1 }, {}), { code: 'AH_ERR_TASK_NOT_FOUND' })
+  t.equal((await store.get('b'))?.status, 'IN_PROGRESS', 'the refused writes changed nothing')
+})
+
+t.test('a \\u0000 (NUL) PostgreSQL cannot hold: a task holding one is refused with a clear error; outputs holding one are completed by the rule alone', async (t) => {
+  const pools = await instances(t, 1)
+  if (pools === undefined) return
+  const store = new PgTaskStore(pools[0] as pg.Pool)
+  await t.rejects(store.create([{ id: 'nul', type: 'w', inputs: { text: 'a\u0000b' } }]), { code: 'AH_ERR_TASK_INVALID', message: /NUL/ })
+  t.equal(await store.get('nul'), undefined)
+  await store.create([{ id: 'fine', type: 'w' }])
+  t.match(await store.claim('w', 'worker-1', 30_000), { id: 'fine' })
+  t.match(await store.complete('fine', { owner: 'worker-1', attempt: 1 }, { echo: 'x\u0000' }), { status: 'COMPLETED', outputs: { echo: 'x\u0000' } })
+  t.match(await store.get('fine'), { status: 'COMPLETED', outputs: { echo: 'x\u0000' } })
 })
