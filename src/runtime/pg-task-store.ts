@@ -39,11 +39,13 @@ const CANDIDATE = `SELECT t.node, (SELECT json_object_agg(d.id, d.status) FROM t
 // The claim in one statement: the best candidate (CANDIDATE's rules), locked SKIP LOCKED and
 // updated as claimNode would (PENDING → IN_PROGRESS, owner, attempt + 1, lease, stamps; the times
 // are the caller's, as text), returning the node before and after for the rule to check.
+// With $7, the statement's own transaction commits without waiting for its WAL flush
+// (synchronous_commit off for it alone): see PgTaskStore.claimIn.
 const CLAIM = `WITH c AS (${CANDIDATE.replace('SELECT t.node,', 'SELECT t.id, t.node,')}
 ), claimed AS (
   SELECT c.id, c.node AS before, c.deps, c.node::jsonb || jsonb_build_object('status', 'IN_PROGRESS', 'owner', $4::text,
     'attempt', (c.node::jsonb->>'attempt')::integer + 1, 'lease_expires_at', $5::text, 'last_heartbeat_at', $6::text, 'updated_at', $6::text) AS after
-  FROM c
+  FROM c, (SELECT CASE WHEN $7::boolean THEN set_config('synchronous_commit', 'off', true) END) AS commit_mode
 )
 UPDATE tasks t SET status = 'IN_PROGRESS', owner = $4, attempt = (cl.after->>'attempt')::integer,
   lease_expires_at = (cl.after->>'lease_expires_at')::timestamptz, node = cl.after::text
@@ -163,6 +165,13 @@ export class PgTaskStore implements TaskStore {
    * `claimNode`) then checks what it did, and should they ever disagree the rule wins: its node is
    * stored (or the task's as it was, if it was not claimable) and the search goes on. Inside a
    * caller's transaction the claimed row stays locked until it ends.
+   *
+   * On the pool (its own transaction) the claim commits without waiting for its WAL to reach the
+   * disk: a claim lost in a crash of the database is a lease that lapsed at once. The task is
+   * PENDING again, the worker's heartbeat and completion are refused (its claim token is not the
+   * task's), and the task is claimed and run again, as after any lapsed lease. The next durable
+   * commit of anyone (a completion) flushes it with its own. Completions and failures wait for the
+   * disk as ever.
    */
   async claimIn (client: pg.ClientBase | pg.Pool, type: string, owner: string, leaseMs: number): Promise<TaskNode | undefined> {
     const now = this.#now()
@@ -171,7 +180,7 @@ export class PgTaskStore implements TaskStore {
     for (;;) {
       let row: { before: string, after: string, version: string, deps: Record<string, TaskNode['status']> | null } | undefined
       try {
-        row = (await client.query<NonNullable<typeof row>>({ name: 'tasks-claim', text: CLAIM, values: [type, at, passed, owner, new Date(now.getTime() + leaseMs).toISOString(), at] })).rows[0]
+        row = (await client.query<NonNullable<typeof row>>({ name: 'tasks-claim', text: CLAIM, values: [type, at, passed, owner, new Date(now.getTime() + leaseMs).toISOString(), at, client === this.#pool] })).rows[0]
       } catch (err) {
         // a node PostgreSQL's jsonb cannot hold (a \u0000 in a string): claimed by the rule alone
         if ((err as { code?: string }).code !== '22P05') throw err

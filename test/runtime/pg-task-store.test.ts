@@ -228,3 +228,25 @@ t.test('a \\u0000 (NUL) PostgreSQL cannot hold: a task holding one is refused wi
   t.match(await store.complete('fine', { owner: 'worker-1', attempt: 1 }, { echo: 'x\u0000' }), { status: 'COMPLETED', outputs: { echo: 'x\u0000' } })
   t.match(await store.get('fine'), { status: 'COMPLETED', outputs: { echo: 'x\u0000' } })
 })
+
+t.test('a claim in its own transaction commits without waiting for the disk; inside a caller\'s transaction it leaves the caller\'s commit as it was', async (t) => {
+  const pools = await instances(t, 1)
+  if (pools === undefined) return
+  const pool = pools[0] as pg.Pool
+  const store = new PgTaskStore(pool)
+  await store.create([{ id: 'a', type: 'w' }, { id: 'b', type: 'w' }])
+  const own = await pool.connect()
+  t.teardown(() => { own.release() })
+  await own.query('BEGIN')
+  t.match(await store.claimIn(own, 'w', 'worker-1', 30_000), { id: 'a' })
+  t.equal((await own.query<{ s: string }>("SELECT current_setting('synchronous_commit') AS s")).rows[0]?.s, 'on', 'the caller\'s transaction still waits for the disk')
+  await own.query('COMMIT')
+  // the statement the pool runs alone sets it for its own transaction only
+  const spy = await pool.connect()
+  t.teardown(() => { spy.release() })
+  t.match(await store.claimIn(spy as unknown as pg.Pool, 'w', 'worker-1', 30_000), { id: 'b' }, 'a client outside any transaction is not the pool: its commit waits too')
+  t.equal((await spy.query<{ s: string }>("SELECT current_setting('synchronous_commit') AS s")).rows[0]?.s, 'on', 'and nothing lingers on the connection')
+  const { rows } = await pool.query<{ s: string | null }>('WITH c AS (SELECT set_config(\'synchronous_commit\', \'off\', true) AS s) SELECT s FROM c')
+  t.equal(rows[0]?.s, 'off', 'the setting the claim statement uses is transaction-local (set_config(..., true))')
+  t.equal((await pool.query<{ s: string }>("SELECT current_setting('synchronous_commit') AS s")).rows[0]?.s, 'on', 'and gone with its statement\'s transaction')
+})
