@@ -8,6 +8,7 @@ import { batchOf, frameHead, journalRows, ordIn, type JournalRow, type NewRun, t
 import { WRITE_RANK, type PgGroupWriter } from './group-writer.js'
 import { isUnavailable } from '../busy.js'
 import { CHANNELS, notifyIn, type Notifications } from './notifications.js'
+import { PgReadBatch } from './read-batch.js'
 
 /** The columns of a {@link RunRecord} (the table has more: `wire_id`). */
 const RUN = 'run_id, request_id, envelope_hash, envelope, session_id, agent_id, main_stream_id, state, end_reason, owner_instance, owner_pid, owner_key, lease_token, lease_expires_at, cancel_requested, started_at, ended_at, response_status, response'
@@ -125,9 +126,15 @@ export class PgRunLedger implements RunLedger {
   /** Each run's last turn with rows of it: a flush of that run settles only after it. */
   readonly #writes = new Map<string, Turn>()
   readonly #watches = new Map<number, Watch>()
+  /** Runs looked up by request id: one query for a turn's lookups. */
+  readonly #runs: PgReadBatch<string, RunRecord>
 
   constructor (parts: PgLedgerParts) {
     this.#o = parts
+    this.#runs = new PgReadBatch(async (ids) => {
+      const { rows } = await parts.pool.query<RunRecord>({ name: 'ah_runs_get_many', text: `SELECT ${RUN} FROM runs WHERE request_id = ANY($1::text[])`, values: [ids] })
+      return new Map(rows.map((r) => [r.request_id, r]))
+    })
     parts.notifications.on(CHANNELS.journal, (id) => {
       const watch = this.#watches.get(Number(id))
       if (watch === undefined) return
@@ -138,7 +145,7 @@ export class PgRunLedger implements RunLedger {
   }
 
   async get (requestId: string): Promise<RunRecord | undefined> {
-    return (await this.#o.pool.query<RunRecord>(`SELECT ${RUN} FROM runs WHERE request_id = $1`, [requestId])).rows[0]
+    return await this.#runs.load(requestId)
   }
 
   async rows (requestId: string, afterOrd = 0, limit = -1): Promise<JournalRow[]> {

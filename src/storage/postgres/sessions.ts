@@ -2,6 +2,7 @@ import type pg from 'pg'
 import type { Interaction, InteractionRecord, RecallHit, SessionHandle, SessionIdentity } from '../../protocol/session.js'
 import { queryWords, recallRows, toInteraction, valueText, type HostSessionStore, type InteractionRow } from '../sessions.js'
 import { PgBatch, type PgGroupWriter } from './group-writer.js'
+import { PgReadBatch } from './read-batch.js'
 
 const INTERACTION_COLUMNS = 'request_id, agent_id, agent_request_id, root_request_id, parent_request_id, timestamp, status, input, output'
 
@@ -40,6 +41,9 @@ SELECT session_id, key, value, $5 FROM (
   SELECT DISTINCT ON (b.session_id, b.key) b.session_id, b.key, b.value, b.n FROM batch b JOIN touched t ON t.session_id = b.session_id ORDER BY b.session_id, b.key, b.n DESC
 ) AS last ORDER BY n
 ON CONFLICT (session_id, key) DO UPDATE SET value = excluded.value, updated_at = excluded.updated_at, stored_seq = DEFAULT`
+
+/** A session value's identity in a read batch. */
+const valueId = (sessionId: string, key: string): string => JSON.stringify([sessionId, key])
 
 interface StoredValue { sessionId: string, userId: string, key: string, text: string }
 
@@ -96,6 +100,8 @@ function tsQuery (words: string[]): string {
 export class PgSessionStore implements HostSessionStore {
   readonly #pool: pg.Pool
   readonly #store: (value: StoredValue) => Promise<void>
+  /** Values read by handles: one query for a turn's reads. */
+  readonly #values: PgReadBatch<{ sessionId: string, key: string }, string>
 
   /**
    * @param writer a handle's `store()` joins its transactions (group commit: the values stored during
@@ -104,6 +110,14 @@ export class PgSessionStore implements HostSessionStore {
    */
   constructor (pool: pg.Pool, writer?: PgGroupWriter) {
     this.#pool = pool
+    this.#values = new PgReadBatch(async (keys) => {
+      const { rows } = await pool.query<{ session_id: string, key: string, value: string }>({
+        name: 'ah_session_values_get_many',
+        text: 'SELECT v.session_id, v.key, v.value FROM session_values v JOIN unnest($1::text[], $2::text[]) AS k(session_id, key) ON v.session_id = k.session_id AND v.key = k.key',
+        values: [keys.map((k) => k.sessionId), keys.map((k) => k.key)]
+      })
+      return new Map(rows.map((r) => [valueId(r.session_id, r.key), r.value]))
+    }, (k) => valueId(k.sessionId, k.key))
     const batch = writer === undefined ? undefined : new PgBatch(writer, storeManyIn)
     this.#store = batch === undefined
       ? async (value) => { await storeManyIn(pool as unknown as pg.ClientBase, [value]) }
@@ -114,6 +128,7 @@ export class PgSessionStore implements HostSessionStore {
   open (sessionId: string, identity: SessionIdentity): SessionHandle {
     const pool = this.#pool
     const store = this.#store
+    const values = this.#values
     return {
       session_id: sessionId,
       identity,
@@ -136,9 +151,8 @@ export class PgSessionStore implements HostSessionStore {
         await store({ sessionId, userId: identity.user_id, key: String(key), text })
       },
       async get<T>(key: string, fallback?: T) {
-        const { rows } = await pool.query<{ value: string }>('SELECT value FROM session_values WHERE session_id = $1 AND key = $2', [sessionId, key])
-        const row = rows[0]
-        return row === undefined ? fallback : JSON.parse(row.value) as T
+        const value = await values.load({ sessionId, key: String(key) })
+        return value === undefined ? fallback : JSON.parse(value) as T
       }
     }
   }

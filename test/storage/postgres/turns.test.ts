@@ -160,3 +160,29 @@ t.test('values stored in one turn: one statement; the last of one key wins, and 
   const hits = await handle.recall('banana', 5)
   t.same(hits.map((h) => h.ref), ['b-note', 'a-note'], 'of equal hits, the value stored last first (as stored, not by key)')
 })
+
+t.test('a turn\'s lookups of runs and of session values are one query each', async (t) => {
+  const s = await setup(t)
+  if (s === undefined) return
+  const runs = Array.from({ length: 6 }, () => newRun())
+  await Promise.all(runs.map(async (run) => await s.ledger.start(run)))
+  const handle = s.sessions.open('values', { user_id: 'user-1', tier: 'free', locale: 'en-GB' })
+  await Promise.all([handle.store('a', 1), handle.store('b', 2)])
+  const queries: string[] = []
+  const query = s.pool.query.bind(s.pool)
+  s.pool.query = ((config: unknown, values?: unknown) => {
+    queries.push(typeof config === 'string' ? config : (config as { text: string }).text)
+    return query(config as string, values as unknown[])
+  }) as typeof s.pool.query
+  const [found, missing, a, b, none] = await Promise.all([
+    Promise.all(runs.map(async (run) => await s.ledger.get(run.request_id))),
+    s.ledger.get('nobody/none'),
+    handle.get('a'),
+    handle.get('b'),
+    handle.get('none', 'fallback')
+  ])
+  t.same(found.map((r) => r?.lease_token), runs.map((r) => r.lease_token))
+  t.equal(missing, undefined)
+  t.same([a, b, none], [1, 2, 'fallback'])
+  t.equal(queries.length, 2, `two queries: ${queries.map((q) => q.slice(0, 40)).join(' | ')}`)
+})
