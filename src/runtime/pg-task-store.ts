@@ -178,14 +178,12 @@ export class PgTaskStore implements TaskStore {
     const at = now.toISOString()
     const passed: string[] = []
     for (;;) {
-      let row: { before: string, after: string, version: string, deps: Record<string, TaskNode['status']> | null } | undefined
-      try {
-        row = (await client.query<NonNullable<typeof row>>({ name: 'tasks-claim', text: CLAIM, values: [type, at, passed, owner, new Date(now.getTime() + leaseMs).toISOString(), at, client === this.#pool] })).rows[0]
-      } catch (err) {
-        // a node PostgreSQL's jsonb cannot hold (a \u0000 in a string): claimed by the rule alone
-        if ((err as { code?: string }).code !== '22P05') throw err
-        return await this.#inTransaction(client, async (c) => await this.#claimByRule(c, type, owner, leaseMs, now, passed))
-      }
+      // (no stored node holds a \u0000, which jsonb refuses: createIn refuses such tasks)
+      const { rows: [row] } = await client.query<{ before: string, after: string, version: string, deps: Record<string, TaskNode['status']> | null }>({
+        name: 'tasks-claim',
+        text: CLAIM,
+        values: [type, at, passed, owner, new Date(now.getTime() + leaseMs).toISOString(), at, client === this.#pool]
+      })
       if (row === undefined) return undefined
       const found = row
       const before = JSON.parse(found.before) as TaskNode
@@ -194,23 +192,6 @@ export class PgTaskStore implements TaskStore {
       await this.#swap(client, expected ?? before, found.version)
       if (expected !== undefined) return expected
       passed.push(before.id)
-    }
-  }
-
-  /** The claim as the rule makes it, a candidate at a time, on a client inside a transaction. */
-  async #claimByRule (client: pg.ClientBase, type: string, owner: string, leaseMs: number, now: Date, passed: string[]): Promise<TaskNode | undefined> {
-    for (;;) {
-      const { rows } = await client.query<{ node: string, deps: Record<string, TaskNode['status']> | null }>({ name: 'tasks-candidate', text: CANDIDATE, values: [type, now.toISOString(), passed] })
-      const row = rows[0]
-      if (row === undefined) return undefined
-      const task = JSON.parse(row.node) as TaskNode
-      if (!claimable(task, type, now, (id) => row.deps?.[id])) {
-        passed.push(task.id)
-        continue
-      }
-      const claimed = claimNode(task, owner, leaseMs, now)
-      await this.#save(client, claimed)
-      return claimed
     }
   }
 
@@ -325,10 +306,6 @@ export class PgTaskStore implements TaskStore {
   async #swap (client: pg.ClientBase | pg.Pool, task: TaskNode, version: string): Promise<boolean> {
     const { rowCount } = await client.query({ name: 'tasks-swap', text: SWAP, values: [task.id, task.status, task.owner, task.attempt, task.available_at, task.lease_expires_at, JSON.stringify(task), version] })
     return rowCount === 1
-  }
-
-  async #inTransaction<T>(client: pg.ClientBase | pg.Pool, fn: (client: pg.ClientBase) => Promise<T>): Promise<T> {
-    return client === this.#pool ? await inTransaction(this.#pool, fn) : await fn(client as pg.ClientBase)
   }
 
   async #save (client: pg.ClientBase, task: TaskNode): Promise<void> {

@@ -250,3 +250,18 @@ t.test('a claim in its own transaction commits without waiting for the disk; ins
   t.equal(rows[0]?.s, 'off', 'the setting the claim statement uses is transaction-local (set_config(..., true))')
   t.equal((await pool.query<{ s: string }>("SELECT current_setting('synchronous_commit') AS s")).rows[0]?.s, 'on', 'and gone with its statement\'s transaction')
 })
+
+t.test('a completion the fence lets through but the rule refuses is undone: the rule\'s refusal, the task as it was', async (t) => {
+  const pools = await instances(t, 1)
+  if (pools === undefined) return
+  const pool = pools[0] as pg.Pool
+  const store = new PgTaskStore(pool)
+  await store.create([{ id: 'a', type: 'w' }])
+  await store.claim('w', 'worker-1', 30_000)
+  // the columns say IN_PROGRESS under worker-1's claim (the statement's fence); the node, which the rule reads, says PENDING
+  await pool.query("UPDATE tasks SET node = (node::jsonb || '{\"status\": \"PENDING\"}')::text WHERE id = 'a'")
+  const before = await store.get('a')
+  await t.rejects(store.complete('a', { owner: 'worker-1', attempt: 1 }, { done: true }), { code: 'AH_ERR_TASK_STALE_CLAIM' })
+  t.same(await store.get('a'), before, 'the node as it was')
+  t.equal((await pool.query<{ status: string }>("SELECT status FROM tasks WHERE id = 'a'")).rows[0]?.status, 'PENDING', 'its columns the node\'s')
+})

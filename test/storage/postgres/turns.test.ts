@@ -186,3 +186,45 @@ t.test('a turn\'s lookups of runs and of session values are one query each', asy
   t.same([a, b, none], [1, 2, 'fallback'])
   t.equal(queries.length, 2, `two queries: ${queries.map((q) => q.slice(0, 40)).join(' | ')}`)
 })
+
+t.test('rows and ends at fault fail alone: the rest of their turn is written', async (t) => {
+  const s = await setup(t)
+  if (s === undefined) return
+  const [clash, good, broken] = [newRun(), newRun(), newRun()] as [NewRun, NewRun, NewRun]
+  await Promise.all([clash, good, broken].map(async (run) => await s.ledger.start(run)))
+  const row = (ord: number): { ord: number, stream_id: string, seq: number, frame: string } => ({ ord, stream_id: 'a0000000-0000-4000-8000-00000000000a', seq: ord, frame: frame(ord) })
+  s.ledger.append(clash.request_id, clash.lease_token as string, row(1))
+  await s.ledger.flush(clash.request_id)
+  // the same ord again: its journal row collides with the stored one
+  s.ledger.append(clash.request_id, clash.lease_token as string, row(1))
+  s.ledger.append(good.request_id, good.lease_token as string, row(1))
+  s.ledger.append(broken.request_id, broken.lease_token as string, row(1))
+  const flushes = [s.ledger.flush(clash.request_id), s.ledger.flush(good.request_id)]
+  const goodEnd = s.ledger.finish({ requestId: good.request_id, token: good.lease_token as string, reason: 'done', status: 200, response: {} }, interaction(good, 1), auditOf(good))
+  // an interaction without a session breaks its end's statement
+  const brokenEnd = s.ledger.finish({ requestId: broken.request_id, token: broken.lease_token as string, reason: 'done', status: 200, response: {} }, { ...interaction(broken, 2), session_id: null as unknown as string }, auditOf(broken))
+  const results = await Promise.allSettled([...flushes, goodEnd, brokenEnd])
+  t.match(results, [
+    { status: 'rejected', reason: { code: '23505' } },
+    { status: 'fulfilled', value: [] },
+    { status: 'fulfilled', value: { ended: true } },
+    { status: 'rejected', reason: { code: '23502' } }
+  ])
+  t.same((await s.ledger.rows(good.request_id)).map((r) => r.ord), [1], 'the good run\'s rows written')
+  t.match(await s.ledger.get(good.request_id), { state: 'ended' })
+  t.same((await s.ledger.rows(broken.request_id)).map((r) => r.ord), [1], 'the broken end\'s rows were written on their own')
+  t.match(await s.ledger.get(broken.request_id), { state: 'running' }, 'its end was not')
+  t.same((await s.ledger.rows(clash.request_id)).map((r) => r.ord), [1], 'the clashing rows left the stored one alone')
+  t.match(await s.audit.verify(), { ok: true })
+})
+
+t.test('values stored at fault fail alone: the rest of their batch are stored', async (t) => {
+  const s = await setup(t)
+  if (s === undefined) return
+  const handle = s.sessions.open('values', { user_id: 'user-1', tier: 'free', locale: 'en-GB' })
+  // a session without its owner breaks its batch's statement
+  const orphan = s.sessions.open('orphan', { user_id: null as unknown as string, tier: 'free', locale: 'en-GB' })
+  const results = await Promise.allSettled([handle.store('a', 1), orphan.store('b', 2), handle.store('c', 3)])
+  t.match(results, [{ status: 'fulfilled' }, { status: 'rejected', reason: { code: '23502' } }, { status: 'fulfilled' }])
+  t.same([await handle.get('a'), await handle.get('c'), await orphan.get('b')], [1, 3, undefined])
+})
