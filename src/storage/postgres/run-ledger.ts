@@ -9,6 +9,7 @@ import { WRITE_RANK, type PgGroupWriter } from './group-writer.js'
 import { isUnavailable } from '../busy.js'
 import { CHANNELS, notifyIn, type Notifications } from './notifications.js'
 import { PgReadBatch } from './read-batch.js'
+import { INTERACTION_ARRAYS, interactionArrays, recordingCtes } from './sessions.js'
 
 /** The columns of a {@link RunRecord} (the table has more: `wire_id`). */
 const RUN = 'run_id, request_id, envelope_hash, envelope, session_id, agent_id, main_stream_id, state, end_reason, owner_instance, owner_pid, owner_key, lease_token, lease_expires_at, cancel_requested, started_at, ended_at, response_status, response'
@@ -21,8 +22,6 @@ export interface PgLedgerParts {
   notifications: Notifications
   sessions: {
     recordIn: (client: pg.ClientBase, record: InteractionRecord) => Promise<unknown>
-    /** Record a turn's interactions, in this order, in one statement. */
-    recordManyIn: (client: pg.ClientBase, records: readonly InteractionRecord[]) => Promise<unknown>
     keyOf: (sessionId: string) => Awaitable<string | null | undefined>
     eraseIn: (client: pg.ClientBase, sessionId: string) => Promise<boolean>
   }
@@ -100,11 +99,21 @@ const JOURNAL_MANY = `WITH batch AS (
 )
 SELECT request_id, run_id FROM held`
 
-/** A turn's ends in one statement, each fenced by its lease token. */
-const FINISH_MANY = `UPDATE runs r SET state = 'ended', end_reason = f.reason, ended_at = $6, response_status = f.status, response = f.response
-  FROM unnest($1::text[], $2::text[], $3::text[], $4::int[], $5::text[]) AS f(request_id, token, reason, status, response)
- WHERE r.request_id = f.request_id AND r.state = 'running' AND r.lease_token = f.token
-RETURNING r.request_id, r.run_id`
+/**
+ * A turn's ends in one statement: each run ended if still held under its lease token, and the
+ * interactions of those ended recorded (their sessions touched, the rows in the order of the calls).
+ */
+const FINISH_MANY = `WITH f AS (
+  SELECT * FROM unnest($1::text[], $2::text[], $3::text[], $4::int[], $5::text[], ${INTERACTION_ARRAYS.types.split(', ').map((type, i) => `$${i + 6}::${type}`).join(', ')})
+    WITH ORDINALITY AS f(run_key, token, reason, response_status, response, ${INTERACTION_ARRAYS.names}, n)
+), ended AS (
+  UPDATE runs r SET state = 'ended', end_reason = f.reason, ended_at = $17, response_status = f.response_status, response = f.response
+    FROM f WHERE r.request_id = f.run_key AND r.state = 'running' AND r.lease_token = f.token
+  RETURNING r.request_id, r.run_id
+), done AS (
+  SELECT f.* FROM f JOIN ended e ON e.request_id = f.run_key
+), ${recordingCtes('done', '$18')}
+SELECT request_id, run_id FROM ended`
 
 /** A follower's interest in one run's journal. */
 interface Watch { dirty: boolean, wake: Set<() => void>, seen: number }
@@ -309,7 +318,7 @@ export class PgRunLedger implements RunLedger {
     return turn.alone
   }
 
-  /** One turn's writes on `client`: starts, then rows, then ends (their interactions, one notification, the audit rows last: the chain's lock is held until the commit). */
+  /** One turn's writes on `client`: starts, then rows, then ends with their interactions, one notification, and the audit rows last (the chain's lock is held until the commit). */
   async #turnIn (client: pg.ClientBase, writes: TurnWrites): Promise<TurnResult> {
     const result: TurnResult = { starts: [], lost: [], ended: [] }
     const grew: number[] = []
@@ -329,16 +338,19 @@ export class PgRunLedger implements RunLedger {
     const done: Finish[] = []
     if (writes.finishes.length > 0) {
       const { finishes } = writes
+      const now = Date.now()
       const { rows } = await client.query<{ request_id: string, run_id: number }>({
         name: 'ah_finish_many',
         text: FINISH_MANY,
-        values: [finishes.map((f) => f.end.requestId), finishes.map((f) => f.end.token), finishes.map((f) => f.end.reason), finishes.map((f) => f.end.status), finishes.map((f) => JSON.stringify(f.end.response)), Date.now()]
+        values: [
+          finishes.map((f) => f.end.requestId), finishes.map((f) => f.end.token), finishes.map((f) => f.end.reason), finishes.map((f) => f.end.status),
+          finishes.map((f) => JSON.stringify(f.end.response)), ...interactionArrays(finishes.map((f) => f.interaction)), now, new Date(now).toISOString()
+        ]
       })
       const ended = new Set(rows.map((r) => r.request_id))
       for (const r of rows) grew.push(r.run_id)
       result.ended = finishes.map((f) => ended.has(f.end.requestId))
       done.push(...finishes.filter((f) => ended.has(f.end.requestId)))
-      if (done.length > 0) await this.#o.sessions.recordManyIn(client, done.map((f) => f.interaction))
     }
     if (grew.length > 0) await notifyIn(client, CHANNELS.journal, grew)
     if (done.length > 0) await this.#o.audit.appendManyIn(client, done.map((f) => f.audit))

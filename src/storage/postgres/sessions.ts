@@ -56,22 +56,47 @@ async function storeManyIn (client: pg.ClientBase, values: readonly StoredValue[
   return values.map(() => undefined)
 }
 
-/*
- * A turn's interactions in one statement: their sessions touched (each once: ON CONFLICT DO UPDATE
- * may not touch a row twice in one statement), then the rows in the order given (their ids, and so
- * the history's order, follow it).
+/** The arrays of {@link interactionArrays}, as a row source's columns (the SQL types, in that order). */
+export const INTERACTION_ARRAYS = {
+  types: 'text[], text[], text[], text[], text[], text[], text[], text[], text[], text[], text[]',
+  names: `${INTERACTION_COLUMNS}, session_id, user_id`
+}
+
+/** `records` as the parallel arrays a statement unnests (see {@link INTERACTION_ARRAYS}). */
+export function interactionArrays (records: readonly InteractionRecord[]): Array<Array<string | null>> {
+  const column = (pick: (r: InteractionRecord) => string | null): Array<string | null> => records.map(pick)
+  return [
+    column((r) => r.request_id), column((r) => r.agent_id), column((r) => r.agent_request_id), column((r) => r.root_request_id),
+    column((r) => r.parent_request_id ?? null), column((r) => r.timestamp), column((r) => r.status),
+    column((r) => JSON.stringify(r.input)), column((r) => JSON.stringify(r.output)), column((r) => r.session_id), column((r) => r.user_id)
+  ]
+}
+
+/**
+ * The CTEs that record the interactions of the relation `source` (its columns: those of
+ * {@link INTERACTION_ARRAYS} and an order `n`), to compose into a statement: their sessions touched
+ * at `at` (each once: ON CONFLICT DO UPDATE may not touch a row twice in one statement), then the
+ * rows in the order of `n` (their ids, and so the history's order, follow it).
  */
-const RECORD_MANY = `WITH batch AS (
-  SELECT * FROM unnest($1::text[], $2::text[], $3::text[], $4::text[], $5::text[], $6::text[], $7::text[], $8::text[], $9::text[], $10::text[], $11::text[])
-    WITH ORDINALITY AS b(request_id, agent_id, agent_request_id, root_request_id, parent_request_id, timestamp, status, input, output, session_id, user_id, n)
-), touched AS (
+export function recordingCtes (source: string, at: string): string {
+  return `touched AS (
   INSERT INTO sessions (session_id, user_id, created_at, updated_at)
-  SELECT DISTINCT ON (session_id) session_id, user_id, $12, $12 FROM batch ORDER BY session_id, n
+  SELECT DISTINCT ON (session_id) session_id, user_id, ${at}, ${at} FROM ${source} ORDER BY session_id, n
   ON CONFLICT (session_id) DO UPDATE SET updated_at = excluded.updated_at
   RETURNING session_id
-)
-INSERT INTO interactions (${INTERACTION_COLUMNS}, session_id)
-SELECT ${INTERACTION_COLUMNS}, b.session_id FROM batch b JOIN touched t ON t.session_id = b.session_id ORDER BY n`
+), recorded AS (
+  INSERT INTO interactions (${INTERACTION_COLUMNS}, session_id)
+  SELECT ${INTERACTION_COLUMNS.split(', ').map((c) => `s.${c}`).join(', ')}, s.session_id FROM ${source} s JOIN touched t ON t.session_id = s.session_id ORDER BY s.n
+  RETURNING id
+)`
+}
+
+/* A turn's interactions in one statement. */
+const RECORD_MANY = `WITH batch AS (
+  SELECT * FROM unnest(${INTERACTION_ARRAYS.types.split(', ').map((type, i) => `$${i + 1}::${type}`).join(', ')})
+    WITH ORDINALITY AS b(${INTERACTION_ARRAYS.names}, n)
+), ${recordingCtes('batch', '$12')}
+SELECT count(*) FROM recorded`
 
 /*
  * Sessions claimed for keys, one statement for a turn's claims: a session that exists keeps its key
@@ -188,17 +213,7 @@ export class PgSessionStore implements HostSessionStore {
   /** Record finished interactions in one statement inside the caller's transaction, in this order. */
   async recordManyIn (client: pg.ClientBase | pg.Pool, records: readonly InteractionRecord[]): Promise<void> {
     if (records.length === 0) return
-    const column = (pick: (r: InteractionRecord) => string | null): Array<string | null> => records.map(pick)
-    await client.query({
-      name: 'ah_interactions_record_many',
-      text: RECORD_MANY,
-      values: [
-        column((r) => r.request_id), column((r) => r.agent_id), column((r) => r.agent_request_id), column((r) => r.root_request_id),
-        column((r) => r.parent_request_id ?? null), column((r) => r.timestamp), column((r) => r.status),
-        column((r) => JSON.stringify(r.input)), column((r) => JSON.stringify(r.output)), column((r) => r.session_id), column((r) => r.user_id),
-        new Date().toISOString()
-      ]
-    })
+    await client.query({ name: 'ah_interactions_record_many', text: RECORD_MANY, values: [...interactionArrays(records), new Date().toISOString()] })
   }
 
   /** Remove everything of one session: history and values (their search vectors are theirs). Returns whether it existed. */
