@@ -8,19 +8,18 @@
 // and, on PostgreSQL, the database server.
 // PostgreSQL: PG_TEST_URL or DATABASE_URL (a role that may create a database: the bench works in a
 // database of its own, dropped at the end), else a throwaway server (scripts/pg-cluster.ts), else
-// the PostgreSQL target is skipped, saying so.
+// the PostgreSQL target is skipped, saying so. The throwaway server runs with fsync and synchronous
+// commit on (bench/common.js DURABLE_POSTGRES), as production does.
 // Run: npm run build && node bench/claims.js [--compare=/tmp/before] [--sizes=100,1000,10000] [--processes=1,4]
-import { spawn, spawnSync } from 'node:child_process'
+import { spawn } from 'node:child_process'
 import { randomBytes } from 'node:crypto'
 import { once } from 'node:events'
-import { existsSync, readdirSync, readFileSync } from 'node:fs'
-import { join, resolve } from 'node:path'
-import { fileURLToPath } from 'node:url'
+import { existsSync } from 'node:fs'
+import { resolve } from 'node:path'
 import { setTimeout as sleep } from 'node:timers/promises'
 import pg from 'pg'
-import { arg, childExecArgv, load, saveResult, smoke, tempDir } from './common.js'
+import { arg, childExecArgv, load, postgresCpuMs, saveResult, smoke, startDurablePostgres, tempDir } from './common.js'
 
-const ROOT = fileURLToPath(new URL('..', import.meta.url))
 const { openDatabase } = await load('storage/database')
 const { FileTaskStore } = await load('runtime/file-task-store')
 const { SqliteTaskStore } = await load('runtime/sqlite-task-store')
@@ -41,39 +40,9 @@ const sizes = smoke ? [20] : list('sizes', [100, 1000, 10000])
 const processes = smoke ? [2] : list('processes', [1, 4])
 const median = (values) => { const s = [...values].sort((a, b) => a - b); return s.length % 2 === 1 ? s[(s.length - 1) / 2] : (s[s.length / 2 - 1] + s[s.length / 2]) / 2 }
 
-/** CPU time (ms) of a process from /proc/<pid>/stat: its own and its reaped children's (USER_HZ is 100 on Linux). */
-function cpuOf (pid, withChildren) {
-  try {
-    const fields = readFileSync(`/proc/${pid}/stat`, 'utf8').split(') ')[1].split(' ')
-    const ticks = Number(fields[11]) + Number(fields[12]) + (withChildren ? Number(fields[13]) + Number(fields[14]) : 0)
-    return ticks * 10
-  } catch {
-    return undefined
-  }
-}
-
-/** The processes whose parent is `pid`. */
-function childrenOf (pid) {
-  return readdirSync('/proc').filter((f) => /^\d+$/.test(f)).filter((f) => {
-    try {
-      return readFileSync(`/proc/${f}/stat`, 'utf8').split(') ')[1].split(' ')[1] === String(pid)
-    } catch {
-      return false
-    }
-  }).map(Number)
-}
-
-/**
- * The CPU (ms) the whole server has used so far: the postmaster, every live child (backends,
- * WAL writer, checkpointer, autovacuum) and every child that exited and was reaped.
- */
-function serverCpu (postmaster) {
-  return cpuOf(postmaster, true) + childrenOf(postmaster).reduce((sum, pid) => sum + (cpuOf(pid, true) ?? 0), 0)
-}
-
 /**
  * The PostgreSQL server to measure, and a database of its own on it: `PG_TEST_URL` or `DATABASE_URL`,
- * else a throwaway server; undefined when there is none. `postmaster` (the server's pid) only when
+ * else a throwaway server with durable settings (fsync and synchronous commit on, as in production); undefined when there is none. `postmaster` (the server's pid) only when
  * the bench started the server: a shared server's CPU is not only ours.
  */
 async function postgresServer () {
@@ -81,17 +50,9 @@ async function postgresServer () {
   let stop = () => {}
   let postmaster
   if (url === undefined) {
-    const tsx = join(ROOT, 'node_modules/.bin/tsx')
-    const started = spawnSync(tsx, ['scripts/pg-cluster.ts', 'start'], { cwd: ROOT, encoding: 'utf8' })
-    const vars = Object.fromEntries([...started.stdout.matchAll(/^export (\w+)=(.*)$/gm)].map((m) => [m[1], m[2]]))
-    if (started.status !== 0 || vars.PG_TEST_URL === undefined || vars.PG_CLUSTER_DIR === undefined) {
-      console.log(`postgres: SKIPPED, no server (set PG_TEST_URL or DATABASE_URL, or apt-get install -y postgresql): ${started.stderr.trim().split('\n')[0]}`)
-      return undefined
-    }
-    url = vars.PG_TEST_URL
-    stop = () => { spawnSync(tsx, ['scripts/pg-cluster.ts', 'stop', vars.PG_CLUSTER_DIR], { cwd: ROOT }) }
-    process.once('exit', stop)
-    postmaster = Number(readFileSync(join(vars.PG_CLUSTER_DIR, 'data', 'postmaster.pid'), 'utf8').split('\n')[0])
+    const started = await startDurablePostgres()
+    if (started === undefined) return undefined
+    ;({ url, stop, postmaster } = started)
   }
   const name = `agent_host_bench_${randomBytes(4).toString('hex')}`
   const admin = new pg.Client({ connectionString: url })
@@ -139,7 +100,7 @@ async function run (target, size, procs) {
     await store.close()
     db.close()
   }
-  const serverBefore = target.store === 'postgres' && postgres.postmaster !== undefined ? serverCpu(postgres.postmaster) : undefined
+  const serverBefore = target.store === 'postgres' && postgres.postmaster !== undefined ? postgresCpuMs(postgres.postmaster) : undefined
   const workers = Array.from({ length: procs }, (_, i) => {
     const args = [new URL('./drain-worker.js', import.meta.url).pathname, target.store, location, `w${i}`, String(seconds), String(WARMUP), ...(target.build !== undefined ? [target.build] : [])]
     const child = spawn(process.execPath, [...childExecArgv, ...args, ...(smoke ? ['--smoke'] : [])], { stdio: ['ignore', 'pipe', 'inherit'] })
@@ -156,7 +117,7 @@ async function run (target, size, procs) {
       if (rows[0].n === 0 && results.every((r) => r.backend === undefined || !existsSync(`/proc/${r.backend}`))) break
       await sleep(10)
     }
-    serverMs = serverCpu(postgres.postmaster) - serverBefore
+    serverMs = postgresCpuMs(postgres.postmaster) - serverBefore
   }
   data.remove()
   const done = results.reduce((n, r) => n + r.done, 0)

@@ -18,13 +18,10 @@
 // --smoke: one short round of each target against this checkout's sources, checking only that every
 // answer is a 2xx and every stream complete (npm test runs it so the benchmark cannot rot).
 import { randomBytes, randomUUID } from 'node:crypto'
-import { readdirSync, readFileSync } from 'node:fs'
 import { Agent, request } from 'node:http'
-import { join } from 'node:path'
 import autocannon from 'autocannon'
 import pg from 'pg'
-import { tsImport } from 'tsx/esm/api'
-import { arg, saveResult, smoke, startServer } from './common.js'
+import { arg, cpuMs, postgresCpuMs, saveResult, smoke, startDurablePostgres, startServer } from './common.js'
 
 const duration = arg('duration', 5, 1)
 const rounds = arg('rounds', 3, 1)
@@ -36,50 +33,14 @@ const warmup = arg('warmup', 1, 0)
 const givenUrl = process.argv.find((a) => a.startsWith('--pg-url='))?.slice('--pg-url='.length)
 const ECHO = '8a1f7d2e-3c4b-4e5f-9a6b-0c1d2e3f4a01'
 const ECHO_STREAM = '8a1f7d2e-3c4b-4e5f-9a6b-0c1d2e3f4a02'
-/** What a production server runs with: every commit flushed to disk before it is acknowledged. */
-const DURABLE = { fsync: 'on', synchronous_commit: 'on', full_page_writes: 'on' }
-const TICK_MS = 10 // a clock tick of /proc/<pid>/stat (USER_HZ 100 on Linux)
-
-/** CPU (ms) a process has used: its own, and with `withChildren` its reaped children's; undefined once it is gone. */
-function cpuMs (pid, withChildren = false) {
-  try {
-    const fields = readFileSync(`/proc/${pid}/stat`, 'utf8').split(') ')[1].split(' ')
-    return (Number(fields[11]) + Number(fields[12]) + (withChildren ? Number(fields[13]) + Number(fields[14]) : 0)) * TICK_MS
-  } catch {
-    return undefined
-  }
-}
-
-/** The processes whose parent is `pid`. */
-function childrenOf (pid) {
-  return readdirSync('/proc').filter((f) => /^\d+$/.test(f)).filter((f) => {
-    try {
-      return readFileSync(`/proc/${f}/stat`, 'utf8').split(') ')[1].split(' ')[1] === String(pid)
-    } catch {
-      return false
-    }
-  }).map(Number)
-}
 
 /**
- * The PostgreSQL server to measure: a throwaway one with {@link DURABLE} settings (its postmaster's
+ * The PostgreSQL server to measure: a throwaway one with durable settings (its postmaster's
  * pid, to read its CPU), or the --pg-url one; undefined, saying so, when there is neither.
  */
 async function postgresServer () {
   if (givenUrl !== undefined) return { url: givenUrl, postmaster: undefined, about: 'given server (--pg-url), its CPU not measured', stop: () => {} }
-  const { serverBinaries, startCluster } = await tsImport('../scripts/pg-cluster.ts', import.meta.url)
-  if (serverBinaries() === undefined) {
-    console.log('postgres: SKIPPED, no PostgreSQL server binaries (apt-get install -y postgresql, or set PG_BIN, or pass --pg-url=<url>)')
-    return undefined
-  }
-  const cluster = await startCluster({ settings: DURABLE })
-  process.once('exit', () => { cluster.destroy() })
-  return {
-    url: cluster.url,
-    postmaster: Number(readFileSync(join(cluster.dir, 'data', 'postmaster.pid'), 'utf8').split('\n')[0]),
-    about: `throwaway server, ${Object.entries(DURABLE).map(([k, v]) => `${k}=${v}`).join(' ')}`,
-    stop: () => { cluster.destroy() }
-  }
+  return await startDurablePostgres()
 }
 
 const postgres = await postgresServer()
@@ -88,8 +49,7 @@ await admin?.connect()
 
 /** The CPU (ms) the whole database server has used so far: the postmaster, its live children and the reaped ones. */
 function databaseCpuMs () {
-  if (postgres?.postmaster === undefined) return undefined
-  return cpuMs(postgres.postmaster, true) + childrenOf(postgres.postmaster).reduce((sum, pid) => sum + (cpuMs(pid, true) ?? 0), 0)
+  return postgres?.postmaster === undefined ? undefined : postgresCpuMs(postgres.postmaster)
 }
 
 /** A database of its own for one round of one target, dropped after it. */

@@ -1,10 +1,12 @@
-// Shared by the benchmarks: a throwaway DATA_DIR, the result file, the server's modules, smoke mode.
+// Shared by the benchmarks: a throwaway DATA_DIR, the result file, the server's modules, smoke mode,
+// a throwaway PostgreSQL server and the CPU of processes.
 import { execSync, spawn } from 'node:child_process'
 import { once } from 'node:events'
-import { mkdtempSync, rmSync, writeFileSync, mkdirSync } from 'node:fs'
+import { mkdtempSync, readdirSync, readFileSync, rmSync, writeFileSync, mkdirSync } from 'node:fs'
 import { tmpdir, cpus, totalmem } from 'node:os'
 import { join, resolve } from 'node:path'
 import { fileURLToPath, pathToFileURL } from 'node:url'
+import { tsImport } from 'tsx/esm/api'
 
 /** `--smoke`: tiny sizes, the TypeScript sources, no timing claims (npm test runs every bench so). */
 export const smoke = process.argv.includes('--smoke')
@@ -79,4 +81,55 @@ export async function startServer (script, args = [], env = process.env) {
     await new Promise((resolve) => setTimeout(resolve, 20))
   }
   return { url: JSON.parse(out).url, pid: child.pid, stop: async () => { child.kill('SIGTERM'); await once(child, 'exit') } }
+}
+
+/** What a production PostgreSQL runs with: every commit flushed to disk before it is acknowledged. */
+export const DURABLE_POSTGRES = { fsync: 'on', synchronous_commit: 'on', full_page_writes: 'on' }
+
+/** CPU (ms) a process has used: its own, and with `withChildren` its reaped children's; undefined once it is gone (/proc/<pid>/stat, USER_HZ 100). */
+export function cpuMs (pid, withChildren = false) {
+  try {
+    const fields = readFileSync(`/proc/${pid}/stat`, 'utf8').split(') ')[1].split(' ')
+    return (Number(fields[11]) + Number(fields[12]) + (withChildren ? Number(fields[13]) + Number(fields[14]) : 0)) * 10
+  } catch {
+    return undefined
+  }
+}
+
+/** The processes whose parent is `pid`. */
+export function childrenOf (pid) {
+  return readdirSync('/proc').filter((f) => /^\d+$/.test(f)).filter((f) => {
+    try {
+      return readFileSync(`/proc/${f}/stat`, 'utf8').split(') ')[1].split(' ')[1] === String(pid)
+    } catch {
+      return false
+    }
+  }).map(Number)
+}
+
+/**
+ * A throwaway PostgreSQL server (scripts/pg-cluster.ts) with {@link DURABLE_POSTGRES} settings, for a
+ * bench to measure: its superuser `url`, its `postmaster` pid (to read its CPU with
+ * {@link postgresCpuMs}), `about` it, and `stop`; undefined, saying so, when the server binaries
+ * are missing.
+ */
+export async function startDurablePostgres () {
+  const { serverBinaries, startCluster } = await tsImport('../scripts/pg-cluster.ts', import.meta.url)
+  if (serverBinaries() === undefined) {
+    console.log('postgres: SKIPPED, no PostgreSQL server binaries (apt-get install -y postgresql, or set PG_BIN, or give a server\'s URL)')
+    return undefined
+  }
+  const cluster = await startCluster({ settings: DURABLE_POSTGRES })
+  process.once('exit', () => { cluster.destroy() })
+  return {
+    url: cluster.url,
+    postmaster: Number(readFileSync(join(cluster.dir, 'data', 'postmaster.pid'), 'utf8').split('\n')[0]),
+    about: `throwaway server, ${Object.entries(DURABLE_POSTGRES).map(([k, v]) => `${k}=${v}`).join(' ')}`,
+    stop: () => { cluster.destroy() }
+  }
+}
+
+/** The CPU (ms) a whole PostgreSQL server has used so far: the postmaster, every live child (backends, WAL writer, checkpointer, autovacuum) and every reaped one. */
+export function postgresCpuMs (postmaster) {
+  return cpuMs(postmaster, true) + childrenOf(postmaster).reduce((sum, pid) => sum + (cpuMs(pid, true) ?? 0), 0)
 }
