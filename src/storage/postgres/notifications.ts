@@ -45,18 +45,26 @@ export class Notifications {
   #closed = false
   #retry: NodeJS.Timeout | undefined
   #backoffMs = 100
+  /** Settles when {@link close} is called: a connect in flight is not waited for then. */
+  readonly #whenClosed: Promise<void>
+  #markClosed!: () => void
 
+  /**
+   * @param config the listening connection's; `connectionTimeoutMillis` defaults to 10 s, so that a
+   *   connect to a server that does not answer (a network partition) fails and is retried
+   */
   constructor (config: pg.ClientConfig, log: { warn: (obj: object, msg: string) => void }) {
-    this.#config = config
+    this.#config = { connectionTimeoutMillis: 10_000, ...config }
     this.#log = log
+    this.#whenClosed = new Promise((resolve) => { this.#markClosed = resolve })
   }
 
   /** Whether the listening connection is up now. */
   get connected (): boolean { return this.#connected }
 
-  /** Connect and listen; resolves once listening (or once the first try failed: it keeps retrying). */
+  /** Connect and listen; resolves once listening, once the first try failed (it keeps retrying), or once closed. */
   async start (): Promise<void> {
-    await this.#connect()
+    await Promise.race([this.#connect(), this.#whenClosed])
   }
 
   /** Call `listener` with each id notified on `channel`; returns the function that stops it. */
@@ -69,11 +77,15 @@ export class Notifications {
 
   async close (): Promise<void> {
     this.#closed = true
+    this.#markClosed()
     clearTimeout(this.#retry)
     const client = this.#client
+    const connected = this.#connected
     this.#client = undefined
     this.#connected = false
-    await client?.end().catch(() => {})
+    const ended = client?.end().catch(() => {})
+    // a connect still in flight ends when it fails or times out; only a connection that is up is waited for
+    if (connected) await ended
   }
 
   async #connect (): Promise<void> {

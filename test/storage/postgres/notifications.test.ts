@@ -1,6 +1,7 @@
 import t, { type Test } from 'tap'
 import { spawn } from 'node:child_process'
 import { once } from 'node:events'
+import { createServer, type AddressInfo, type Socket } from 'node:net'
 import { fileURLToPath } from 'node:url'
 import pg from 'pg'
 import { inTransaction, openPostgres } from '../../../src/storage/postgres/database.js'
@@ -136,4 +137,45 @@ t.test('a closed listener does not start again', async (t) => {
   await s.notifications.start()
   t.equal(s.notifications.connected, false)
   t.equal((await s.pool.query('SELECT 1 FROM pg_stat_activity WHERE application_name = $1', [s.name])).rowCount, 0, 'no connection of its own')
+})
+
+/** A server that accepts connections and never answers (a partitioned database); counts them. */
+async function silentServer (t: Test): Promise<{ port: number, connections: () => number }> {
+  const sockets = new Set<Socket>()
+  let count = 0
+  const server = createServer((socket) => { count++; sockets.add(socket) })
+  server.listen(0, '127.0.0.1')
+  await once(server, 'listening')
+  t.teardown(() => { for (const socket of sockets) socket.destroy(); server.close() })
+  return { port: (server.address() as AddressInfo).port, connections: () => count }
+}
+
+t.test('closed while its first connect hangs, start settles (it does not wait for a server that never answers)', async (t) => {
+  const silent = await silentServer(t)
+  const listener = new Notifications({ host: '127.0.0.1', port: silent.port, user: 'nobody', database: 'none' }, { warn: () => {} })
+  const started = listener.start()
+  await until('the first connect', () => silent.connections() === 1)
+  const closed = listener.close()
+  // bounded: without the fix both would wait for the server forever
+  let timer: NodeJS.Timeout | undefined
+  const late = new Promise<'late'>((resolve) => { timer = setTimeout(() => { resolve('late') }, 10_000) })
+  t.equal(await Promise.race([closed.then(() => 'closed' as const), late]), 'closed', 'close settled')
+  t.equal(await Promise.race([started.then(() => 'started' as const), late]), 'started', 'start settled once closed')
+  clearTimeout(timer)
+  t.equal(listener.connected, false)
+})
+
+t.test('a connect the server never answers times out (10 s unless told otherwise) and is tried again: a partition does not leave the listener down for good', async (t) => {
+  const silent = await silentServer(t)
+  const warnings: string[] = []
+  // no connectionTimeoutMillis given: the listener's own default applies (pg's is to wait forever)
+  const listener = new Notifications({ host: '127.0.0.1', port: silent.port, user: 'nobody', database: 'none' }, { warn: (_obj, msg) => { warnings.push(msg) } })
+  t.teardown(async () => { await listener.close() })
+  const started = listener.start()
+  // bounded: without a timeout the first connect would wait for the server forever
+  await until('a second connect', () => silent.connections() >= 2, 20_000)
+  await started
+  t.equal(listener.connected, false, 'start settled once the first try failed')
+  t.ok(warnings.length >= 1, 'the failure is told')
+  t.pass('tried again')
 })
