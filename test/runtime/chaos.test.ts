@@ -1,18 +1,12 @@
-import t, { type Test } from 'tap'
+import t from 'tap'
 import { spawn, type ChildProcess } from 'node:child_process'
 import { once } from 'node:events'
 import { readFileSync } from 'node:fs'
 import { fileURLToPath } from 'node:url'
 import { setTimeout as sleep } from 'node:timers/promises'
-import { openDatabase } from '../../src/storage/database.js'
 import { FileTaskStore } from '../../src/runtime/file-task-store.js'
-import { PgTaskStore } from '../../src/runtime/pg-task-store.js'
-import { SqliteTaskStore } from '../../src/runtime/sqlite-task-store.js'
-import { openPostgres } from '../../src/storage/postgres/database.js'
-import type { TaskStore } from '../../src/runtime/task-store.js'
 import type { TaskNode } from '../../src/runtime/task.js'
-import { tempDataDir } from '../helper.js'
-import { pgDatabase } from '../pg.js'
+import { taskStoreMakers } from './task-stores.js'
 
 const ROOT = fileURLToPath(new URL('../..', import.meta.url))
 const TASKS = 120
@@ -32,26 +26,7 @@ function worker (kind: string, location: string, owner: string): Worker {
 
 const stopped = (child: ChildProcess): boolean => readFileSync(`/proc/${child.pid ?? 0}/stat`, 'utf8').split(') ')[1]?.[0] === 'T'
 
-/** A new, empty store of each kind and where its workers find it (a folder, or a database URL); undefined when PostgreSQL is missing. */
-const stores: Record<string, (t: Test) => Promise<{ store: TaskStore, location: string } | undefined>> = {
-  file: async (t) => {
-    const dir = tempDataDir(t)
-    return { store: new FileTaskStore(dir, { staleMs: 1000 }), location: dir }
-  },
-  sqlite: async (t) => {
-    const dir = tempDataDir(t)
-    const db = openDatabase(dir)
-    t.teardown(() => db.close())
-    return { store: new SqliteTaskStore(db), location: dir }
-  },
-  postgres: async (t) => {
-    const url = await pgDatabase(t)
-    if (url === undefined) return undefined
-    const pool = await openPostgres(url)
-    t.teardown(async () => { await pool.end() })
-    return { store: new PgTaskStore(pool), location: url }
-  }
-}
+const stores = taskStoreMakers(1000)
 
 // SIGSTOP past the lock's stale period and the claims' lease, SIGKILL at whatever moment the run is in,
 // a replacement for each killed worker, and a reader looking at the graph the whole time.

@@ -1,42 +1,18 @@
-import t, { type Test } from 'tap'
+import t from 'tap'
 import { spawn } from 'node:child_process'
 import { once } from 'node:events'
 import { readdirSync, readFileSync } from 'node:fs'
 import { fileURLToPath } from 'node:url'
 import { setTimeout as sleep } from 'node:timers/promises'
-import { openDatabase } from '../../src/storage/database.js'
 import { FileTaskStore } from '../../src/runtime/file-task-store.js'
-import { PgTaskStore } from '../../src/runtime/pg-task-store.js'
-import { SqliteTaskStore } from '../../src/runtime/sqlite-task-store.js'
-import { openPostgres } from '../../src/storage/postgres/database.js'
-import type { TaskStore } from '../../src/runtime/task-store.js'
 import { tempDataDir } from '../helper.js'
-import { pgDatabase } from '../pg.js'
+import { taskStoreMakers } from './task-stores.js'
 
 const ROOT = fileURLToPath(new URL('../..', import.meta.url))
 const TASKS = 500
 const WORKERS = 4
 
-/** A new, empty store of each kind and where its workers find it (a folder, or a database URL); undefined when PostgreSQL is missing. */
-const stores: Record<string, (t: Test) => Promise<{ store: TaskStore, location: string } | undefined>> = {
-  file: async (t) => {
-    const dir = tempDataDir(t)
-    return { store: new FileTaskStore(dir), location: dir }
-  },
-  sqlite: async (t) => {
-    const dir = tempDataDir(t)
-    const db = openDatabase(dir)
-    t.teardown(() => db.close())
-    return { store: new SqliteTaskStore(db), location: dir }
-  },
-  postgres: async (t) => {
-    const url = await pgDatabase(t)
-    if (url === undefined) return undefined
-    const pool = await openPostgres(url)
-    t.teardown(async () => { await pool.end() })
-    return { store: new PgTaskStore(pool), location: url }
-  }
-}
+const stores = taskStoreMakers()
 
 for (const [kind, make] of Object.entries(stores)) {
   t.test(`${kind} store: ${WORKERS} processes drain ${TASKS} tasks, each completed exactly once`, async (t) => {
