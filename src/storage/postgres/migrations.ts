@@ -288,5 +288,12 @@ CREATE TABLE stream_slots (
 CREATE INDEX stream_slots_by_caller ON stream_slots(caller);
 CREATE INDEX stream_slots_by_holder ON stream_slots(holder);
 `
+  },
+  {
+    version: 2,
+    description: 'runs.wire_id given by the host, not computed from the envelope (jsonb refuses a \\u0000 escape that JSON allows)',
+    sql: `
+ALTER TABLE runs ALTER COLUMN wire_id DROP EXPRESSION;
+`
   }
 ]

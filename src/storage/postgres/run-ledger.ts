@@ -66,16 +66,16 @@ interface Turn extends TurnWrites {
  * request id in one turn give one start and one join.
  */
 const START_MANY = `WITH batch AS (
-  SELECT * FROM unnest($1::text[], $2::text[], $3::text[], $4::text[], $5::text[], $6::text[], $7::text[], $8::int[], $9::text[], $10::text[], $11::bigint[], $12::text[], $13::text[])
-    WITH ORDINALITY AS b(request_id, envelope_hash, envelope, session_id, agent_id, main_stream_id, owner_instance, owner_pid, owner_key, lease_token, lease_expires_at, claim_user, claim_key, n)
+  SELECT * FROM unnest($1::text[], $2::text[], $3::text[], $4::text[], $5::text[], $6::text[], $7::text[], $8::int[], $9::text[], $10::text[], $11::bigint[], $12::text[], $13::text[], $16::text[])
+    WITH ORDINALITY AS b(request_id, envelope_hash, envelope, session_id, agent_id, main_stream_id, owner_instance, owner_pid, owner_key, lease_token, lease_expires_at, claim_user, claim_key, wire_id, n)
 ), claimed AS (
   INSERT INTO sessions (session_id, user_id, created_at, updated_at, key_id)
   SELECT DISTINCT ON (session_id) session_id, claim_user, $14, $14, claim_key FROM batch WHERE claim_key IS NOT NULL ORDER BY session_id, n
   ON CONFLICT (session_id) DO UPDATE SET updated_at = excluded.updated_at
   RETURNING session_id, key_id
 ), added AS (
-  INSERT INTO runs (request_id, envelope_hash, envelope, session_id, agent_id, main_stream_id, state, owner_instance, owner_pid, owner_key, lease_token, lease_expires_at, started_at)
-  SELECT b.request_id, b.envelope_hash, b.envelope, b.session_id, b.agent_id, b.main_stream_id, 'running', b.owner_instance, b.owner_pid, b.owner_key, b.lease_token, b.lease_expires_at, $15
+  INSERT INTO runs (request_id, envelope_hash, envelope, wire_id, session_id, agent_id, main_stream_id, state, owner_instance, owner_pid, owner_key, lease_token, lease_expires_at, started_at)
+  SELECT b.request_id, b.envelope_hash, b.envelope, b.wire_id, b.session_id, b.agent_id, b.main_stream_id, 'running', b.owner_instance, b.owner_pid, b.owner_key, b.lease_token, b.lease_expires_at, $15
     FROM batch b LEFT JOIN claimed c ON c.session_id = b.session_id
    WHERE b.claim_key IS NULL OR c.key_id = b.claim_key ORDER BY b.n
   ON CONFLICT (request_id) DO NOTHING
@@ -365,7 +365,9 @@ export class PgRunLedger implements RunLedger {
       values: [
         column((r) => r.request_id), column((r) => r.envelope_hash), column((r) => r.envelope), column((r) => r.session_id), column((r) => r.agent_id),
         column((r) => r.main_stream_id), column((r) => r.owner_instance), column((r) => r.owner_pid), column((r) => r.owner_key), column((r) => r.lease_token),
-        column((r) => r.lease_expires_at), column((_, c) => c?.userId ?? null), column((_, c) => c?.keyId ?? null), new Date().toISOString(), Date.now()
+        column((r) => r.lease_expires_at), column((_, c) => c?.userId ?? null), column((_, c) => c?.keyId ?? null), new Date().toISOString(), Date.now(),
+        // the envelope's own request id (request_id is scoped to the caller)
+        column((r) => (JSON.parse(r.envelope) as { request_id?: unknown }).request_id)
       ]
     })
     return rows.map((r) => r.refused ? 'not-yours' : r.started ? 'started' : 'taken')

@@ -46,14 +46,14 @@ async function setup (t: Test): Promise<Setup | undefined> {
   return { ledger, sessions, audit, pool, commits }
 }
 
-function newRun (options: { wireId?: string, sessionId?: string, ownerKey?: string, token?: string, envelopeText?: string } = {}): NewRun {
+function newRun (options: { wireId?: string, sessionId?: string, ownerKey?: string, token?: string } = {}): NewRun {
   const wireId = options.wireId ?? randomUUID()
   const ownerKey = options.ownerKey ?? 'k1'
   const body = envelope(AGENTS.echo, { query: 'q' }, { requestId: wireId, sessionId: options.sessionId ?? `session-${wireId}` })
   return {
     request_id: `${ownerKey}/${wireId}`,
     envelope_hash: `hash-${wireId}`,
-    envelope: options.envelopeText ?? JSON.stringify(body),
+    envelope: JSON.stringify(body),
     session_id: body.context.session_id,
     agent_id: AGENTS.echo,
     main_stream_id: 'a0000000-0000-4000-8000-00000000000a',
@@ -106,10 +106,10 @@ t.test('a start at fault fails alone: the rest of its turn start', async (t) => 
   const s = await setup(t)
   if (s === undefined) return
   const good = [newRun(), newRun()]
-  // PostgreSQL text cannot hold a NUL character: this start's statement fails
-  const bad = newRun({ envelopeText: '{"request_id":"x","nul":"\u0000"}' })
+  // a pid past PostgreSQL's integer: this start's statement fails
+  const bad = { ...newRun(), owner_pid: 2 ** 40 }
   const results = await Promise.allSettled([s.ledger.start(good[0] as NewRun), s.ledger.start(bad), s.ledger.start(good[1] as NewRun)])
-  t.match(results, [{ status: 'fulfilled', value: 'started' }, { status: 'rejected', reason: { code: '22021' } }, { status: 'fulfilled', value: 'started' }])
+  t.match(results, [{ status: 'fulfilled', value: 'started' }, { status: 'rejected', reason: { code: '22003' } }, { status: 'fulfilled', value: 'started' }])
   for (const run of good) t.ok(await s.ledger.get(run.request_id), 'stored')
   t.equal(await s.ledger.get(bad.request_id), undefined)
 })
@@ -227,4 +227,16 @@ t.test('values stored at fault fail alone: the rest of their batch are stored', 
   const results = await Promise.allSettled([handle.store('a', 1), orphan.store('b', 2), handle.store('c', 3)])
   t.match(results, [{ status: 'fulfilled' }, { status: 'rejected', reason: { code: '23502' } }, { status: 'fulfilled' }])
   t.same([await handle.get('a'), await handle.get('c'), await orphan.get('b')], [1, 3, undefined])
+})
+
+t.test('an envelope holding a \\u0000 escape (valid JSON, which jsonb refuses) is stored, and found by its wire id', async (t) => {
+  const s = await setup(t)
+  if (s === undefined) return
+  const wireId = randomUUID()
+  const run = newRun({ wireId })
+  const body = JSON.parse(run.envelope) as Record<string, unknown>
+  const withNul = { ...run, envelope: JSON.stringify({ ...body, payload: { text: 'a\u0000b' } }) }
+  t.equal(await s.ledger.start(withNul), 'started')
+  t.equal((await s.ledger.byWireId(AGENTS.echo, wireId))?.request_id, run.request_id)
+  t.equal((await s.ledger.get(run.request_id))?.envelope, withNul.envelope, 'stored as given')
 })
