@@ -63,6 +63,16 @@ interface DeliveryRow extends EventRow { subscription_id: string, attempts: numb
 /** A dead letter as stored (both stores). */
 export interface DeadRow { id: number, subscription_id: string, event: string, attempts: number, last_error: string, dead_at: number }
 
+/** A stored subscription row as a {@link SubscriptionRecord} (both stores). */
+export function toSubscription (row: SubscriptionRow): SubscriptionRecord {
+  return { id: row.id, agent: row.agent, patterns: JSON.parse(row.patterns) as string[], filter: row.filter === null ? null : JSON.parse(row.filter) as Json, max_attempts: row.max_attempts, backoff_ms: row.backoff_ms }
+}
+
+/** A stored dead letter row as a {@link DeadLetter} (both stores). */
+export function toDeadLetter (row: DeadRow): DeadLetter {
+  return { id: row.id, subscription_id: row.subscription_id, event: JSON.parse(row.event) as BusEvent, attempts: row.attempts, last_error: row.last_error, dead_at: row.dead_at }
+}
+
 /** A stored event row as a {@link BusEvent} (both stores). */
 export function toEvent (row: EventRow): BusEvent {
   return {
@@ -184,7 +194,7 @@ export class SqliteBusStore implements BusStore {
   }
 
   subscriptions (): SubscriptionRecord[] {
-    return (this.#subscriptions.all() as SubscriptionRow[]).map((r) => ({ ...r, patterns: JSON.parse(r.patterns) as string[], filter: r.filter === null ? null : JSON.parse(r.filter) as Json }))
+    return (this.#subscriptions.all() as SubscriptionRow[]).map(toSubscription)
   }
 
   /**
@@ -270,7 +280,7 @@ export class SqliteBusStore implements BusStore {
     const rows = this.#db.prepare(`SELECT id, subscription_id, event, attempts, last_error, dead_at FROM bus_dead_letters
       WHERE id > @after ${query.owner !== undefined ? 'AND owner_key = @owner' : ''} ORDER BY id LIMIT @limit`)
       .all({ after: query.after ?? 0, limit: query.limit ?? 100, owner: query.owner ?? null }) as DeadRow[]
-    return rows.map((r) => ({ id: r.id, subscription_id: r.subscription_id, event: JSON.parse(r.event) as BusEvent, attempts: r.attempts, last_error: r.last_error, dead_at: r.dead_at }))
+    return rows.map(toDeadLetter)
   }
 
   /**

@@ -3,7 +3,7 @@
 // writing at the same moment.
 import t, { type Test } from 'tap'
 import { setTimeout as sleep } from 'node:timers/promises'
-import type pg from 'pg'
+import pg from 'pg'
 import { PgTaskStore } from '../../src/runtime/pg-task-store.js'
 import { claimNode, completeNode } from '../../src/runtime/task-graph.js'
 import type { TaskNode } from '../../src/runtime/task.js'
@@ -230,25 +230,29 @@ t.test('a \\u0000 (NUL) PostgreSQL cannot hold: a task holding one is refused wi
 })
 
 t.test('a claim in its own transaction commits without waiting for the disk; inside a caller\'s transaction it leaves the caller\'s commit as it was', async (t) => {
-  const pools = await instances(t, 1)
-  if (pools === undefined) return
-  const pool = pools[0] as pg.Pool
+  const url = await pgDatabase(t)
+  if (url === undefined) return
+  await (await openPostgres(url)).end() // migrated
+  // one connection whose commits wait for the disk, whatever the test server's default
+  const pool = new pg.Pool({ connectionString: url, max: 1, options: '-c synchronous_commit=on' })
+  t.teardown(async () => { await pool.end() })
+  const setting = async (client: pg.Pool | pg.PoolClient): Promise<string | undefined> => (await client.query<{ s: string }>("SELECT current_setting('synchronous_commit') AS s")).rows[0]?.s
   const store = new PgTaskStore(pool)
   await store.create([{ id: 'a', type: 'w' }, { id: 'b', type: 'w' }])
+  t.match(await store.claim('w', 'worker-1', 30_000), { id: 'a' }, 'claimed on the pool')
+  t.equal(await setting(pool), 'on', 'the setting was its statement\'s transaction\'s alone: gone with it')
   const own = await pool.connect()
-  t.teardown(() => { own.release() })
-  await own.query('BEGIN')
-  t.match(await store.claimIn(own, 'w', 'worker-1', 30_000), { id: 'a' })
-  t.equal((await own.query<{ s: string }>("SELECT current_setting('synchronous_commit') AS s")).rows[0]?.s, 'on', 'the caller\'s transaction still waits for the disk')
-  await own.query('COMMIT')
-  // the statement the pool runs alone sets it for its own transaction only
-  const spy = await pool.connect()
-  t.teardown(() => { spy.release() })
-  t.match(await store.claimIn(spy as unknown as pg.Pool, 'w', 'worker-1', 30_000), { id: 'b' }, 'a client outside any transaction is not the pool: its commit waits too')
-  t.equal((await spy.query<{ s: string }>("SELECT current_setting('synchronous_commit') AS s")).rows[0]?.s, 'on', 'and nothing lingers on the connection')
+  try {
+    await own.query('BEGIN')
+    t.match(await store.claimIn(own, 'w', 'worker-1', 30_000), { id: 'b' })
+    t.equal(await setting(own), 'on', 'the caller\'s transaction still waits for the disk')
+    await own.query('COMMIT')
+  } finally {
+    own.release()
+  }
   const { rows } = await pool.query<{ s: string | null }>('WITH c AS (SELECT set_config(\'synchronous_commit\', \'off\', true) AS s) SELECT s FROM c')
   t.equal(rows[0]?.s, 'off', 'the setting the claim statement uses is transaction-local (set_config(..., true))')
-  t.equal((await pool.query<{ s: string }>("SELECT current_setting('synchronous_commit') AS s")).rows[0]?.s, 'on', 'and gone with its statement\'s transaction')
+  t.equal(await setting(pool), 'on', 'and gone with its statement\'s transaction')
 })
 
 t.test('a completion the fence lets through but the rule refuses is undone: the rule\'s refusal, the task as it was', async (t) => {

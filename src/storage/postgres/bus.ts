@@ -1,8 +1,6 @@
 import type pg from 'pg'
-import { toEvent, type BusEvent, type BusStore, type DeadLetter, type DeadRow, type Delivery, type EventRow, type NewBusEvent, type SubscriptionRecord, type SubscriptionRow } from '../bus.js'
+import { toDeadLetter, toEvent, toSubscription, type BusEvent, type BusStore, type DeadLetter, type DeadRow, type Delivery, type EventRow, type NewBusEvent, type SubscriptionRecord, type SubscriptionRow } from '../bus.js'
 import { inTransaction, PG_LOCKS } from './database.js'
-
-type Json = Record<string, unknown>
 
 /** A pool, or one client (inside a transaction or not): what a single statement runs on. */
 type Queryable = pg.Pool | pg.ClientBase
@@ -13,10 +11,6 @@ const changes = (result: pg.QueryResult): number => Number(result.rowCount)
 interface DeliveryRow extends EventRow { subscription_id: string, attempts: number }
 
 const EVENT_COLUMNS = 'e.seq, e.id, e.type, e.key, e.visibility, e.priority, e.target_agents, e.data, e.source, e.owner_key, e.trace_id, e.published_at, e.expires_at'
-
-function toSubscription (row: SubscriptionRow): SubscriptionRecord {
-  return { id: row.id, agent: row.agent, patterns: JSON.parse(row.patterns) as string[], filter: row.filter === null ? null : JSON.parse(row.filter) as Json, max_attempts: row.max_attempts, backoff_ms: row.backoff_ms }
-}
 
 /** Highest priority first, then oldest: the order deliveries are handed out in. */
 function deliveryOrder (a: Delivery, b: Delivery): number {
@@ -171,7 +165,7 @@ export class PgBusStore implements BusStore {
   async deadLetters (query: { after?: number, limit?: number, owner?: string }): Promise<DeadLetter[]> {
     const { rows } = await this.#pool.query<DeadRow>(`SELECT id, subscription_id, event, attempts, last_error, dead_at FROM bus_dead_letters
       WHERE id > $1 AND ($3::text IS NULL OR owner_key = $3) ORDER BY id LIMIT $2`, [query.after ?? 0, query.limit ?? 100, query.owner ?? null])
-    return rows.map((r) => ({ id: r.id, subscription_id: r.subscription_id, event: JSON.parse(r.event) as BusEvent, attempts: r.attempts, last_error: r.last_error, dead_at: r.dead_at }))
+    return rows.map(toDeadLetter)
   }
 
   async redrive (id: number, now: number, owner?: string): Promise<'retried' | 'missing' | 'expired' | 'unsubscribed'> {

@@ -5,11 +5,11 @@ import type { AuditInput } from '../audit.js'
 import type { AppendedEvent, EventAuthor, EventInput } from '../events.js'
 import type { Recovery, RunEnd, RunLedger } from '../run-ledger.js'
 import { batchOf, frameHead, journalRows, ordIn, type JournalRow, type NewRun, type Renewal, type RunFilter, type RunRecord, type StoredBatch } from '../runs.js'
-import { WRITE_RANK, type PgGroupWriter } from './group-writer.js'
 import { isUnavailable } from '../busy.js'
+import { WRITE_RANK, type PgGroupWriter } from './group-writer.js'
 import { CHANNELS, notifyIn, type Notifications } from './notifications.js'
 import { PgReadBatch } from './read-batch.js'
-import { INTERACTION_ARRAYS, interactionArrays, recordingCtes } from './sessions.js'
+import { claimingCte, INTERACTION_ARRAYS, interactionArrays, recordingCtes } from './sessions.js'
 
 /** The columns of a {@link RunRecord} (the table has more: `wire_id`). */
 const RUN = 'run_id, request_id, envelope_hash, envelope, session_id, agent_id, main_stream_id, state, end_reason, owner_instance, owner_pid, owner_key, lease_token, lease_expires_at, cancel_requested, started_at, ended_at, response_status, response'
@@ -57,10 +57,9 @@ interface Turn extends TurnWrites {
 }
 
 /*
- * A turn's new runs in one statement: the sessions of those with a claim claimed (a session that
- * exists keeps its key: ON CONFLICT DO UPDATE returns the committed row, waiting for a concurrent
- * claim's commit, where DO NOTHING would return nothing to compare; of two claims of a new session
- * in one turn, the first's key gets it), then the runs whose claim holds inserted. A request id
+ * A turn's new runs in one statement: the sessions of those with a claim claimed (claimingCte: of
+ * two claims of a new session in one turn, the first's key gets it), then the runs whose claim
+ * holds inserted. A request id
  * inserted meanwhile by another transaction is waited for, then left: that run is `taken` (joined).
  * A run is `started` only if the row inserted is its own (its lease token), so two starts of one
  * request id in one turn give one start and one join.
@@ -68,12 +67,7 @@ interface Turn extends TurnWrites {
 const START_MANY = `WITH batch AS (
   SELECT * FROM unnest($1::text[], $2::text[], $3::text[], $4::text[], $5::text[], $6::text[], $7::text[], $8::int[], $9::text[], $10::text[], $11::bigint[], $12::text[], $13::text[], $16::text[])
     WITH ORDINALITY AS b(request_id, envelope_hash, envelope, session_id, agent_id, main_stream_id, owner_instance, owner_pid, owner_key, lease_token, lease_expires_at, claim_user, claim_key, wire_id, n)
-), claimed AS (
-  INSERT INTO sessions (session_id, user_id, created_at, updated_at, key_id)
-  SELECT DISTINCT ON (session_id) session_id, claim_user, $14, $14, claim_key FROM batch WHERE claim_key IS NOT NULL ORDER BY session_id, n
-  ON CONFLICT (session_id) DO UPDATE SET updated_at = excluded.updated_at
-  RETURNING session_id, key_id
-), added AS (
+), ${claimingCte('batch', '$14')}, added AS (
   INSERT INTO runs (request_id, envelope_hash, envelope, wire_id, session_id, agent_id, main_stream_id, state, owner_instance, owner_pid, owner_key, lease_token, lease_expires_at, started_at)
   SELECT b.request_id, b.envelope_hash, b.envelope, b.wire_id, b.session_id, b.agent_id, b.main_stream_id, 'running', b.owner_instance, b.owner_pid, b.owner_key, b.lease_token, b.lease_expires_at, $15
     FROM batch b LEFT JOIN claimed c ON c.session_id = b.session_id
@@ -217,7 +211,7 @@ export class PgRunLedger implements RunLedger {
   async start (run: NewRun, claim?: Claim): Promise<StartOutcome> {
     const turn = this.#open()
     const i = turn.starts.push({ run, claim }) - 1
-    return await this.#outcome(turn, (result) => result.starts[0] as StartOutcome, (result) => result.starts[i] as StartOutcome, (alone) => alone.starts[i])
+    return await this.#outcome(turn, (result, at) => result.starts[at] as StartOutcome, i, (alone) => alone.starts[i])
   }
 
   append (requestId: string, token: string, row: JournalRow): void {
@@ -234,11 +228,11 @@ export class PgRunLedger implements RunLedger {
   async flush (requestId?: string): Promise<string[]> {
     const turn = this.#takePending()
     if (requestId === undefined) {
-      return turn === undefined ? [] : await this.#outcome(turn, (result) => result.lost, (result) => result.lost, undefined)
+      return turn === undefined ? [] : await this.#outcome(turn, (result) => result.lost, 0, undefined)
     }
     const written = this.#writes.get(requestId)
     if (written === undefined) return []
-    return await this.#outcome(written, (result) => result.lost, (result) => result.lost, (alone) => alone.journal.get(requestId))
+    return await this.#outcome(written, (result) => result.lost, 0, (alone) => alone.journal.get(requestId))
   }
 
   commitNow (): boolean {
@@ -249,8 +243,7 @@ export class PgRunLedger implements RunLedger {
   async finish (end: RunEnd, interaction: InteractionRecord, audit: AuditInput): Promise<{ ended: boolean, lost: string[] }> {
     const turn = this.#takePending() ?? this.#open()
     const i = turn.finishes.push({ end, interaction, audit }) - 1
-    const pick = (result: TurnResult, at: number): { ended: boolean, lost: string[] } => ({ ended: result.ended[at] === true, lost: result.lost })
-    return await this.#outcome(turn, (result) => pick(result, 0), (result) => pick(result, i), (alone) => alone.finishes[i])
+    return await this.#outcome(turn, (result, at) => ({ ended: result.ended[at] === true, lost: result.lost }), i, (alone) => alone.finishes[i])
   }
 
   /** Move the queued rows into the open turn; returns it, or undefined when no row was queued. */
@@ -293,16 +286,18 @@ export class PgRunLedger implements RunLedger {
    * What the turn did for one caller. When a turn of several writes fails for a reason other than a
    * lost database (it was rolled back), each of its writes is run again in a transaction of its
    * own, so the one at fault fails alone.
+   * @param pick the caller's part of a result: of the turn's at `at`, of its own write's at 0
+   * @param own the caller's write run alone, if it has one
    */
-  async #outcome<T>(turn: Turn, single: (result: TurnResult) => T, pick: (result: TurnResult) => T, own: ((alone: NonNullable<Turn['alone']>) => Promise<TurnResult> | undefined) | undefined): Promise<T> {
+  async #outcome<T>(turn: Turn, pick: (result: TurnResult, at: number) => T, at: number, own: ((alone: NonNullable<Turn['alone']>) => Promise<TurnResult> | undefined) | undefined): Promise<T> {
     try {
-      return pick(await turn.done)
+      return pick(await turn.done, at)
     } catch (err) {
       const size = turn.starts.length + turn.journal.size + turn.finishes.length
       if (size <= 1 || own === undefined || isUnavailable(err)) throw err
       const alone = own(this.#alone(turn))
       if (alone === undefined) throw err
-      return single(await alone)
+      return pick(await alone, 0)
     }
   }
 

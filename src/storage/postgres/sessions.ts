@@ -24,18 +24,43 @@ SELECT * FROM (
   FROM session_values v CROSS JOIN q WHERE v.session_id = $1 AND v.search @@ q.q
 ) AS hits ORDER BY score DESC, kind DESC, stored_seq DESC, id LIMIT $3`
 
+/**
+ * The CTE `touched` that makes or touches the sessions of the relation `source` (its columns
+ * `session_id`, `user_id` and an order `n`) at `at`, each once (ON CONFLICT DO UPDATE may not touch a
+ * row twice in one statement), returning their ids: to compose into a statement.
+ */
+function touchingCte (source: string, at: string): string {
+  return `touched AS (
+  INSERT INTO sessions (session_id, user_id, created_at, updated_at)
+  SELECT DISTINCT ON (session_id) session_id, user_id, ${at}, ${at} FROM ${source} ORDER BY session_id, n
+  ON CONFLICT (session_id) DO UPDATE SET updated_at = excluded.updated_at
+  RETURNING session_id
+)`
+}
+
+/**
+ * The CTE `claimed` that claims the sessions of the rows of `source` with a `claim_key` (its
+ * columns `session_id`, `claim_user`, `claim_key` and an order `n`) at `at`, returning each one's
+ * key now: a session that exists keeps its key (ON CONFLICT DO UPDATE returns the row as committed,
+ * waiting for a concurrent claim's commit, where DO NOTHING would return nothing to compare); a new
+ * one gets the key of its first claim in `n` order.
+ */
+export function claimingCte (source: string, at: string): string {
+  return `claimed AS (
+  INSERT INTO sessions (session_id, user_id, created_at, updated_at, key_id)
+  SELECT DISTINCT ON (session_id) session_id, claim_user, ${at}, ${at}, claim_key FROM ${source} WHERE claim_key IS NOT NULL ORDER BY session_id, n
+  ON CONFLICT (session_id) DO UPDATE SET updated_at = excluded.updated_at
+  RETURNING session_id, key_id
+)`
+}
+
 /*
  * Values stored in one statement: the sessions touched (each once), then the values upserted (the
  * last of one key in the batch wins), in the order stored, so that `stored_seq` says which came last.
  */
 const STORE_MANY = `WITH batch AS (
   SELECT * FROM unnest($1::text[], $2::text[], $3::text[], $4::text[]) WITH ORDINALITY AS b(session_id, user_id, key, value, n)
-), touched AS (
-  INSERT INTO sessions (session_id, user_id, created_at, updated_at)
-  SELECT DISTINCT ON (session_id) session_id, user_id, $5, $5 FROM batch ORDER BY session_id, n
-  ON CONFLICT (session_id) DO UPDATE SET updated_at = excluded.updated_at
-  RETURNING session_id
-)
+), ${touchingCte('batch', '$5')}
 INSERT INTO session_values (session_id, key, value, updated_at)
 SELECT session_id, key, value, $5 FROM (
   SELECT DISTINCT ON (b.session_id, b.key) b.session_id, b.key, b.value, b.n FROM batch b JOIN touched t ON t.session_id = b.session_id ORDER BY b.session_id, b.key, b.n DESC
@@ -79,12 +104,7 @@ export function interactionArrays (records: readonly InteractionRecord[]): Array
  * rows in the order of `n` (their ids, and so the history's order, follow it).
  */
 export function recordingCtes (source: string, at: string): string {
-  return `touched AS (
-  INSERT INTO sessions (session_id, user_id, created_at, updated_at)
-  SELECT DISTINCT ON (session_id) session_id, user_id, ${at}, ${at} FROM ${source} ORDER BY session_id, n
-  ON CONFLICT (session_id) DO UPDATE SET updated_at = excluded.updated_at
-  RETURNING session_id
-), recorded AS (
+  return `${touchingCte(source, at)}, recorded AS (
   INSERT INTO interactions (${INTERACTION_COLUMNS}, session_id)
   SELECT ${INTERACTION_COLUMNS.split(', ').map((c) => `s.${c}`).join(', ')}, s.session_id FROM ${source} s JOIN touched t ON t.session_id = s.session_id ORDER BY s.n
   RETURNING id
@@ -98,16 +118,9 @@ const RECORD_MANY = `WITH batch AS (
 ), ${recordingCtes('batch', '$12')}
 SELECT count(*) FROM recorded`
 
-/*
- * Sessions claimed for keys, one statement for a turn's claims: a session that exists keeps its key
- * (ON CONFLICT DO UPDATE returns the row as committed, waiting for a concurrent claim's commit, where
- * DO NOTHING would return nothing), a new one is made for the first claim of it in the batch.
- */
-const CLAIM_MANY = `INSERT INTO sessions (session_id, user_id, created_at, updated_at, key_id)
-SELECT DISTINCT ON (session_id) session_id, user_id, $4, $4, key_id
-  FROM unnest($1::text[], $2::text[], $3::text[]) WITH ORDINALITY AS c(session_id, user_id, key_id, n) ORDER BY session_id, n
-ON CONFLICT (session_id) DO UPDATE SET updated_at = excluded.updated_at
-RETURNING session_id, key_id`
+/* One session claimed for a key (see claimingCte). */
+const CLAIM = `WITH c AS (SELECT $1::text AS session_id, $2::text AS claim_user, $3::text AS claim_key, 1 AS n), ${claimingCte('c', '$4')}
+SELECT key_id FROM claimed`
 
 type RecallRow = InteractionRow & { kind: 'interaction' | 'value', ref: string, score: number, value: string | null }
 
@@ -120,7 +133,8 @@ function tsQuery (words: string[]): string {
  * Sessions in PostgreSQL (see {@link HostSessionStore}): interactions, JSON values, and recall by
  * full-text search over `tsvector` columns, with the SQLite store's semantics. Each method taking a
  * client (`...In`) works inside the caller's transaction (the engine's); the others are a
- * transaction of their own, and so is a handle's `store()` (there is no group commit here).
+ * transaction of their own. A handle's `store()` joins the group writer's transaction of its turn,
+ * given one; its `get()` joins the turn's other reads in one query.
  */
 export class PgSessionStore implements HostSessionStore {
   readonly #pool: pg.Pool
@@ -240,23 +254,11 @@ export class PgSessionStore implements HostSessionStore {
 
   /**
    * {@link claim} inside the caller's transaction (READ COMMITTED: when another instance made the
-   * session meanwhile, the insert waits for its commit and the read that follows sees its key).
+   * session meanwhile, the insert waits for its commit and returns its key).
    */
   async claimIn (client: pg.ClientBase | pg.Pool, sessionId: string, userId: string, keyId: string): Promise<string | null> {
-    return (await this.claimManyIn(client, [{ sessionId, userId, keyId }])).get(sessionId) ?? null
-  }
-
-  /**
-   * Claim many sessions in one statement (a turn's runs): each session's key now, by session id.
-   * Two claims of one new session in the batch: the first one's key gets it.
-   */
-  async claimManyIn (client: pg.ClientBase | pg.Pool, claims: ReadonlyArray<{ sessionId: string, userId: string, keyId: string }>): Promise<Map<string, string | null>> {
-    const { rows } = await client.query<{ session_id: string, key_id: string | null }>({
-      name: 'ah_session_claim_many',
-      text: CLAIM_MANY,
-      values: [claims.map((c) => c.sessionId), claims.map((c) => c.userId), claims.map((c) => c.keyId), new Date().toISOString()]
-    })
-    return new Map(rows.map((r) => [r.session_id, r.key_id]))
+    const { rows } = await client.query<{ key_id: string | null }>({ name: 'ah_session_claim', text: CLAIM, values: [sessionId, userId, keyId, new Date().toISOString()] })
+    return rows[0]?.key_id ?? null
   }
 
   /** The key a session belongs to; undefined when there is no such session, null when it was made before keys were recorded. */

@@ -229,7 +229,7 @@ t.test('values stored at fault fail alone: the rest of their batch are stored', 
   t.same([await handle.get('a'), await handle.get('c'), await orphan.get('b')], [1, 3, undefined])
 })
 
-t.test('an envelope holding a \\u0000 escape (valid JSON, which jsonb refuses) is stored, and found by its wire id', async (t) => {
+t.test('an envelope holding a \\u0000 escape (valid JSON, which jsonb refuses) is stored and found by its wire id; so are an answer, an interaction and a value holding one', async (t) => {
   const s = await setup(t)
   if (s === undefined) return
   const wireId = randomUUID()
@@ -239,4 +239,12 @@ t.test('an envelope holding a \\u0000 escape (valid JSON, which jsonb refuses) i
   t.equal(await s.ledger.start(withNul), 'started')
   t.equal((await s.ledger.byWireId(AGENTS.echo, wireId))?.request_id, run.request_id)
   t.equal((await s.ledger.get(run.request_id))?.envelope, withNul.envelope, 'stored as given')
+  const ended = await s.ledger.finish({ requestId: run.request_id, token: run.lease_token as string, reason: 'done', status: 200, response: { text: 'c\u0000d' } },
+    { ...interaction(run, 1), output: { text: 'e\u0000f' } }, auditOf(run))
+  t.match(ended, { ended: true }, 'an answer and an interaction holding one are stored')
+  t.same(JSON.parse((await s.ledger.get(run.request_id))?.response as string), { text: 'c\u0000d' })
+  t.same((await s.sessions.history(run.session_id)).map((h) => h.output), [{ text: 'e\u0000f' }])
+  const handle = s.sessions.open(run.session_id, { user_id: 'user-1', tier: 'free', locale: 'en-GB' })
+  await handle.store('nul', 'g\u0000h')
+  t.equal(await handle.get('nul'), 'g\u0000h', 'and a session value')
 })
