@@ -57,6 +57,10 @@ t.test('HS256: a good token passes; each bad one is a 401 naming why, and audite
     ['no subject', mint(claims({ sub: undefined })), /sub/, 'invalid'],
     ['only two parts', 'abc.def', /malformed/, 'invalid'],
     ['no expiry', mint(claims({ exp: undefined })), /exp/, 'invalid'],
+    ['no issuer (issue 27, fault 6: was accepted)', mint(claims({ iss: undefined })), /iss/, 'invalid'],
+    ['no audience (issue 27, fault 6: was accepted)', mint(claims({ aud: undefined })), /aud/, 'invalid'],
+    ['an empty audience list', mint(claims({ aud: [] })), /aud/, 'invalid'],
+    ['an audience list naming another service only', mint(claims({ aud: ['some-other-service'] })), /aud/, 'invalid'],
     ['alg none', mint(claims(), { alg: 'none' }), /not signed/, 'unsigned'],
     ['HS512 where HS256 is required', mint(claims(), { alg: 'HS512' }), /algorithm/, 'invalid'],
     ['not a JWT', 'not.a.jwt', /header is not a valid/, 'invalid'],
@@ -69,6 +73,8 @@ t.test('HS256: a good token passes; each bad one is a 401 naming why, and audite
     t.match((await app.audit.list({ action: 'auth.deny', limit: 1000 })).at(-1), { success: false, details: { reason, scope: 'agents:read' } }, `${name}: audited as ${reason}`)
     t.notMatch(JSON.stringify(await app.audit.list({ action: 'auth.deny', limit: 1000 })), token === '' ? /^$/ : token, `${name}: the token is not in the audit log`)
   }
+
+  t.equal((await app.inject({ url: '/v1/agents', headers: bearer(mint(claims({ aud: ['some-other-service', AUD] }))) })).statusCode, 200, 'an audience list naming this service passes')
 
   const skewed = await app.inject({ url: '/v1/agents', headers: bearer(mint(claims({ exp: now() - 2 }))) })
   t.equal(skewed.statusCode, 200, 'expired 2 s ago passes within JWT_CLOCK_TOLERANCE_MS (5 s)')
@@ -140,6 +146,11 @@ t.test('JWKS file: RS256, ES256 and EdDSA by kid; unknown kid, forged HS256 and 
   t.match(checkErrorBody(unknown.json()).message, /"rsa-9" is not one of ours/)
   t.match((await app.audit.list({ action: 'auth.deny', limit: 100 })).at(-1), { details: { reason: 'unknown_key' } })
   t.equal((await app.inject({ url: '/v1/agents', headers: bearer(mint(claims(), { alg: 'RS256', key: rsa.privateKey })) })).statusCode, 401, 'no kid')
+  for (const claim of ['iss', 'aud']) {
+    const without = await app.inject({ url: '/v1/agents', headers: bearer(mint(claims({ [claim]: undefined }), { alg: 'RS256', kid: 'rsa-1', key: rsa.privateKey })) })
+    t.equal(without.statusCode, 401, `a well-signed token without ${claim} is refused (issue 27, fault 6)`)
+    t.match(checkErrorBody(without.json()).message, new RegExp(claim))
+  }
 
   const pem = rsa.publicKey.export({ type: 'spki', format: 'pem' }).toString()
   const forged = await app.inject({ url: '/v1/agents', headers: bearer(mint(claims(), { alg: 'HS256', kid: 'rsa-1', secret: pem })) })

@@ -92,7 +92,7 @@ export class Jwks {
 /**
  * The @fastify/jwt options for AUTH_MODE=jwt: an HS256 secret or the public keys of a JWKS file
  * (chosen by the token's `kid`), and the checks every token must pass: the configured issuer and
- * audience, a `sub`, an `exp` in the future and no `nbf` in the future (JWT_CLOCK_TOLERANCE_MS of skew).
+ * audience (both claims required: a token without them is refused), a `sub`, an `exp` in the future and no `nbf` in the future (JWT_CLOCK_TOLERANCE_MS of skew).
  */
 export function jwtOptions (config: Config): FastifyJWTOptions {
   const jwks = config.JWT_JWKS_FILE !== '' ? new Jwks(config.JWT_JWKS_FILE) : undefined
@@ -111,7 +111,7 @@ export function jwtOptions (config: Config): FastifyJWTOptions {
       algorithms: jwks === undefined ? ['HS256'] : PUBLIC_KEY_ALGORITHMS,
       allowedIss: config.JWT_ISSUER,
       allowedAud: config.JWT_AUDIENCE,
-      requiredClaims: ['sub', 'exp'],
+      requiredClaims: ['sub', 'exp', 'iss', 'aud'],
       clockTolerance: config.JWT_CLOCK_TOLERANCE_MS
     } as unknown as FastifyJWTOptions['verify'],
     messages: {
