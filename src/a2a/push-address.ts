@@ -3,22 +3,28 @@ import { isIP, type LookupFunction } from 'node:net'
 import ipaddr from 'ipaddr.js'
 import { AH_ERR_PUSH_ADDRESS_REFUSED } from '../errors.js'
 
+const IPV4_COMPATIBLE = ipaddr.IPv6.parseCIDR('::/96')
+
 /**
  * Why `address` (an IPv4 or IPv6 literal) is not a public unicast address a push may be sent to,
  * or undefined when it is. IPv4-mapped IPv6 addresses are judged as the IPv4 address they carry.
  * Everything ipaddr.js does not class as plain `unicast` is refused: loopback, private (RFC 1918),
  * carrier-grade NAT (100.64/10), link-local, unique-local, unspecified, multicast, broadcast,
  * reserved and documentation ranges, and the transition ranges that can tunnel to any of them
- * (6to4, Teredo, NAT64).
+ * (6to4, Teredo, NAT64), and IPv4-compatible IPv6 (`::/96` but `::` and `::1`: `::7f00:1` is
+ * `::127.0.0.1`), deprecated by RFC 4291 and reaching the IPv4 address it carries on stacks that
+ * still tunnel it.
  */
 export function nonPublicRange (address: string): string | undefined {
   let parsed: ipaddr.IPv4 | ipaddr.IPv6
   try {
-    parsed = ipaddr.process(address)
+    // ipaddr.js reads an IPv6 address with a dotted tail as IPv4-mapped (`::127.0.0.1` as `::ffff:7f00:1`): WHATWG URL's parser reads it as written
+    parsed = ipaddr.process(isIP(address) === 6 ? new URL(`http://[${address}]/`).hostname.slice(1, -1) : address)
   } catch {
     return 'not an IP address'
   }
   const range = parsed.range()
+  if (parsed.kind() === 'ipv6' && range !== 'unspecified' && range !== 'loopback' && (parsed as ipaddr.IPv6).match(IPV4_COMPATIBLE)) return 'ipv4Compatible'
   return range === 'unicast' ? undefined : range
 }
 

@@ -368,7 +368,9 @@ t.test('no SSRF: a URL that resolves to a loopback, private, link-local or other
   const a2a = await client(url, 'JSONRPC')
   const task = await a2a.sendMessage(send(message({ words: [] }))) as Task
   for (const refused of ['http://127.0.0.1:9/', 'http://localhost:9/hook', 'http://10.1.2.3/', 'http://172.16.0.1/', 'http://192.168.1.1/', 'http://100.64.0.1/', 'http://169.254.169.254/latest/meta-data',
-    'http://0.0.0.0/', 'http://[::1]/', 'http://[fd00::1]/', 'http://[fe80::1]/', 'http://[::ffff:127.0.0.1]/', 'http://224.0.0.1/', 'https://255.255.255.255/']) {
+    'http://0.0.0.0/', 'http://[::1]/', 'http://[fd00::1]/', 'http://[fe80::1]/', 'http://[::ffff:127.0.0.1]/', 'http://224.0.0.1/', 'https://255.255.255.255/',
+    // IPv4-compatible IPv6 (issue 27, fault 10: the URL parser stores [::127.0.0.1] as [::7f00:1], which was taken as public)
+    'http://[::127.0.0.1]/', 'http://[::7f00:1]:8080/', 'http://[::a9fe:a9fe]/', 'http://[0:0:0:0:0:0:a00:1]/']) {
     await t.rejects(a2a.createTaskPushNotificationConfig(pushConfig(refused, { taskId: task.id })), { name: /RequestMalformedError/, message: /A2A_PUSH_ALLOW_PRIVATE=true/ }, refused)
   }
   for (const [malformed, why] of [['ftp://example.com/', /absolute http or https URL/], ['/relative/hook', /absolute http or https URL/], ['http://user:secret@example.com/', /must not carry credentials/],
@@ -486,12 +488,14 @@ t.test('verifyPushSignature: the body signed with the token, recently; nothing e
 })
 
 t.test('addresses: only public unicast ones may be pushed to, whatever their form', async (t) => {
-  for (const address of ['93.184.215.14', '8.8.8.8', '2606:4700:4700::1111', '::ffff:8.8.8.8']) t.equal(nonPublicRange(address), undefined, `${address} is public`)
+  for (const address of ['93.184.215.14', '8.8.8.8', '2606:4700:4700::1111', '::ffff:8.8.8.8', '::1:0:0:1']) t.equal(nonPublicRange(address), undefined, `${address} is public`)
   const ranges: Array<[string, string]> = [
     ['127.0.0.1', 'loopback'], ['10.0.0.1', 'private'], ['172.31.255.255', 'private'], ['192.168.0.1', 'private'], ['100.64.0.1', 'carrierGradeNat'],
     ['169.254.169.254', 'linkLocal'], ['0.0.0.0', 'unspecified'], ['224.0.0.251', 'multicast'], ['255.255.255.255', 'broadcast'], ['192.0.2.1', 'reserved'],
-    ['::1', 'loopback'], ['::', 'unspecified'], ['fe80::1', 'linkLocal'], ['fc00::1', 'uniqueLocal'], ['ff02::1', 'multicast'], ['::ffff:10.0.0.1', 'private'],
-    ['2002:a00:1::', '6to4'], ['64:ff9b::a00:1', 'rfc6052'], ['not-an-ip', 'not an IP address']
+    ['::1', 'loopback'], ['::', 'unspecified'], ['fe80::1', 'linkLocal'], ['fc00::1', 'uniqueLocal'], ['ff02::1', 'multicast'], ['::ffff:10.0.0.1', 'private'], ['::ffff:127.0.0.1', 'loopback'], ['fe80::1%eth0', 'not an IP address'],
+    ['2002:a00:1::', '6to4'], ['64:ff9b::a00:1', 'rfc6052'], ['not-an-ip', 'not an IP address'],
+    // issue 27, fault 10: all of ::/96 but :: and ::1, whichever IPv4 address it carries
+    ['::7f00:1', 'ipv4Compatible'], ['::127.0.0.1', 'ipv4Compatible'], ['::a00:1', 'ipv4Compatible'], ['::808:808', 'ipv4Compatible'], ['::8.8.8.8', 'ipv4Compatible'], ['::2', 'ipv4Compatible'], ['::ffff:ffff', 'ipv4Compatible']
   ]
   for (const [address, range] of ranges) t.equal(nonPublicRange(address), range, `${address}: ${range}`)
   await checkPushHost(new URL('http://93.184.215.14/'), false)
