@@ -347,7 +347,13 @@ export function isLoopback (host: string): boolean {
   return host === 'localhost' || host === '::1' || /^127\.\d{1,3}\.\d{1,3}\.\d{1,3}$/.test(host)
 }
 
-/** `API_KEYS` parsed; [] when empty. */
+/** What an API_KEYS key's name may be: it is the key's identity (`config:<name>`), which owns what the key makes. */
+const KEY_NAME = /^[A-Za-z0-9][A-Za-z0-9._-]{0,63}$/
+
+/**
+ * `API_KEYS` parsed; [] when empty. A key's name is its identity (`config:<name>`: its sessions, runs
+ * and audit rows), so names are required, unique and plain, and a key is listed once.
+ */
 export function parseApiKeys (text: string): Array<{ name: string, key: string, scopes: string[], agents?: string[] }> {
   if (text.trim() === '') return []
   let parsed: unknown
@@ -358,10 +364,19 @@ export function parseApiKeys (text: string): Array<{ name: string, key: string, 
   }
   const strings = (v: unknown): boolean => Array.isArray(v) && v.every((x) => typeof x === 'string')
   const valid = Array.isArray(parsed) && parsed.every((k: { name?: unknown, key?: unknown, scopes?: unknown, agents?: unknown }) =>
-    typeof k === 'object' && k !== null && typeof k.name === 'string' && typeof k.key === 'string' && k.key.length >= 24 &&
+    typeof k === 'object' && k !== null && typeof k.name === 'string' && KEY_NAME.test(k.name) && typeof k.key === 'string' && k.key.length >= 24 &&
     strings(k.scopes) && (k.agents === undefined || strings(k.agents)))
-  if (!valid) throw new AH_ERR_CONFIG_INVALID('env/API_KEYS must be [{"name": "...", "key": "<24 or more characters>", "scopes": ["..."], "agents"?: ["..."]}]')
-  return parsed as Array<{ name: string, key: string, scopes: string[], agents?: string[] }>
+  if (!valid) throw new AH_ERR_CONFIG_INVALID('env/API_KEYS must be [{"name": "<1 to 64 of A-Z a-z 0-9 . _ -, unique>", "key": "<24 or more characters>", "scopes": ["..."], "agents"?: ["..."]}]')
+  const keys = parsed as Array<{ name: string, key: string, scopes: string[], agents?: string[] }>
+  const names = new Set<string>()
+  const secrets = new Set<string>()
+  for (const { name, key } of keys) {
+    if (names.has(name)) throw new AH_ERR_CONFIG_INVALID(`env/API_KEYS: the name "${name}" is listed twice; a key's name is its identity, which owns its sessions and runs`)
+    if (secrets.has(key)) throw new AH_ERR_CONFIG_INVALID(`env/API_KEYS: the same key is listed twice (the second time as "${name}")`)
+    names.add(name)
+    secrets.add(key)
+  }
+  return keys
 }
 
 function checkJwtConfig (raw: Static<typeof ConfigSchema>): void {

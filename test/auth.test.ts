@@ -1,6 +1,6 @@
 import t from 'tap'
 import type { FastifyInstance } from 'fastify'
-import { loadConfig } from '../src/config.js'
+import { loadConfig, parseApiKeys } from '../src/config.js'
 import { main } from '../src/commands.js'
 import { ROUTE_SCOPES, SCOPES } from '../src/auth/scopes.js'
 import { AGENTS, build, envelope, FIXTURE_AGENTS_DIR, tempDataDir } from './helper.js'
@@ -108,6 +108,41 @@ t.test('key lifecycle: made, listed without its secret, used, expired, revoked; 
   t.equal(await app.keys.revoke('ci'), 1)
   t.match(checkErrorBody((await get(key)).json()).message, /revoked/)
   t.equal(await app.keys.revoke('ci'), 0, 'already revoked')
+})
+
+t.test('a key from API_KEYS is known by its name, not by its place in the list: removing one key hands nobody its sessions (issue 27, fault 7)', async (t) => {
+  const dir = tempDataDir(t)
+  const ada = { name: 'ada', key: 'ada-key-0123456789abcdefghijkl', scopes: ['assist:invoke', 'sessions:read'] }
+  const bob = { name: 'bob', key: 'bob-key-0123456789abcdefghijkl', scopes: ['assist:invoke', 'sessions:read'] }
+  const as = (key: string): Record<string, string> => ({ authorization: `Bearer ${key}`, accept: 'application/json' })
+  const before = await build(t, { DATA_DIR: dir, AUTH_MODE: 'apikey', API_KEYS: JSON.stringify([ada, bob]) })
+  const adas = envelope(AGENTS.echo, { query: 'ada\'s secret' })
+  const bobs = envelope(AGENTS.echo, { query: 'bob\'s own' })
+  t.equal((await before.inject({ method: 'POST', url: '/v1/assist', headers: as(ada.key), payload: adas })).statusCode, 200)
+  t.equal((await before.inject({ method: 'POST', url: '/v1/assist', headers: as(bob.key), payload: bobs })).statusCode, 200)
+  t.same((await before.keys.list()).map((k) => k.id), ['config:ada', 'config:bob'], 'each key\'s id is its name')
+  await before.close()
+
+  const after = await build(t, { DATA_DIR: dir, AUTH_MODE: 'apikey', API_KEYS: JSON.stringify([bob]) })
+  t.equal((await after.inject({ url: `/v1/sessions/${adas.context.session_id}/history`, headers: as(bob.key) })).statusCode, 404, 'bob, now first in the list, does not read ada\'s session (was: 200, as config-0)')
+  t.equal((await after.inject({ url: `/v1/sessions/${bobs.context.session_id}/history`, headers: as(bob.key) })).statusCode, 200, 'bob still reads his own')
+  t.equal((await after.inject({ method: 'POST', url: '/v1/assist', headers: as(bob.key), payload: envelope(AGENTS.echo, { query: 'x' }, { sessionId: adas.context.session_id }) })).statusCode, 404, 'nor writes to hers')
+  t.match((await after.audit.list({ action: 'assist', limit: 10 })).map((row) => row.actor), ['config:ada', 'config:bob'], 'the audit log names each key by its name')
+})
+
+t.test('API_KEYS: names are required, unique and plain; a key may not be listed twice', async (t) => {
+  const key = (name: unknown, secret = 'k'.repeat(24)): Record<string, unknown> => ({ name, key: secret, scopes: [] })
+  const refused: Array<[string, unknown[], RegExp]> = [
+    ['no name', [{ key: 'k'.repeat(24), scopes: [] }], /name/],
+    ['an empty name', [key('')], /name/],
+    ['a name with a space', [key('two words')], /name/],
+    ['a name with a colon', [key('a:b')], /name/],
+    ['a name of 65 characters', [key('n'.repeat(65))], /name/],
+    ['two keys of one name', [key('same', 'a'.repeat(24)), key('same', 'b'.repeat(24))], /"same" is listed twice/],
+    ['one key under two names', [key('one'), key('two')], /the same key/]
+  ]
+  for (const [name, keys, message] of refused) t.throws(() => loadConfig({ API_KEYS: JSON.stringify(keys) }), { code: 'AH_ERR_CONFIG_INVALID', message }, name)
+  t.same(parseApiKeys(JSON.stringify([key('ci.deploy_2-a'), key('N'.repeat(64), 'b'.repeat(24))])).map((k) => k.name), ['ci.deploy_2-a', 'N'.repeat(64)], 'letters, digits, dot, dash and underscore, up to 64')
 })
 
 t.test('a key limited to some agents, and agents that require auth', async (t) => {

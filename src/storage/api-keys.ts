@@ -3,6 +3,7 @@ import type { Awaitable } from './awaitable.js'
 
 /** A key as listed: never the key itself, which is shown once when it is made. */
 export interface ApiKeyRecord {
+  /** A stored key's 16 hex characters; `config:<name>` for a key of API_KEYS. */
   id: string
   name: string
   scopes: string[]
@@ -120,17 +121,21 @@ export function newKeyRow (options: NewKey): { key: string, row: KeyRow } {
   return { key: options.key ?? `ahk_${id}_${secret}`, row }
 }
 
-/** The keys of API_KEYS, hashed with a salt of this process (they are never stored). */
+/**
+ * The keys of API_KEYS, hashed with a salt of this process (they are never stored). A key's id is
+ * `config:<name>`: what it owns stays its own when other keys are added, removed or reordered, and
+ * a key given a new secret under the same name keeps it.
+ */
 export class ConfigKeys {
   readonly #keys: Array<{ record: ApiKeyRecord, salt: string, hash: Buffer }>
 
   constructor (keys: ConfigKey[]) {
-    this.#keys = keys.map((k, i) => {
+    this.#keys = keys.map((k) => {
       const salt = randomBytes(16).toString('hex')
       return {
         salt,
         hash: keyDigest(salt, k.key),
-        record: { id: `config-${i}`, name: k.name, scopes: k.scopes, agents: k.agents ?? null, created_at: new Date(0).toISOString(), expires_at: null, revoked_at: null, source: 'config' }
+        record: { id: `config:${k.name}`, name: k.name, scopes: k.scopes, agents: k.agents ?? null, created_at: new Date(0).toISOString(), expires_at: null, revoked_at: null, source: 'config' }
       }
     })
   }

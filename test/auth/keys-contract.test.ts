@@ -47,11 +47,11 @@ for (const [kind, make] of Object.entries(stores)) {
       t.notOk(JSON.stringify(listed).includes(key.slice(`ahk_${record.id}_`.length)), 'the secret is never listed')
       t.same(listed.map((k) => [k.name, k.source]), [['ci', 'db'], ['from-config', 'config']], 'stored keys, then those of API_KEYS')
       t.same(listed[0], record)
-      t.match(listed[1], { id: 'config-0', name: 'from-config', scopes: ['agents:read'], agents: ['echo'], created_at: new Date(0).toISOString(), expires_at: null, revoked_at: null })
+      t.match(listed[1], { id: 'config:from-config', name: 'from-config', scopes: ['agents:read'], agents: ['echo'], created_at: new Date(0).toISOString(), expires_at: null, revoked_at: null })
       const identity = await store.verify(key) as Identity
       t.same({ ...identity, scopes: [...identity.scopes] }, { id: record.id, name: 'ci', scopes: ['agents:read', 'assist:invoke'], agents: null, anonymous: false })
       const configured = await store.verify(CONFIG_KEY) as Identity
-      t.match(configured, { id: 'config-0', name: 'from-config', anonymous: false })
+      t.match(configured, { id: 'config:from-config', name: 'from-config', anonymous: false })
       t.same([...configured.agents ?? []], ['echo'])
     })
 
