@@ -10,7 +10,7 @@ export const BusEventRecord = Type.Object({
   seq: Type.Integer({ minimum: 1 }),
   id: Type.String({ format: 'uuid' }),
   type: Type.String(),
-  /** Events with the same key while one lives are one event. */
+  /** One owner's events with the same key while one lives are one event (another caller's key is another event). */
   key: Type.String(),
   visibility: EventVisibility,
   priority: Type.Integer({ minimum: 1, maximum: 10 }),
@@ -25,7 +25,7 @@ export const BusEventRecord = Type.Object({
 }, { ...closed, title: 'BusEvent' })
 export type BusEventRecord = Static<typeof BusEventRecord>
 
-/** `POST /v1/bus/events` answer: the event stored, or the live one with the same key (`duplicate`). */
+/** `POST /v1/bus/events` answer: the event stored, or the caller's own live one with the same key (`duplicate`). */
 export const BusPublished = Type.Object({
   event: BusEventRecord,
   duplicate: Type.Boolean()

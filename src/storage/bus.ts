@@ -107,9 +107,11 @@ export interface BusStore {
   subscriptions(): Awaitable<SubscriptionRecord[]>
   /**
    * Store an event and a delivery for each subscription `matches` accepts, in one transaction,
-   * unless an event with the same key is still alive (`expires_at` after the event's
-   * `published_at`): then nothing is stored and that event is the answer (`duplicate`). Two
-   * publications of one key at the same moment, from any processes, store it once.
+   * unless an event of the same owner (`owner_key`, null included) with the same key is still alive
+   * (`expires_at` after the event's `published_at`): then nothing is stored and that event is the
+   * answer (`duplicate`). A key is its owner's: another owner's event with it is never the answer,
+   * nor keeps this one from being stored. Two publications of one owner's key at the same moment,
+   * from any processes, store it once.
    */
   publish(event: NewBusEvent, matches: (sub: SubscriptionRecord) => boolean): Awaitable<{ event: BusEvent, duplicate: boolean }>
   /** The event `seq`, while it is stored. */
@@ -169,7 +171,7 @@ export class SqliteBusStore implements BusStore {
 
   constructor (db: Db) {
     this.#db = db
-    this.#duplicate = db.prepare('SELECT seq FROM bus_events WHERE key = ? AND expires_at > ? ORDER BY seq LIMIT 1')
+    this.#duplicate = db.prepare('SELECT seq FROM bus_events WHERE key = ? AND owner_key IS ? AND expires_at > ? ORDER BY seq LIMIT 1')
     this.#insertEvent = db.prepare(`INSERT INTO bus_events (id, type, key, visibility, priority, target_agents, data, source, owner_key, trace_id, published_at, expires_at)
       VALUES (@id, @type, @key, @visibility, @priority, @target_agents, @data, @source, @owner_key, @trace_id, @published_at, @expires_at)`)
     this.#insertDelivery = db.prepare('INSERT INTO bus_deliveries (subscription_id, event_seq, priority, due_at) VALUES (?, ?, ?, ?)')
@@ -198,12 +200,12 @@ export class SqliteBusStore implements BusStore {
   }
 
   /**
-   * Store an event and a delivery for each subscription `matches` accepts, unless an event with the
-   * same key is still alive: then nothing is stored and that event is the answer (`duplicate`).
+   * Store an event and a delivery for each subscription `matches` accepts, unless an event of the
+   * same owner with the same key is still alive: then nothing is stored and that event is the answer (`duplicate`).
    */
   publish (event: NewBusEvent, matches: (sub: SubscriptionRecord) => boolean): { event: BusEvent, duplicate: boolean } {
     return this.#db.transaction(() => {
-      const alive = this.#duplicate.get(event.key, event.published_at) as { seq: number } | undefined
+      const alive = this.#duplicate.get(event.key, event.owner_key, event.published_at) as { seq: number } | undefined
       if (alive !== undefined) return { event: this.event(alive.seq) as BusEvent, duplicate: true }
       const seq = Number(this.#insertEvent.run({ ...event, target_agents: event.target_agents === null ? null : JSON.stringify(event.target_agents), data: JSON.stringify(event.data ?? null) }).lastInsertRowid)
       for (const sub of this.subscriptions()) {

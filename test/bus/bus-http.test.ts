@@ -117,6 +117,33 @@ t.test('scoped by auth: a key sees its own events and dead letters, an admin all
   ])
 })
 
+t.test('a duplicate key is the publisher\'s own: another key\'s publication with it is its own event, never the first one\'s answer, and cannot suppress it (issue 27, fault 3)', async (t) => {
+  const app = await build(t, { AUTH_MODE: 'apikey', WORKERS_PER_TYPE: '0', AGENTS_DIR: BUS_AGENTS })
+  const alice = (await app.keys.create({ name: 'alice', scopes: ['bus:publish', 'bus:read'] })).key
+  const bob = (await app.keys.create({ name: 'bob', scopes: ['bus:publish', 'bus:read'] })).key
+  const admin = (await app.keys.create({ name: 'root', scopes: ['admin'] })).key
+  const seen = async (key: string): Promise<Array<Record<string, any>>> => (await app.inject({ url: '/v1/bus/events', headers: { authorization: `Bearer ${key}` } })).json().events
+
+  const hers = await publish(app, publication('demo.one', 'ka1', { secret: 'alice only' }), alice)
+  const his = await publish(app, publication('demo.one', 'ka1', { n: 2 }), bob)
+  t.equal(his.status, 202)
+  t.equal(his.body.duplicate, false, 'bob\'s publication is his own event (was: duplicate: true)')
+  t.not(his.body.event.id, hers.body.event.id)
+  t.notMatch(JSON.stringify(his.body), /alice only/, 'alice\'s data is never in bob\'s answer')
+  t.match((await publish(app, publication('demo.one', 'ka1', { n: 3 }), bob)).body, { duplicate: true, event: { id: his.body.event.id, data: { n: 2 } } }, 'bob\'s own key still dedups his own publications')
+  t.match((await publish(app, publication('demo.one', 'ka1', { n: 4 }), alice)).body, { duplicate: true, event: { id: hers.body.event.id } }, '... and alice\'s hers')
+
+  // bob claims a key first, for a day: alice's event with that key is still stored and delivered
+  await publish(app, publication('probe.ping', 'kb1', { wanted: false, n: 0 }, { ttl: 86_400 }), bob)
+  const first = await publish(app, publication('probe.ping', 'kb1', { wanted: true, n: 7 }), alice)
+  t.equal(first.body.duplicate, false, 'alice\'s event is stored (was: bob\'s squatted key made it a duplicate of his)')
+  t.same((await seen(alice)).map((e) => [e.key, e.data]), [['ka1', { secret: 'alice only' }], ['kb1', { wanted: true, n: 7 }]])
+  t.same((await seen(bob)).map((e) => [e.key, e.data]), [['ka1', { n: 2 }], ['kb1', { wanted: false, n: 0 }]])
+  t.equal((await seen(admin)).length, 4, 'four events in all')
+  await until('alice\'s event started its task', async () => (await app.tasks.get(busTaskId(first.body.event, 'listener:on-probe'))) !== undefined)
+  t.match(await app.tasks.get(busTaskId(first.body.event, 'listener:on-probe')), { inputs: { n: 7 }, metadata: { owner_key: (await app.keys.list()).find((k) => k.name === 'alice')?.id } })
+})
+
 t.test('a contract agent\'s subscription starts a task per matching event, once, with the caller and trace carried over', async (t) => {
   const app = await build(t, { AGENTS_DIR: BUS_AGENTS, WORKERS_PER_TYPE: '1', TASK_POLL_MS: '20', BUS_POLL_MS: '20' })
   const wanted = await publish(app, publication('probe.ping', 'p-1', { wanted: true, n: 41 }))

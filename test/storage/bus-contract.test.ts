@@ -104,6 +104,19 @@ for (const [kind, make] of Object.entries(stores)) {
       t.equal((await store.publish(ev('other', { id: 'e4' }), all)).duplicate, false, 'another key is another event')
     })
 
+    t.test('a key is its owner\'s: another owner (or the host, owner null) publishing the same key stores its own event, and is answered only with its own (issue 27, fault 3)', async (t) => {
+      const store = await make(t)
+      if (store === undefined) return
+      const a = await store.publish(ev('k', { id: 'a1', owner_key: 'alice', data: { secret: 1 } }), all)
+      const b = await store.publish(ev('k', { id: 'b1', owner_key: 'bob', data: { n: 2 } }), all)
+      const host = await store.publish(ev('k', { id: 'h1', owner_key: null }), all)
+      t.same([a.duplicate, b.duplicate, host.duplicate], [false, false, false], 'three owners, three events')
+      t.same([b.event.id, b.event.data], ['b1', { n: 2 }], 'bob\'s answer is his own event')
+      t.same([(await store.publish(ev('k', { id: 'a2', owner_key: 'alice' }), all)).event.id, (await store.publish(ev('k', { id: 'b2', owner_key: 'bob' }), all)).event.id, (await store.publish(ev('k', { id: 'h2', owner_key: null }), all)).event.id],
+        ['a1', 'b1', 'h1'], 'each owner\'s repeat is a duplicate of its own event')
+      t.equal(await store.head(), host.event.seq, 'the repeats stored nothing')
+    })
+
     t.test('claims go by priority, then age, up to the limit, each leased to one owner until its lease lapses', async (t) => {
       const store = await make(t)
       if (store === undefined) return

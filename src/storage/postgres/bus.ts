@@ -79,7 +79,7 @@ export class PgBusStore implements BusStore {
   async publishIn (client: pg.ClientBase, event: NewBusEvent, matches: (sub: SubscriptionRecord) => boolean): Promise<{ event: BusEvent, duplicate: boolean }> {
     // one publication at a time across instances, until it commits: see the class's comment
     await client.query('SELECT pg_advisory_xact_lock($1)', [PG_LOCKS.busPublish])
-    const alive = await client.query<EventRow>(`SELECT ${EVENT_COLUMNS} FROM bus_events e WHERE e.key = $1 AND e.expires_at > $2 ORDER BY e.seq LIMIT 1`, [event.key, event.published_at])
+    const alive = await client.query<EventRow>(`SELECT ${EVENT_COLUMNS} FROM bus_events e WHERE e.key = $1 AND e.owner_key IS NOT DISTINCT FROM $3 AND e.expires_at > $2 ORDER BY e.seq LIMIT 1`, [event.key, event.published_at, event.owner_key])
     if (alive.rows[0] !== undefined) return { event: toEvent(alive.rows[0]), duplicate: true }
     const inserted = await client.query<{ seq: number }>(`INSERT INTO bus_events (id, type, key, visibility, priority, target_agents, data, source, owner_key, trace_id, published_at, expires_at)
       VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11, $12) RETURNING seq`,
