@@ -25,6 +25,7 @@ import type pg from 'pg'
 import { createBackends } from './backends/registry.js'
 import { EventBus } from './bus/event-bus.js'
 import { subscribeAgents } from './bus/agent-subscriptions.js'
+import { TaskAccess } from './auth/task-access.js'
 import { SqliteBusStore, type BusStore } from './storage/bus.js'
 import { retryBusy } from './storage/busy.js'
 import { randomUUID } from 'node:crypto'
@@ -112,7 +113,8 @@ async function worker (type: string | undefined, concurrency: number, env: Recor
     return 2
   }
   const data = await workerStores(config, io)
-  const store = data.tasks
+  const access = new TaskAccess(taskAgents.map((loaded) => ({ type: loaded.agent.agentType, id: loaded.id })), data.audit)
+  const store = access.guard(data.tasks)
   const log = {
     info: (obj: object, msg?: string) => { io.out(JSON.stringify({ level: 'info', msg, ...obj })) },
     error: (obj: object, msg?: string) => { io.err(JSON.stringify({ level: 'error', msg, ...obj, err: String((obj as { err?: unknown }).err) })) }
@@ -141,7 +143,7 @@ async function worker (type: string | undefined, concurrency: number, env: Recor
     bus
   })
   pool.start([agent.agent])
-  await subscribeAgents(bus, store, [agent])
+  await subscribeAgents(bus, store, [agent], access)
   io.out(`worker ready: type ${type}, ${concurrency} loop(s), pid ${process.pid}, store ${config.TASK_STORE}`)
   if (io.signal !== undefined && !io.signal.aborted) await new Promise((resolve) => io.signal?.addEventListener('abort', resolve, { once: true }))
   await bus.close()

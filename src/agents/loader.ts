@@ -52,6 +52,8 @@ function subscriptionsOf (value: object): Array<ContractSubscription & { id: str
 export interface LoadedTaskAgent {
   agent: BaseAgent
   source: string
+  /** Its manifest id when it is a CAP agent too (an agent list may name it by that id). */
+  id?: string
   /** Its subscriptions to the event bus (contract agents'), each with its id. */
   subscriptions: Array<ContractSubscription & { id: string }>
 }
@@ -98,12 +100,14 @@ export async function loadAgents (dir: string): Promise<LoadResult> {
     const value = unwrapDefault(mod.default)
     const task = isTaskAgent(value)
     const cap = typeof value === 'object' && value !== null && ('manifest' in value || 'assist' in value)
+    let loaded: LoadedTaskAgent | undefined
     if (task) {
       try {
-        taskAgents.push({ agent: asBaseAgent(value), source: file, subscriptions: subscriptionsOf(value) })
+        loaded = { agent: asBaseAgent(value), source: file, subscriptions: subscriptionsOf(value) }
       } catch (err) {
         throw new AH_ERR_AGENT_INVALID(file, (err as Error).message, { cause: err })
       }
+      taskAgents.push(loaded)
     }
     if (task && !cap) continue
     let hosted
@@ -112,6 +116,7 @@ export async function loadAgents (dir: string): Promise<LoadResult> {
     } catch (err) {
       throw new AH_ERR_AGENT_INVALID(file, (err as Error).message, { cause: err })
     }
+    if (loaded !== undefined) loaded.id = hosted.manifest.metadata.id
     try {
       registry.add(hosted)
     } catch (err) {

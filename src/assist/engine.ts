@@ -70,8 +70,8 @@ export interface EngineOptions {
   agents: AgentRegistry
   /** What agents get as their fourth argument, and the check that an agent's backends are there. */
   backends: AgentHost & { require(names: readonly string[]): Promise<void> }
-  /** The event bus agents publish to (`host.bus`), their events owned by the run's caller. */
-  bus?: { publish(publication: EventPublication, origin: { source: string, owner_key: string, trace_id: string }): ReturnType<BusPublisher['publish']> }
+  /** The event bus agents publish to (`host.bus`), their events owned by the run's caller and held to its agent list. */
+  bus?: { publish(publication: EventPublication, origin: { source: string, owner_key: string, owner_agents: readonly string[] | null, trace_id: string }): ReturnType<BusPublisher['publish']> }
   /** External A2A agents (`host.a2a`), called on behalf of the run's caller and given up when the run ends. None: no `host.a2a`. */
   a2a?: A2ACallers
   /** MCP tools (`host.tools`), called on behalf of the run's caller: each call checked, recorded, and aborted with the run. None: no `host.tools`. */
@@ -269,7 +269,7 @@ export class AssistEngine {
     }
     // the agent sees only the permissions its caller holds
     resolved.context = { ...resolved.context, permissions: resolved.context.permissions.filter((p) => grants(who.scopes, p)) }
-    this.#launch(run, token, resolved, hosted, mode, envelope, metadata.timeout_ms, who.id, options.trace)
+    this.#launch(run, token, resolved, hosted, mode, envelope, metadata.timeout_ms, who, options.trace)
     return { requestId, mode, outcome: 'started' }
   }
 
@@ -281,8 +281,8 @@ export class AssistEngine {
     return { requestId: known.request_id, mode, outcome: 'joined' }
   }
 
-  /** What the agent gets as `host`: the backends, the bus with its events owned by the run's caller, the external A2A agents and the MCP tools it may call. */
-  #host (agent: string, owner: string, traceId: string, span: Span | undefined, run: { requestId: string, rootRequestId: string, sessionId: string, user: string, signal: AbortSignal }): AgentHost {
+  /** What the agent gets as `host`: the backends, the bus with its events owned by the run's caller (and held to its agent list), the external A2A agents and the MCP tools it may call. */
+  #host (agent: string, owner: string, ownerAgents: ReadonlySet<string> | null, traceId: string, span: Span | undefined, run: { requestId: string, rootRequestId: string, sessionId: string, user: string, signal: AbortSignal }): AgentHost {
     const { backends, bus, tracer } = this.#o
     // every call's tokens are told with the model it used, whether or not the agent reports them
     const metered = (name: string): AgentProtocol => meteredBackend(backends.backend(name), (usage, cost, model) => {
@@ -298,13 +298,14 @@ export class AssistEngine {
     return {
       backend,
       ...lent,
-      bus: { publish: async (publication) => await bus.publish(publication, { source: `agent:${agent}`, owner_key: owner, trace_id: traceId }) }
+      bus: { publish: async (publication) => await bus.publish(publication, { source: `agent:${agent}`, owner_key: owner, owner_agents: ownerAgents === null ? null : [...ownerAgents], trace_id: traceId }) }
     }
   }
 
-  #launch (run: AssistRun, token: string, resolved: ResolvedAgentRequest, hosted: HostedAgent, mode: DeliveryMode, envelope: ServiceRequest, timeoutMs: number | undefined, owner: string, trace: RunTrace | undefined): void {
+  #launch (run: AssistRun, token: string, resolved: ResolvedAgentRequest, hosted: HostedAgent, mode: DeliveryMode, envelope: ServiceRequest, timeoutMs: number | undefined, who: Identity, trace: RunTrace | undefined): void {
     const requestId = run.requestId
     this.#tokens.set(requestId, token)
+    const owner = who.id
     const limit = this.#s.runTimeoutMs
     const timeout = timeoutMs === undefined ? limit : limit === 0 ? timeoutMs : Math.min(timeoutMs, limit)
     if (timeout > 0) run.expireAfter(timeout)
@@ -315,7 +316,7 @@ export class AssistEngine {
     // the run's span ends once the run is recorded
     const answer = span === undefined ? finished : finished.finally(() => { endRunSpan(span, run) })
     this.#answers.set(requestId, answer)
-    const settled = run.execute(hosted.agent, resolved, session, this.#host(metadata.name, owner, envelope.context.trace.trace_id, span,
+    const settled = run.execute(hosted.agent, resolved, session, this.#host(metadata.name, owner, who.agents, envelope.context.trace.trace_id, span,
       { requestId: envelope.request_id, rootRequestId: resolved.root_request_id, sessionId: resolved.session_id, user: envelope.context.user.user_id, signal: run.signal }))
     this.registry.track(run, Promise.all([settled, answer]).then(() => {
       this.#answers.delete(requestId)

@@ -45,6 +45,8 @@ export interface PublishOrigin {
   source: string
   /** The caller the event belongs to (who may see it on the feed); null or absent: the host's own. */
   owner_key?: string | null
+  /** The agents that caller may have work for it (its agent list); null or absent: any. */
+  owner_agents?: readonly string[] | null
   trace_id?: string | null
 }
 
@@ -125,6 +127,7 @@ export class EventBus {
       data: event.data ?? null,
       source: origin.source,
       owner_key: origin.owner_key ?? null,
+      owner_agents: origin.owner_agents == null ? null : [...origin.owner_agents],
       trace_id: origin.trace_id ?? null,
       published_at: now,
       expires_at: now + (publication.ttl ?? 3600) * 1000

@@ -9,6 +9,7 @@ import { isBusy } from '../storage/busy.js'
 import { Reaper } from '../runtime/reaper.js'
 import { WorkerPool } from '../runtime/worker-pool.js'
 import { subscribeAgents } from '../bus/agent-subscriptions.js'
+import { TaskAccess } from '../auth/task-access.js'
 import type { TaskStore } from '../runtime/task-store.js'
 
 declare module 'fastify' {
@@ -31,12 +32,14 @@ declare module 'fastify' {
 async function tasks (app: FastifyInstance): Promise<void> {
   const config = app.config
   const backend = app.storage
-  const store: TaskStore = app.metrics.instrument(
+  const access = new TaskAccess(app.taskAgents.map((loaded) => ({ type: loaded.agent.agentType, id: loaded.id })), app.audit)
+  // every task made here (routes, plans, the bus, agents' follow-ups) is held to its owner's agent list
+  const store: TaskStore = access.guard(app.metrics.instrument(
     config.TASK_STORE === 'postgres' && backend.kind === 'postgres'
       ? new PgTaskStore(backend.pool)
       : config.TASK_STORE === 'sqlite' && backend.kind === 'sqlite'
         ? new SqliteTaskStore(backend.db)
-        : new FileTaskStore(config.DATA_DIR, { staleMs: config.TASK_LOCK_STALE_MS }))
+        : new FileTaskStore(config.DATA_DIR, { staleMs: config.TASK_LOCK_STALE_MS })))
   const narrator: TaskNarrator = backend.kind === 'postgres' ? new PgNarrator(backend.pool, backend.events) : new Narrator(backend.events, backend.db)
   const reaper = new Reaper(store, app.events, app.audit)
   const pool = new WorkerPool({
@@ -79,7 +82,7 @@ async function tasks (app: FastifyInstance): Promise<void> {
   const narrating = setInterval(() => { looking ??= setImmediate(() => { look().catch(() => {}) }) }, config.TASK_POLL_MS).unref()
   reaper.start(Math.max(100, Math.floor(config.TASK_LEASE_MS / 2)), (err) => { app.log.error({ err }, 'reaper failed') })
   pool.start(app.taskAgents.map((t) => t.agent))
-  await subscribeAgents(app.bus, store, app.taskAgents)
+  await subscribeAgents(app.bus, store, app.taskAgents, access)
   app.addHook('preClose', async () => {
     await pool.stop()
     await reaper.stop()

@@ -33,7 +33,7 @@ export interface AgentRuntimeOptions {
 
 /** The event bus as a task sees it: a publication says whose it is (the task's creator) and its trace. */
 export interface TaskBus {
-  publish(publication: EventPublication, origin: { source: string, owner_key: string | null, trace_id: string | null }): Promise<unknown>
+  publish(publication: EventPublication, origin: { source: string, owner_key: string | null, owner_agents?: readonly string[] | null, trace_id: string | null }): Promise<unknown>
 }
 
 /** What `completeTask` records (seed S34's AgentResult). */
@@ -169,8 +169,8 @@ export class AgentRuntime {
       await this.#event(task, 'AGENT_RESULT', { outcome: 'completed', result: outputs })
       if ((result.next_actions ?? []).length > 0) {
         await this.#o.store.create((result.next_actions ?? []).map((action) => {
-          // a child is its parent's owner's: an agent cannot hand a task to someone else
-          const { owner_key: _claimed, ...asked } = action.metadata ?? {}
+          // a child is its parent's owner's, held to the owner's agent list: an agent can neither hand a task to someone else nor widen the list
+          const { owner_key: _claimed, owner_agents: _widened, ...asked } = action.metadata ?? {}
           return { type: action.type, inputs: action.inputs ?? {}, priority: action.priority ?? task.priority, metadata: { ...task.metadata, ...asked }, parent_id: task.id }
         }))
       }

@@ -81,6 +81,26 @@ export function ownerOf (task: Pick<TaskNode, 'metadata'>): string | null {
   return typeof task.metadata.owner_key === 'string' ? task.metadata.owner_key : null
 }
 
+/**
+ * `metadata` of a task `who` creates: it is theirs (`owner_key`) and held to their agent list
+ * (`owner_agents`, absent when they may use any agent), whatever `metadata` said of either.
+ */
+export function ownedBy (who: { id: string, agents: ReadonlySet<string> | null }, metadata: JsonObject = {}): JsonObject {
+  const { owner_agents: _claimed, ...rest } = metadata
+  return { ...rest, owner_key: who.id, ...(who.agents !== null ? { owner_agents: [...who.agents] } : {}) }
+}
+
+/**
+ * The agents a task's owner may have work for it: its key's or token's agent list (names or manifest
+ * ids), `metadata.owner_agents`, set where the task is made and carried to its follow-ups and the bus
+ * events it publishes; null (absent): any agent. A value that is not a list of strings allows none.
+ */
+export function ownerAgentsOf (task: Pick<TaskNode, 'metadata'>): string[] | null {
+  const agents = task.metadata.owner_agents
+  if (agents === undefined) return null
+  return Array.isArray(agents) && agents.every((a) => typeof a === 'string') ? agents as string[] : []
+}
+
 /** Backoff before retry `attempt` (1-based): exponential from `baseMs`, capped, with full jitter. */
 export function retryDelayMs (attempt: number, baseMs = 1000, capMs = 60_000, random = Math.random): number {
   const ceiling = Math.min(capMs, baseMs * 2 ** Math.max(0, attempt - 1))

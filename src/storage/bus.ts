@@ -18,13 +18,18 @@ export interface BusEvent {
   source: string
   /** The caller it belongs to (the identity id of the request or plan it came from); null: the host's own. */
   owner_key: string | null
+  /**
+   * The agents that caller may have work for it (its key's or token's agent list, names or manifest
+   * ids); null: any. A subscription of another agent neither handles the event nor starts a task for it.
+   */
+  owner_agents: string[] | null
   trace_id: string | null
   published_at: number
   expires_at: number
 }
 
-/** What {@link BusStore.publish} stores (the rest it fills in). */
-export type NewBusEvent = Omit<BusEvent, 'seq'>
+/** What {@link BusStore.publish} stores (the rest it fills in; no `owner_agents`: any agent). */
+export type NewBusEvent = Omit<BusEvent, 'seq' | 'owner_agents'> & { owner_agents?: string[] | null }
 
 /** A durable subscription: its handler may run in any process that registers the same id. */
 export interface SubscriptionRecord {
@@ -56,7 +61,7 @@ export interface DeadLetter {
 }
 
 /** A bus event as stored (both stores): its lists and data as JSON text. */
-export interface EventRow extends Omit<BusEvent, 'target_agents' | 'data'> { target_agents: string | null, data: string }
+export interface EventRow extends Omit<BusEvent, 'target_agents' | 'owner_agents' | 'data'> { target_agents: string | null, owner_agents: string | null, data: string }
 /** A subscription as stored (both stores). */
 export interface SubscriptionRow extends Omit<SubscriptionRecord, 'patterns' | 'filter'> { patterns: string, filter: string | null }
 interface DeliveryRow extends EventRow { subscription_id: string, attempts: number, event_seq: number }
@@ -73,6 +78,9 @@ export function toDeadLetter (row: DeadRow): DeadLetter {
   return { id: row.id, subscription_id: row.subscription_id, event: JSON.parse(row.event) as BusEvent, attempts: row.attempts, last_error: row.last_error, dead_at: row.dead_at }
 }
 
+/** A list of names as stored (both stores): JSON text, or null. */
+export const listText = (list: string[] | null | undefined): string | null => list == null ? null : JSON.stringify(list)
+
 /** A stored event row as a {@link BusEvent} (both stores). */
 export function toEvent (row: EventRow): BusEvent {
   return {
@@ -86,6 +94,7 @@ export function toEvent (row: EventRow): BusEvent {
     data: JSON.parse(row.data) as unknown,
     source: row.source,
     owner_key: row.owner_key,
+    owner_agents: row.owner_agents === null ? null : JSON.parse(row.owner_agents) as string[],
     trace_id: row.trace_id,
     published_at: row.published_at,
     expires_at: row.expires_at
@@ -154,7 +163,7 @@ export interface BusStore {
   prune(now: number, limit?: number): Awaitable<number>
 }
 
-const EVENT_COLUMNS = 'e.seq, e.id, e.type, e.key, e.visibility, e.priority, e.target_agents, e.data, e.source, e.owner_key, e.trace_id, e.published_at, e.expires_at'
+const EVENT_COLUMNS = 'e.seq, e.id, e.type, e.key, e.visibility, e.priority, e.target_agents, e.data, e.source, e.owner_key, e.owner_agents, e.trace_id, e.published_at, e.expires_at'
 
 /**
  * The event bus's tables (seed 003 "Event Bus Contracts"), synchronous: callers run these inside
@@ -172,8 +181,8 @@ export class SqliteBusStore implements BusStore {
   constructor (db: Db) {
     this.#db = db
     this.#duplicate = db.prepare('SELECT seq FROM bus_events WHERE key = ? AND owner_key IS ? AND expires_at > ? ORDER BY seq LIMIT 1')
-    this.#insertEvent = db.prepare(`INSERT INTO bus_events (id, type, key, visibility, priority, target_agents, data, source, owner_key, trace_id, published_at, expires_at)
-      VALUES (@id, @type, @key, @visibility, @priority, @target_agents, @data, @source, @owner_key, @trace_id, @published_at, @expires_at)`)
+    this.#insertEvent = db.prepare(`INSERT INTO bus_events (id, type, key, visibility, priority, target_agents, data, source, owner_key, owner_agents, trace_id, published_at, expires_at)
+      VALUES (@id, @type, @key, @visibility, @priority, @target_agents, @data, @source, @owner_key, @owner_agents, @trace_id, @published_at, @expires_at)`)
     this.#insertDelivery = db.prepare('INSERT INTO bus_deliveries (subscription_id, event_seq, priority, due_at) VALUES (?, ?, ?, ?)')
     this.#subscriptions = db.prepare('SELECT * FROM bus_subscriptions ORDER BY id')
   }
@@ -207,11 +216,12 @@ export class SqliteBusStore implements BusStore {
     return this.#db.transaction(() => {
       const alive = this.#duplicate.get(event.key, event.owner_key, event.published_at) as { seq: number } | undefined
       if (alive !== undefined) return { event: this.event(alive.seq) as BusEvent, duplicate: true }
-      const seq = Number(this.#insertEvent.run({ ...event, target_agents: event.target_agents === null ? null : JSON.stringify(event.target_agents), data: JSON.stringify(event.data ?? null) }).lastInsertRowid)
+      const owned = { ...event, owner_agents: event.owner_agents ?? null }
+      const seq = Number(this.#insertEvent.run({ ...owned, target_agents: listText(event.target_agents), owner_agents: listText(owned.owner_agents), data: JSON.stringify(event.data ?? null) }).lastInsertRowid)
       for (const sub of this.subscriptions()) {
         if (matches(sub)) this.#insertDelivery.run(sub.id, seq, event.priority, event.published_at)
       }
-      return { event: { ...event, seq }, duplicate: false }
+      return { event: { ...owned, seq }, duplicate: false }
     }).immediate()
   }
 

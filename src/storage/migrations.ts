@@ -392,5 +392,12 @@ CREATE TABLE a2a_push_configs (
 CREATE INDEX a2a_push_due ON a2a_push_configs(next_attempt_at) WHERE state = 'active';
 CREATE INDEX a2a_push_by_owner ON a2a_push_configs(owner_key, seq);
 `
+  },
+  {
+    version: 15,
+    description: 'a bus event carries its owner\'s agent list (JSON; null: any agent), so the work it starts is held to it',
+    sql: `
+ALTER TABLE bus_events ADD COLUMN owner_agents TEXT;
+`
   }
 ]

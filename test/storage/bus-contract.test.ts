@@ -36,7 +36,7 @@ const stores: Record<string, (t: Test) => Promise<BusStore | undefined>> = {
 
 /** An event published at `T` that lives a minute, unless told otherwise. */
 function ev (key: string, extra: Partial<NewBusEvent> = {}): NewBusEvent {
-  return { id: `id-${key}`, type: 'x.y', key, visibility: 'a2a', priority: 5, target_agents: null, data: { key }, source: 'test', owner_key: null, trace_id: null, published_at: T, expires_at: T + 60_000, ...extra }
+  return { id: `id-${key}`, type: 'x.y', key, visibility: 'a2a', priority: 5, target_agents: null, data: { key }, source: 'test', owner_key: null, owner_agents: null, trace_id: null, published_at: T, expires_at: T + 60_000, ...extra }
 }
 
 function sub (id: string, extra: Partial<SubscriptionRecord> = {}): SubscriptionRecord {
@@ -73,10 +73,10 @@ for (const [kind, make] of Object.entries(stores)) {
       await store.saveSubscription(sub('a', { agent: 'planner' }), T)
       await store.saveSubscription(sub('b'), T)
       const asked: string[] = []
-      const first = await store.publish(ev('one', { target_agents: ['planner'], owner_key: 'k1', trace_id: 'tr', data: { nested: [1, { x: null }] } }), (s) => { asked.push(s.id); return s.agent === 'planner' })
+      const first = await store.publish(ev('one', { target_agents: ['planner'], owner_key: 'k1', owner_agents: ['planner', 'relay'], trace_id: 'tr', data: { nested: [1, { x: null }] } }), (s) => { asked.push(s.id); return s.agent === 'planner' })
       t.same(asked, ['a', 'b'], 'every subscription is asked, as stored')
       t.equal(first.duplicate, false)
-      t.same(first.event, { ...ev('one', { target_agents: ['planner'], owner_key: 'k1', trace_id: 'tr', data: { nested: [1, { x: null }] } }), seq: first.event.seq })
+      t.same(first.event, { ...ev('one', { target_agents: ['planner'], owner_key: 'k1', owner_agents: ['planner', 'relay'], trace_id: 'tr', data: { nested: [1, { x: null }] } }), seq: first.event.seq })
       t.same(await store.event(first.event.seq), first.event, 'stored as published')
       const second = await store.publish(ev('two', { data: undefined }), all)
       t.ok(second.event.seq > first.event.seq, 'seq grows')
@@ -84,8 +84,12 @@ for (const [kind, make] of Object.entries(stores)) {
       t.equal(await store.event(second.event.seq + 100), undefined)
       const { deliveries } = await store.claim(['a', 'b'], 'me', 1000, T, 10)
       t.same(deliveries.map((d) => [d.subscription_id, d.event.key, d.attempts]).sort(), [['a', 'one', 0], ['a', 'two', 0], ['b', 'two', 0]])
+      t.same(deliveries.find((d) => d.event.key === 'one')?.event.owner_agents, ['planner', 'relay'], 'a delivery carries its owner\'s agent list')
       await t.rejects(Promise.resolve().then(async () => await store.publish(ev('three', { id: 'id-one' }), all)), 'an event id is stored once')
       t.equal(await store.head(), second.event.seq, 'a refused publication stores nothing')
+      const { owner_agents: _any, ...unlisted } = ev('four')
+      const fourth = await store.publish(unlisted, all)
+      t.equal((await store.event(fourth.event.seq))?.owner_agents, null, 'no list given: null (any agent)')
     })
 
     t.test('a key still alive is a duplicate: nothing stored, the live event is the answer; once it expired the key is new', async (t) => {

@@ -8,9 +8,9 @@ import { EventPublication } from '../../protocol/contract.js'
 import { errorResponse, validationError } from '../../protocol/openapi.js'
 import type { BusEvent } from '../../storage/bus.js'
 
-/** An event as it is served: times in RFC 3339, without whose it is. */
+/** An event as it is served: times in RFC 3339, without whose it is (nor its owner's agent list). */
 export function busEventRecord (event: BusEvent): BusEventRecord {
-  const { owner_key: _owner, published_at: published, expires_at: expires, ...rest } = event
+  const { owner_key: _owner, owner_agents: _agents, published_at: published, expires_at: expires, ...rest } = event
   return { ...rest, published_at: new Date(published).toISOString(), expires_at: new Date(expires).toISOString() }
 }
 
@@ -35,7 +35,7 @@ const busRoutes: FastifyPluginAsyncTypebox = async (app) => {
       }
     }
   }, async (request, reply) => {
-    const published = await app.bus.publish(request.body, { source: 'api', owner_key: request.identity.id, trace_id: request.traceId })
+    const published = await app.bus.publish(request.body, { source: 'api', owner_key: request.identity.id, owner_agents: request.identity.agents === null ? null : [...request.identity.agents], trace_id: request.traceId })
     await app.audit.append({ actor: request.identity.id, action: 'bus.publish', resource: published.event.type, success: true, trace_id: request.traceId, details: { event: published.event.id, key: published.event.key.slice(0, 256), duplicate: published.duplicate } })
     return await reply.code(202).send({ event: busEventRecord(published.event), duplicate: published.duplicate })
   })

@@ -1,10 +1,10 @@
 import type { FastifyPluginAsyncTypebox } from '@fastify/type-provider-typebox'
 import { Type } from 'typebox'
-import { AH_ERR_PLAN_NOT_FOUND, AH_ERR_TASK_INVALID } from '../../errors.js'
+import { AH_ERR_FORBIDDEN, AH_ERR_PLAN_NOT_FOUND, AH_ERR_TASK_INVALID } from '../../errors.js'
 import { ExecutionPlan } from '../../protocol/contract.js'
 import { errorResponse } from '../../protocol/openapi.js'
 import { PlanCreated, PlanProgress } from '../../protocol/plans.js'
-import { TASK_STATUSES, type TaskNode } from '../../runtime/task.js'
+import { ownedBy, TASK_STATUSES, type TaskNode } from '../../runtime/task.js'
 import { criticalPath, planTasks } from '../../runtime/plans.js'
 import { visibleOwner } from '../../auth/scopes.js'
 
@@ -26,17 +26,18 @@ const planRoutes: FastifyPluginAsyncTypebox = async (app) => {
       operationId: 'createPlan',
       tags: ['tasks'],
       summary: 'Turn an ExecutionPlan into tasks of the graph, in one step, and get its critical path',
-      description: 'Each plan task becomes the task `<plan id>.<task id>` for the task agents of its `assigned_agent`, with its priority, `retry_policy.max_attempts`, its dependencies, and the plan task as `inputs.task`. Unknown agents, unknown dependencies, repeated ids and cycles are a 400 naming them, and nothing is created.',
+      description: 'Each plan task becomes the task `<plan id>.<task id>` for the task agents of its `assigned_agent`, with its priority, `retry_policy.max_attempts`, its dependencies, and the plan task as `inputs.task`. Unknown agents, unknown dependencies, repeated ids and cycles are a 400 naming them, an agent the caller\'s key (or token) may not invoke a 403, and nothing is created.',
       body: ExecutionPlan,
       response: {
         201: PlanCreated,
-        400: errorResponse('The plan names an agent not running here, a task it lacks, an id twice, or has a cycle (`AH_ERR_TASK_INVALID`)', new AH_ERR_TASK_INVALID('dependency cycle: a -> b -> a'))
+        400: errorResponse('The plan names an agent not running here, a task it lacks, an id twice, or has a cycle (`AH_ERR_TASK_INVALID`)', new AH_ERR_TASK_INVALID('dependency cycle: a -> b -> a')),
+        403: errorResponse('The caller\'s key (or token) may not invoke an agent the plan assigns a task to: nothing is created (`AH_ERR_FORBIDDEN`)', new AH_ERR_FORBIDDEN('this key may not invoke agent "refactor"'))
       }
     }
   }, async (request, reply) => {
     const plan = request.body
     const batch = planTasks(plan, new Set(app.taskAgents.map((loaded) => loaded.agent.agentType)))
-      .map((task) => ({ ...task, metadata: { ...task.metadata, owner_key: request.identity.id } }))
+      .map((task) => ({ ...task, metadata: ownedBy(request.identity, task.metadata) }))
     const tasks = await app.tasks.create(batch)
     const path = pathOf(tasks)
     request.log.info({ plan: plan.id, tasks: tasks.length, critical_path: path.path }, 'plan created')

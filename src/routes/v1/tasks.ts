@@ -1,12 +1,12 @@
 import type { FastifyPluginAsyncTypebox } from '@fastify/type-provider-typebox'
 import { Type } from 'typebox'
-import { AH_ERR_TASK_INVALID, AH_ERR_TASK_NOT_FOUND, AH_ERR_TASK_STATE, AH_ERR_VALIDATION, withDetails } from '../../errors.js'
+import { AH_ERR_FORBIDDEN, AH_ERR_TASK_INVALID, AH_ERR_TASK_NOT_FOUND, AH_ERR_TASK_STATE, AH_ERR_VALIDATION, withDetails } from '../../errors.js'
 import type { StoredEvent } from '../../protocol/events.js'
 import { documented, errorResponse, validationError } from '../../protocol/openapi.js'
 import { EventPage } from '../../protocol/records.js'
 import { CreateTasksBody, Task, TaskList, TaskStatus } from '../../protocol/tasks.js'
 import type { FastifyRequest } from 'fastify'
-import { ownerOf, type NewTask, type TaskNode } from '../../runtime/task.js'
+import { ownedBy, ownerOf, type NewTask, type TaskNode } from '../../runtime/task.js'
 import { visibleOwner } from '../../auth/scopes.js'
 
 function invalid (path: string, message: string): Error {
@@ -65,16 +65,16 @@ const taskRoutes: FastifyPluginAsyncTypebox = async (app) => {
       response: {
         201: documented(TaskList, { description: 'Created, PENDING until a worker of their type claims them' }),
         400: errorResponse('The body is malformed (`AH_ERR_VALIDATION`) or the graph is not valid: an id used twice, an unknown dependency, a cycle (`AH_ERR_TASK_INVALID`)',
-          validationError('/type', 'is required'), new AH_ERR_TASK_INVALID('dependency cycle: a -> b -> a'))
+          validationError('/type', 'is required'), new AH_ERR_TASK_INVALID('dependency cycle: a -> b -> a')),
+        403: errorResponse('The caller\'s key (or token) may not invoke the agent of a task\'s type: nothing is created (`AH_ERR_FORBIDDEN`)', new AH_ERR_FORBIDDEN('this key may not invoke agent "refactor"'))
       }
     }
   }, async (request, reply) => {
     const { tasks: many, ...one } = request.body
     if (many !== undefined && Object.keys(one).length > 0) throw invalid('/', 'send either one task or { tasks: [...] }, not both')
     if (many === undefined && one.type === undefined) throw invalid('/type', 'is required')
-    // a task is its creator's, whatever the body says; it may name only its creator's tasks
-    const owner = request.identity.id
-    const batch = ((many ?? [one]) as NewTask[]).map((task) => ({ ...task, metadata: { ...task.metadata, owner_key: owner } }))
+    // a task is its creator's, whatever the body says, held to its creator's agent list; it may name only its creator's tasks
+    const batch = ((many ?? [one]) as NewTask[]).map((task) => ({ ...task, metadata: ownedBy(request.identity, task.metadata) }))
     await refuseOthers(batch, visibleOwner(request.identity))
     const tasks = await app.tasks.create(batch)
     request.log.info({ tasks: tasks.map((t) => t.id) }, 'tasks created')

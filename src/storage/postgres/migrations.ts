@@ -295,5 +295,12 @@ CREATE INDEX stream_slots_by_holder ON stream_slots(holder);
     sql: `
 ALTER TABLE runs ALTER COLUMN wire_id DROP EXPRESSION;
 `
+  },
+  {
+    version: 3,
+    description: 'a bus event carries its owner\'s agent list (JSON; null: any agent), so the work it starts is held to it',
+    sql: `
+ALTER TABLE bus_events ADD COLUMN owner_agents text;
+`
   }
 ]
