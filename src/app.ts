@@ -11,6 +11,7 @@ import validation from './plugins/validation.js'
 import jsonBody from './plugins/json-body.js'
 import docs from './plugins/swagger.js'
 import crossOrigin from './plugins/cors.js'
+import dnsRebinding from './plugins/dns-rebinding.js'
 import playgroundRoutes from './routes/playground.js'
 import planRoutes from './routes/v1/plans.js'
 import busRoutes from './routes/v1/bus.js'
@@ -116,6 +117,8 @@ async function register (app: FastifyInstance, config: Config, tracerProvider: T
   await app.register(telemetry, tracerProvider === undefined ? {} : { provider: tracerProvider })
   await app.register(crossOrigin)
   await app.register(tracing)
+  // before authentication, limits and the body: a refused request does nothing (its answer still carries its trace)
+  await app.register(dnsRebinding)
   await app.register(validation)
   await app.register(jsonBody)
   await app.register(docs)

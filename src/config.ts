@@ -146,6 +146,8 @@ export const ConfigSchema = Type.Object({
   KEEP_ALIVE_TIMEOUT_MS: Type.Integer({ default: 72000, minimum: 100 }),
   /** Trust `X-Forwarded-*` headers from a reverse proxy. */
   TRUST_PROXY: Type.Boolean({ default: false }),
+  /** Bound to loopback: more names (or addresses) the `Host` header may carry, comma-separated, without a port (`agents.internal,my-laptop.local`); besides localhost, 127.0.0.1, [::1], the bound address and the hosts of CORS_ORIGINS, every other Host is refused (DNS rebinding). */
+  ALLOWED_HOSTS: Type.String({ default: '' }),
   /** Origins whose pages may call the API from a browser, comma-separated (`https://app.example.com,http://localhost:5173`), or `*` for any; empty: same origin only. */
   CORS_ORIGINS: Type.String({ default: '' }),
   /** Let those pages send cookies and HTTP auth with their calls (never with `*`). A Bearer key or token needs no credentials. */
@@ -242,6 +244,7 @@ export function loadConfig (env: Record<string, string | undefined>, dotenv = fa
     throw new AH_ERR_CONFIG_INVALID('env/BOOTSTRAP_ADMIN_KEY must be 32 or more characters (for example `openssl rand -hex 32`)')
   }
   const origins = corsOrigins(raw.CORS_ORIGINS)
+  allowedHosts(raw.ALLOWED_HOSTS)
   if (raw.CORS_CREDENTIALS && origins.includes('*')) {
     throw new AH_ERR_CONFIG_INVALID('env/CORS_CREDENTIALS cannot be true with CORS_ORIGINS=*: browsers refuse credentials for any origin; list the origins')
   }
@@ -389,6 +392,24 @@ function checkJwtConfig (raw: Static<typeof ConfigSchema>): void {
   if (raw.JWT_ISSUER === '' || raw.JWT_AUDIENCE === '') {
     throw new AH_ERR_CONFIG_INVALID('AUTH_MODE=jwt needs env/JWT_ISSUER and env/JWT_AUDIENCE: tokens minted for another service must not pass')
   }
+}
+
+/**
+ * ALLOWED_HOSTS as a list of host names as the URL parser writes them (lower case, IPv6 in
+ * brackets): each a name or an address, without scheme, port or path. Throws
+ * `AH_ERR_CONFIG_INVALID` naming the first bad one.
+ */
+export function allowedHosts (text: string): string[] {
+  return text.split(',').map((h) => h.trim()).filter((h) => h !== '').map((host) => {
+    let url: URL | undefined
+    try {
+      url = /^[^/@?#\\\s]+$/.test(host) ? new URL(`http://${host.includes(':') && !host.startsWith('[') ? `[${host}]` : host}`) : undefined
+    } catch {}
+    if (url === undefined || url.port !== '' || !/^(\[[0-9a-f:.]+\]|[a-z0-9._-]+)$/.test(url.hostname)) {
+      throw new AH_ERR_CONFIG_INVALID(`env/ALLOWED_HOSTS: "${host}" is not a host name; write names or addresses without scheme or port, e.g. agents.internal,10.0.0.7`)
+    }
+    return url.hostname
+  })
 }
 
 /**

@@ -33,6 +33,8 @@ export const AH_ERR_AUTH_REQUIRED = define('AH_ERR_AUTH_REQUIRED', 401, 'Authent
   'The request has no valid credentials: AUTH_MODE=apikey and the key is missing, unknown, expired or revoked; AUTH_MODE=jwt and the token is missing, badly signed, expired, not yet valid, or for another issuer or audience. Also: the agent requires auth and AUTH_MODE is off.')
 export const AH_ERR_FORBIDDEN = define('AH_ERR_FORBIDDEN', 403, 'Forbidden: %s',
   'The key lacks the route\'s scope (the message names it), or may not invoke this agent.')
+export const AH_ERR_HOST_REFUSED = define('AH_ERR_HOST_REFUSED', 403, 'Refused by the DNS-rebinding guard: %s',
+  'Bound to loopback (`HOST`), any route: the `Host` header is not a name of this server (`localhost`, `127.0.0.1`, `[::1]`, the bound address, an `ALLOWED_HOSTS` name or the host of a `CORS_ORIGINS` entry), or the `Origin` header is neither the request\'s own nor in `CORS_ORIGINS`. On any `HOST`, `/mcp` refuses such an `Origin`.')
 export const AH_ERR_AGENT_NOT_FOUND = define('AH_ERR_AGENT_NOT_FOUND', 404, 'No agent is registered with id or name "%s"',
   '`context.agent_id` (or the `:id` path parameter) names no registered agent.')
 export const AH_ERR_ROUTE_NOT_FOUND = define('AH_ERR_ROUTE_NOT_FOUND', 404, 'Route %s %s not found',
@@ -89,8 +91,6 @@ export const AH_ERR_SHUTTING_DOWN = define('AH_ERR_SHUTTING_DOWN', 503, 'The ser
   'The server is draining; retry against another instance (`Retry-After` is set).')
 export const AH_ERR_PLAYGROUND_UNBUILT = define('AH_ERR_PLAYGROUND_UNBUILT', 503, 'The playground needs the client built: run npm run build',
   'The playground page is served but the TypeScript client it runs on (`client/dist`) was not built; `npm run build` (or `npm start`) builds it.')
-export const AH_ERR_MCP_HOST_REFUSED = define('AH_ERR_MCP_HOST_REFUSED', 403, 'Refused by the DNS-rebinding guard: %s',
-  '`/mcp`: the `Host` header is not a name of this server (bound to loopback: `localhost`, `127.0.0.1`, `[::1]`, or the host of a `CORS_ORIGINS` entry), or the `Origin` header is neither the request\'s own nor in `CORS_ORIGINS`.')
 export const AH_ERR_MCP_SESSION_NOT_FOUND = define('AH_ERR_MCP_SESSION_NOT_FOUND', 404, 'No MCP session with id "%s"',
   '`/mcp`: the `Mcp-Session-Id` names no open MCP session of this caller (never made, closed, expired after `MCP_SESSION_IDLE_MS`, or another key\'s); initialize a new one.')
 

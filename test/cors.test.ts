@@ -13,12 +13,19 @@ const preflight = (origin: string, url = '/v1/assist', method = 'POST') => ({
 })
 const corsHeaders = (headers: Record<string, unknown>): string[] => Object.keys(headers).filter((h) => h.startsWith('access-control-'))
 
-t.test('by default there is no CORS at all: a preflight is a 404 and nothing says another origin may read', async (t) => {
+t.test('by default there is no CORS at all: nothing says another origin may read; bound to loopback, its requests are refused', async (t) => {
   const app = await build(t, { WORKERS_PER_TYPE: '0' })
-  const pre = await app.inject(preflight(APP))
-  t.equal(pre.statusCode, 404)
+  for (const req of [preflight(APP), { method: 'GET' as const, url: '/v1/agents', headers: { origin: APP } }]) {
+    const res = await app.inject(req)
+    t.equal(res.statusCode, 403, `${req.method}: the DNS-rebinding guard refuses another origin`)
+    t.equal(res.json().code, 'AH_ERR_HOST_REFUSED')
+    t.same(corsHeaders(res.headers), [])
+  }
+  const elsewhere = await build(t, { WORKERS_PER_TYPE: '0', HOST: '0.0.0.0', ALLOW_INSECURE: 'true' })
+  const pre = await elsewhere.inject(preflight(APP))
+  t.equal(pre.statusCode, 404, 'not bound to loopback: a preflight is a 404')
   t.same(corsHeaders(pre.headers), [])
-  const res = await app.inject({ method: 'GET', url: '/v1/agents', headers: { origin: APP } })
+  const res = await elsewhere.inject({ method: 'GET', url: '/v1/agents', headers: { origin: APP } })
   t.equal(res.statusCode, 200)
   t.same(corsHeaders(res.headers), [])
 })
@@ -47,17 +54,25 @@ t.test('a listed origin: its preflight names what a client needs, and every answ
   t.equal((await app.inject({ method: 'GET', url: '/v1/agents', headers: { origin: 'http://localhost:3000' } })).headers['access-control-allow-origin'], 'http://localhost:3000')
 })
 
-t.test('an origin not listed, or none at all, gets no CORS header and its preflight a 404', async (t) => {
+t.test('an origin not listed, or none at all, gets no CORS header; bound to loopback, the other origin is refused', async (t) => {
   const app = await build(t, { WORKERS_PER_TYPE: '0', CORS_ORIGINS: APP })
-  const pre = await app.inject(preflight(OTHER))
-  t.equal(pre.statusCode, 404)
-  t.same(corsHeaders(pre.headers), [])
-  const res = await app.inject({ method: 'POST', url: '/v1/assist', headers: { origin: OTHER }, payload: envelope(AGENTS.echo) })
-  t.equal(res.statusCode, 200, 'the server still answers (CORS is the browser\'s to enforce)')
-  t.same(corsHeaders(res.headers), [])
+  for (const req of [preflight(OTHER), { method: 'POST' as const, url: '/v1/assist', headers: { origin: OTHER }, payload: envelope(AGENTS.echo) }]) {
+    const res = await app.inject(req)
+    t.equal(res.statusCode, 403, `${req.method}: the DNS-rebinding guard refuses an origin not listed`)
+    t.equal(res.json().code, 'AH_ERR_HOST_REFUSED')
+    t.same(corsHeaders(res.headers), [])
+  }
   t.same(corsHeaders((await app.inject({ method: 'GET', url: '/v1/agents' })).headers), [], 'curl sends no Origin')
   const bare = await app.inject({ method: 'OPTIONS', url: '/v1/assist' })
   t.equal(bare.statusCode, 404, 'an OPTIONS that is no preflight')
+
+  const elsewhere = await build(t, { WORKERS_PER_TYPE: '0', CORS_ORIGINS: APP, HOST: '0.0.0.0', ALLOW_INSECURE: 'true' })
+  const pre = await elsewhere.inject(preflight(OTHER))
+  t.equal(pre.statusCode, 404, 'not bound to loopback: its preflight is a 404')
+  t.same(corsHeaders(pre.headers), [])
+  const res = await elsewhere.inject({ method: 'POST', url: '/v1/assist', headers: { origin: OTHER }, payload: envelope(AGENTS.echo) })
+  t.equal(res.statusCode, 200, 'the server still answers (CORS is the browser\'s to enforce)')
+  t.same(corsHeaders(res.headers), [])
 })
 
 t.test('preflights pass before authentication and rate limits; refusals are readable', async (t) => {

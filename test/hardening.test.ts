@@ -60,12 +60,12 @@ t.test('two Authorization headers are a 400, whichever comes first', async (t) =
   const { app, port } = await listen(t, { AUTH_MODE: 'apikey', WORKERS_PER_TYPE: '0' })
   const good = (await app.keys.create({ name: 'reader', scopes: ['agents:read'] })).key
   for (const [first, second] of [[good, 'ahk_bogus'], ['ahk_bogus', good], [good, good]]) {
-    const answer = await raw(port, `GET /v1/agents HTTP/1.1\r\nHost: x\r\nAuthorization: Bearer ${first as string}\r\nAuthorization: Bearer ${second as string}\r\nConnection: close\r\n\r\n`)
+    const answer = await raw(port, `GET /v1/agents HTTP/1.1\r\nHost: localhost\r\nAuthorization: Bearer ${first as string}\r\nAuthorization: Bearer ${second as string}\r\nConnection: close\r\n\r\n`)
     t.match(answer, /^HTTP\/1\.1 400 /)
     t.match(answer, /AH_ERR_REQUEST_INVALID/)
     t.match(answer, /one Authorization header/)
   }
-  t.match(await raw(port, `GET /v1/agents HTTP/1.1\r\nHost: x\r\nAuthorization: Bearer ${good}\r\nConnection: close\r\n\r\n`), /^HTTP\/1\.1 200 /, 'one is fine')
+  t.match(await raw(port, `GET /v1/agents HTTP/1.1\r\nHost: localhost\r\nAuthorization: Bearer ${good}\r\nConnection: close\r\n\r\n`), /^HTTP\/1\.1 200 /, 'one is fine')
 })
 
 t.test('keys create refuses an expiry in the past and agents that do not exist', async (t) => {

@@ -2,7 +2,7 @@ import { STATUS_CODES } from 'node:http'
 import { Type, type Static, type TSchema, type TUnsafe } from 'typebox'
 import {
   AH_ERR_AGENT_FAILED, AH_ERR_AGENT_NOT_FOUND, AH_ERR_AUTH_REQUIRED, AH_ERR_BACKEND_UNAVAILABLE, AH_ERR_BODY_MALFORMED, AH_ERR_BODY_TOO_LARGE,
-  AH_ERR_FORBIDDEN, AH_ERR_INTERNAL, AH_ERR_MEDIA_TYPE_UNSUPPORTED, AH_ERR_NOT_ACCEPTABLE, AH_ERR_OVERLOADED, AH_ERR_RATE_LIMITED,
+  AH_ERR_FORBIDDEN, AH_ERR_HOST_REFUSED, AH_ERR_INTERNAL, AH_ERR_MEDIA_TYPE_UNSUPPORTED, AH_ERR_NOT_ACCEPTABLE, AH_ERR_OVERLOADED, AH_ERR_RATE_LIMITED,
   AH_ERR_REQUEST_CONFLICT, AH_ERR_RUN_TIMEOUT, AH_ERR_SESSION_NOT_FOUND, AH_ERR_SHUTTING_DOWN, AH_ERR_STORAGE_BUSY, AH_ERR_TOO_MANY_STREAMS,
   AH_ERR_VALIDATION, errorBody, withDetails
 } from '../errors.js'
@@ -38,7 +38,8 @@ export function genericErrorResponses (scope: string): Record<number, TUnsafe<Er
   return {
     401: errorResponse('AUTH_MODE=apikey or jwt: no valid key or token; send `Authorization: Bearer <key>` (*Authorize* in Swagger UI)',
       new AH_ERR_AUTH_REQUIRED('send Authorization: Bearer <key>')),
-    403: errorResponse(`The key lacks the scope \`${scope}\``, new AH_ERR_FORBIDDEN(`this key lacks the scope "${scope}"`)),
+    403: errorResponse(`The key lacks the scope \`${scope}\`; or, bound to loopback, the DNS-rebinding guard refused the \`Host\` or \`Origin\` header (\`AH_ERR_HOST_REFUSED\`)`,
+      new AH_ERR_FORBIDDEN(`this key lacks the scope "${scope}"`), new AH_ERR_HOST_REFUSED('Host "attacker.example:3000" is not a name of this server (add it to ALLOWED_HOSTS)')),
     429: errorResponse('The caller used up its requests for the window (`RATE_LIMIT_MAX`), or its address failed to authenticate `AUTH_FAILURE_MAX` times; `Retry-After` says when to come back',
       withDetails(new AH_ERR_RATE_LIMITED('this caller may make 600 requests per 60 s'), { limit: 'caller', max: 600, window_ms: 60000, retry_after_s: 42 }))
   }

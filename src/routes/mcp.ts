@@ -3,9 +3,7 @@ import type { FastifyReply, FastifyRequest } from 'fastify'
 import { Type } from 'typebox'
 import { isInitializeRequest, type RequestId } from '@modelcontextprotocol/sdk/types.js'
 import pkg from '../../package.json' with { type: 'json' }
-import { corsOrigins, isLoopback } from '../config.js'
-import { AH_ERR_MCP_HOST_REFUSED, AH_ERR_MCP_SESSION_NOT_FOUND, AH_ERR_REQUEST_INVALID, AH_ERR_TOO_MANY_STREAMS } from '../errors.js'
-import { rebindingGuard, rebindingRefusal } from '../mcp/dns-rebinding.js'
+import { AH_ERR_HOST_REFUSED, AH_ERR_MCP_SESSION_NOT_FOUND, AH_ERR_REQUEST_INVALID, AH_ERR_TOO_MANY_STREAMS } from '../errors.js'
 import { createMcpServer, type McpCall } from '../mcp/server.js'
 import { McpSessions, type McpSession } from '../mcp/sessions.js'
 import { ToolCatalogue } from '../mcp/tools.js'
@@ -24,7 +22,7 @@ const DESCRIPTION = [
 ].join('\n')
 
 const sessionNotFound = errorResponse('The `Mcp-Session-Id` names no open MCP session of this key (closed, expired, or another key\'s): initialize again', new AH_ERR_MCP_SESSION_NOT_FOUND(EXAMPLE_SESSION))
-const hostRefused = errorResponse('The DNS-rebinding guard refused the `Host` or `Origin` header (`AH_ERR_MCP_HOST_REFUSED`)', new AH_ERR_MCP_HOST_REFUSED('Host "attacker.example:3000" is not a name of this server'))
+const hostRefused = errorResponse('The DNS-rebinding guard refused the `Host` or `Origin` header (`AH_ERR_HOST_REFUSED`)', new AH_ERR_HOST_REFUSED('Host "attacker.example:3000" is not a name of this server (add it to ALLOWED_HOSTS)'))
 const noSession = (what: string): ReturnType<typeof errorResponse> => errorResponse(`${what} without \`Mcp-Session-Id\` (\`AH_ERR_REQUEST_INVALID\`)`, new AH_ERR_REQUEST_INVALID('send the Mcp-Session-Id header that initialize answered with (or initialize first)'))
 
 /** The ids of the JSON-RPC requests in a body (notifications and responses have none to answer). */
@@ -37,12 +35,11 @@ function requestIds (body: McpBody | undefined): RequestId[] {
  * `/mcp`: the MCP server binding (Streamable HTTP, the SDK's transport in stateful mode, one MCP
  * server per session: `src/mcp/`). Sessions are this plugin's: bound to the principal that
  * initialized them, closed when idle (`MCP_SESSION_IDLE_MS`), past `MCP_MAX_SESSIONS` per principal,
- * on `DELETE /mcp`, and on shutdown. A server bound to loopback checks `Host` and `Origin` (DNS
- * rebinding); authentication, scopes and rate limits are the same as every route's.
+ * on `DELETE /mcp`, and on shutdown. The DNS-rebinding guard (`plugins/dns-rebinding.ts`), authentication,
+ * scopes and rate limits are every route's; `/mcp` also checks `Origin` when not bound to loopback.
  */
 const mcpRoutes: FastifyPluginAsyncTypebox = async (app) => {
   const config = app.config
-  const guard = rebindingGuard(config.HOST, isLoopback(config.HOST), corsOrigins(config.CORS_ORIGINS))
   const catalogue = new ToolCatalogue(app.agents.list())
   const sessions = new McpSessions({
     idleMs: config.MCP_SESSION_IDLE_MS,
@@ -54,10 +51,6 @@ const mcpRoutes: FastifyPluginAsyncTypebox = async (app) => {
   // after the engine's own preClose (a parent's hook runs first): every run has ended, so tool calls answer, then sessions close
   app.addHook('preClose', async () => { await sessions.close() })
 
-  app.addHook('onRequest', async (request) => {
-    const refused = rebindingRefusal(guard, request.headers.host, request.headers.origin)
-    if (refused !== undefined) throw new AH_ERR_MCP_HOST_REFUSED(refused)
-  })
   // RFC 6750: a refusal for want of a bearer token says which scheme to use
   app.addHook('onSend', async (_request, reply) => {
     if (reply.statusCode === 401) reply.header('www-authenticate', 'Bearer realm="agent-host"')
@@ -104,8 +97,11 @@ const mcpRoutes: FastifyPluginAsyncTypebox = async (app) => {
     tags: ['assist'],
     headers: McpHeaders
   }
+  // the MCP specification: servers validate Origin on every connection, wherever they are bound
+  const routeConfig = { originGuard: true }
 
   app.post('/mcp', {
+    config: routeConfig,
     schema: {
       ...schema,
       operationId: 'mcpPost',
@@ -137,6 +133,7 @@ const mcpRoutes: FastifyPluginAsyncTypebox = async (app) => {
   })
 
   app.get('/mcp', {
+    config: routeConfig,
     schema: {
       ...schema,
       operationId: 'mcpStream',
@@ -154,6 +151,7 @@ const mcpRoutes: FastifyPluginAsyncTypebox = async (app) => {
   }, async (request, reply) => await exchange(request, reply, sessionOf(request, request.headers['mcp-session-id'], 'GET /mcp'), undefined, false))
 
   app.delete('/mcp', {
+    config: routeConfig,
     schema: {
       ...schema,
       operationId: 'mcpDeleteSession',

@@ -56,7 +56,8 @@ t.test('auth on: no key is a 401 on both bindings; a key that may not invoke the
 })
 
 t.test('cards: the host\'s lists every agent\'s card; an agent\'s names its bindings, version, skills and streaming; auth off has no scheme', async (t) => {
-  const app = await build(t, { WORKERS_PER_TYPE: '0', MAX_EVENT_LOOP_DELAY_MS: '0' })
+  // bound to loopback, a name other than localhost is one the operator allows (the DNS-rebinding guard)
+  const app = await build(t, { WORKERS_PER_TYPE: '0', MAX_EVENT_LOOP_DELAY_MS: '0', ALLOWED_HOSTS: 'agents.example' })
   const host = (await app.inject({ url: '/.well-known/agent-card.json', headers: { host: 'agents.example:8080' } })).json()
   const listed = host.capabilities.extensions[0].params.agents as Array<{ id: string, name: string, card: string }>
   t.equal(listed.length, app.agents.size, 'every agent')

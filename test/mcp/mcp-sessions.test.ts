@@ -142,7 +142,7 @@ t.test('DNS rebinding: bound to loopback, a foreign Host or Origin is refused wi
   })
   const rebound = await status(`attacker.example:${port}`)
   t.equal(rebound.status, 403, 'a name that was rebound to 127.0.0.1')
-  t.match(checkErrorBody(JSON.parse(rebound.body)), { code: 'AH_ERR_MCP_HOST_REFUSED', message: /attacker\.example/ })
+  t.match(checkErrorBody(JSON.parse(rebound.body)), { code: 'AH_ERR_HOST_REFUSED', message: /attacker\.example/ })
   for (const host of [`localhost:${port}`, `127.0.0.1:${port}`, `[::1]:${port}`]) t.equal((await status(host)).status, 400, `${host} passes the guard (then wants a session)`)
 
   const evil = mcpClient(t, url, { headers: { origin: 'http://attacker.example' } })
