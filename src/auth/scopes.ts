@@ -59,6 +59,12 @@ export const ROUTE_SCOPES: Readonly<Record<string, Scope>> = {
 }
 
 /**
+ * What `GET /v1/tools?start=true` needs besides the route's `agents:read`: it starts every MCP
+ * server's process, an operator's act (a run starts only the servers its agent calls, on its first call).
+ */
+export const START_TOOLS_SCOPE: Scope = 'admin'
+
+/**
  * Whose things a caller may see: undefined for an admin (everyone's), else its own principal's id.
  * Anything owned by another principal is, for this caller, not there (404, never 403).
  */

@@ -57,6 +57,6 @@ export type ToolList = Static<typeof ToolList>
 
 /** `GET /v1/tools` query. */
 export const ToolListQuery = Type.Object({
-  start: Type.Boolean({ default: false, description: 'start the servers not running yet, so that every tool\'s actions are listed with their descriptions and input schemas' })
+  start: Type.Boolean({ default: false, description: 'start the servers not running yet, so that every tool\'s actions are listed with their descriptions and input schemas (needs the scope `admin`)' })
 })
 export type ToolListQuery = Static<typeof ToolListQuery>
