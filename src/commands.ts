@@ -233,14 +233,13 @@ async function auditVerify (values: { checkpoint?: string[], 'checkpoint-file'?:
   }
   try {
     const onProgress = io.progress === undefined ? undefined : (rows: number, total: number) => { io.progress?.update(rows, total, 'verifying audit rows') }
-    let result: AuditVerification
+    let verdict: AuditVerification
     // the line is cleared before the verdict, which would otherwise be printed after it on the same row
     try {
-      result = await audit.verify(checkpoints, { onProgress })
+      verdict = await audit.verify(checkpoints, { onProgress, checkpointFile: join(config.DATA_DIR, CHECKPOINT_FILE), problems })
     } finally {
       io.progress?.end()
     }
-    const verdict = problems.length > 0 && result.ok ? { ...result, ok: false, reason: problems.join('; ') } : result
     io.out(JSON.stringify(verdict))
     if (verdict.ok && verdict.keyed_rows < verdict.rows) io.err(`${verdict.rows - verdict.keyed_rows} rows are not signed (written without AUDIT_KEY): they are checked against accidents and the checkpoints only`)
     return verdict.ok ? 0 : 1

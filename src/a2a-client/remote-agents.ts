@@ -4,6 +4,7 @@ import { compileSchema, toIssues } from '../agents/json-schema.js'
 import { A2ARequest, type A2ACallOptions, type A2ACaller, type A2AResponse } from '../protocol/a2a-client.js'
 import type { HostCallContext } from '../backends/protocol.js'
 import type { RunLedger } from '../storage/run-ledger.js'
+import { cutText } from '../storage/audit-text.js'
 import { AgentCards, reasonOf, type AgentCardOptions } from './agent-cards.js'
 import type { A2AAgentConfig } from './agents-file.js'
 import { answerOf, refusal, type CallFacts } from './call-answer.js'
@@ -163,7 +164,7 @@ export class RemoteAgents implements A2ACallers {
   /** Record a call's answer (the run's event, the audit row, the usage it reports) and return it. A record that cannot be written is logged, not failed. */
   async #record (context: A2ACallContext, response: A2AResponse): Promise<A2AResponse> {
     const metadata = response.metadata as { capability: string, duration_ms: number, error?: string, task_id?: string, state?: string, cancelled?: boolean }
-    const resource = `${response.agent_id}.${metadata.capability}`.slice(0, 512)
+    const resource = cutText(`${response.agent_id}.${metadata.capability}`, 512)
     const data = {
       caller: context.agent,
       agent: response.agent_id,
@@ -199,7 +200,7 @@ export class RemoteAgents implements A2ACallers {
         request_id: context.requestId,
         root_request_id: context.rootRequestId ?? null,
         trace_id: context.traceId,
-        details: { by: `agent:${context.agent}`, call_id: response.request_id, status: response.status, ...(data.task_id !== undefined ? { task_id: data.task_id } : {}), ...(data.error !== undefined ? { error: data.error.slice(0, 512) } : {}) }
+        details: { by: `agent:${context.agent}`, call_id: response.request_id, status: response.status, ...(data.task_id !== undefined ? { task_id: data.task_id } : {}), ...(data.error !== undefined ? { error: cutText(data.error, 512) } : {}) }
       })
     } catch (err) {
       this.#o.log.warn({ err, requestId: context.requestId, a2a: data }, 'an A2A call could not be recorded')

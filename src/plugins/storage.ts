@@ -5,7 +5,7 @@ import type pg from 'pg'
 import { Checkpointer } from '../storage/checkpointer.js'
 import { DB_FILE, openDatabase, type Db } from '../storage/database.js'
 import { ensureWritableDir } from '../storage/data-dir.js'
-import { AuditLog, type AuditStore } from '../storage/audit.js'
+import { AUDIT_BOOT, AuditLog, type AuditStore } from '../storage/audit.js'
 import { appendCheckpoint } from '../storage/audit-checkpoints.js'
 import { AuditKeyring } from '../storage/audit-key.js'
 import type { Awaitable } from '../storage/awaitable.js'
@@ -62,7 +62,7 @@ async function storage (app: FastifyInstance): Promise<void> {
   const backend = app.config.DATABASE_URL === '' ? sqlite(app) : await postgres(app)
   const { audit, config } = app
   if (!audit.keyed) app.log.warn('AUDIT_KEY is not set: the audit log shows accidental damage only; anyone who can write the database can rewrite it unseen. Set AUDIT_KEY (kept outside DATA_DIR) for a log an auditor can trust')
-  await audit.append({ actor: 'agent-host', action: 'boot', resource: app.instanceId, success: true, details: { version: pkg.version, pid: process.pid } })
+  await audit.append({ ...AUDIT_BOOT, resource: app.instanceId, success: true, details: { version: pkg.version, pid: process.pid } })
   // signed checkpoints outside the database: what catches rows cut from the end of the log
   let checkpointed = -1
   const checkpoint = async (): Promise<void> => {

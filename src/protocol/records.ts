@@ -56,18 +56,31 @@ export const AuditPage = Type.Object({
   next: Type.Optional(Type.Integer())
 }, { ...closed, title: 'AuditPage' })
 
+const MissingRows = Type.Object({ from: Type.Integer({ minimum: 1 }), to: Type.Integer({ minimum: 1 }) }, closed)
+
 /** The result of checking the whole audit log against its checkpoints. */
 export const AuditVerification = Type.Object({
   ok: Type.Boolean(),
-  /** Rows checked and found good. */
+  /** Rows from the first up to the first bad one, all found good (every row when `ok`). */
   rows: Type.Integer({ minimum: 0 }),
   /** Of them, rows signed with an audit key. */
   keyed_rows: Type.Integer({ minimum: 0 }),
+  /** Rows read, good or bad. */
+  rows_read: Type.Integer({ minimum: 0 }),
   /** The audit_id where the log first goes wrong. */
   first_bad_row: Type.Optional(Type.Integer({ minimum: 1 })),
-  /** Rows that should be there and are not. */
-  missing: Type.Optional(Type.Object({ from: Type.Integer({ minimum: 1 }), to: Type.Integer({ minimum: 1 }) }, closed)),
+  /** Rows that should be there and are not (the first fault's). */
+  missing: Type.Optional(MissingRows),
+  /** The first fault. */
   reason: Type.Optional(Type.String()),
+  /** Every fault found, in the order found (at most 100: `fault_count` counts them all); the walk goes on past a bad row. */
+  faults: Type.Optional(Type.Array(Type.Object({
+    /** The audit_id where it is seen; absent for a fault of the whole log. */
+    row: Type.Optional(Type.Integer({ minimum: 1 })),
+    missing: Type.Optional(MissingRows),
+    reason: Type.String()
+  }, closed), { maxItems: 100 })),
+  fault_count: Type.Optional(Type.Integer({ minimum: 1 })),
   /** Checkpoints the log was held against. */
   checkpoints_checked: Type.Integer({ minimum: 0 }),
   seconds: Type.Number({ minimum: 0 }),

@@ -1,5 +1,6 @@
 import { randomUUID } from 'node:crypto'
 import type { RunLedger } from '../storage/run-ledger.js'
+import { cutText } from '../storage/audit-text.js'
 import type { ToolLog } from './mcp-connection.js'
 import type { ToolCallRecord, ToolRunContext } from './tool-caller.js'
 
@@ -50,7 +51,7 @@ export async function recordToolCall (stores: ToolRecordStores, run: ToolRunCont
         by: `agent:${run.agent}`,
         attempts: call.attempts,
         duration_ms: call.duration_ms,
-        ...(call.error !== undefined ? { error: call.error.slice(0, AUDIT_ERROR_CHARS) } : {})
+        ...(call.error !== undefined ? { error: cutText(call.error, AUDIT_ERROR_CHARS) } : {})
       }
     })
   } catch (err) {

@@ -5,7 +5,7 @@
  */
 import type { Test } from 'tap'
 import { openDatabase } from '../../src/storage/database.js'
-import { AuditLog, type AuditStore } from '../../src/storage/audit.js'
+import { AuditLog, auditRowFromRaw, hashAuditRow, type AuditRawRow, type AuditRow, type AuditStore } from '../../src/storage/audit.js'
 import { AuditKeyring } from '../../src/storage/audit-key.js'
 import { PgAuditLog } from '../../src/storage/postgres/audit.js'
 import { openPostgres } from '../../src/storage/postgres/database.js'
@@ -80,4 +80,25 @@ export const AUDIT_STORES: Record<'sqlite' | 'postgres', (t: Test) => Promise<Au
       }
     }
   }
+}
+
+/** Every row of the log, oldest first, read with raw SQL. */
+export const rows = async (sql: RawSql): Promise<AuditRow[]> => (await sql.all<AuditRawRow>('SELECT * FROM audit_log ORDER BY audit_id')).map(auditRowFromRaw)
+
+/** What someone without the key can do after changing rows: rewrite them from `from` on as a plain SHA-256 chain, renumbered, and move the head. */
+export async function rechain (sql: RawSql, from: number): Promise<void> {
+  const all = await rows(sql)
+  await sql.run('DELETE FROM audit_log WHERE audit_id >= ?', from)
+  let previous = all.find((r) => r.audit_id === from - 1)?.integrity_hash ?? '0'.repeat(64)
+  for (const [i, row] of all.filter((r) => r.audit_id >= from).entries()) {
+    const { integrity_hash: _old, ...rest } = row
+    const unhashed = { ...rest, audit_id: from + i, key_id: null, previous_hash: previous }
+    const hash = hashAuditRow(unhashed) as string
+    await sql.run(`INSERT INTO audit_log (audit_id, timestamp, actor, action, resource, success, claimed_user, request_id, root_request_id, trace_id, details, key_id, previous_hash, integrity_hash)
+      VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)`, unhashed.audit_id, unhashed.timestamp, unhashed.actor, unhashed.action, unhashed.resource, unhashed.success ? 1 : 0, unhashed.claimed_user,
+    unhashed.request_id, unhashed.root_request_id, unhashed.trace_id, unhashed.details === null ? null : JSON.stringify(unhashed.details), unhashed.key_id, unhashed.previous_hash, hash)
+    previous = hash
+  }
+  const last = (await rows(sql)).at(-1)
+  await sql.run('UPDATE audit_head SET audit_id = ?, integrity_hash = ? WHERE id = 1', last?.audit_id ?? 0, last?.integrity_hash ?? '0'.repeat(64))
 }

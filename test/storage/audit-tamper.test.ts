@@ -1,10 +1,12 @@
 import t, { type Test } from 'tap'
-import { readFileSync, writeFileSync } from 'node:fs'
+import { appendFileSync, copyFileSync, readFileSync, rmSync, writeFileSync } from 'node:fs'
 import { join } from 'node:path'
-import { auditRowFromRaw, hashAuditRow, type AuditRawRow, type AuditRow, type AuditVerification } from '../../src/storage/audit.js'
+import { AUDIT_BOOT, hashAuditRow, type AuditRow, type AuditVerification } from '../../src/storage/audit.js'
 import { AuditKeyring } from '../../src/storage/audit-key.js'
 import { appendCheckpoint, CHECKPOINT_FILE, readCheckpoints } from '../../src/storage/audit-checkpoints.js'
-import { AUDIT_STORES, type AuditSubject, type RawSql } from './audit-stores.js'
+import { main } from '../../src/commands.js'
+import { tempDataDir } from '../helper.js'
+import { AUDIT_STORES, rechain, rows, type AuditSubject, type RawSql } from './audit-stores.js'
 
 // Fault 1 of issue 16, as an operator with write access to DATA_DIR or to the database (but not to
 // AUDIT_KEY) would try it: every case, on a keyed log and on a plain one, on SQLite and on
@@ -29,28 +31,15 @@ async function fresh (t: Test, make: (t: Test) => Promise<AuditSubject | undefin
   return { s, sql: s.sql, dir: s.dir, keyring }
 }
 
-async function verify (log: Log): Promise<AuditVerification> {
-  return await (await log.s.open(log.keyring, { readOnly: true })).verify(readCheckpoints(join(log.dir, CHECKPOINT_FILE)).checkpoints)
+/** `agent-host audit verify` on the subject's log, with `key` as AUDIT_KEY; its exit code and verdict. */
+async function cli (s: AuditSubject, key: string, errors: string[] = [], args: string[] = []): Promise<{ code: number, verdict: AuditVerification }> {
+  const out: string[] = []
+  const code = await main(['audit', 'verify', ...args], { DATA_DIR: s.dir, AUDIT_KEY: key, ...s.database }, { out: (l) => out.push(l), err: (l) => errors.push(l) })
+  return { code, verdict: JSON.parse(out[0] ?? '{}') as AuditVerification }
 }
 
-const rows = async (sql: RawSql): Promise<AuditRow[]> => (await sql.all<AuditRawRow>('SELECT * FROM audit_log ORDER BY audit_id')).map(auditRowFromRaw)
-
-/** What someone without the key can do after changing rows: rewrite them from `from` on as a plain SHA-256 chain, renumbered, and move the head. */
-async function rechain (sql: RawSql, from: number): Promise<void> {
-  const all = await rows(sql)
-  await sql.run('DELETE FROM audit_log WHERE audit_id >= ?', from)
-  let previous = all.find((r) => r.audit_id === from - 1)?.integrity_hash ?? '0'.repeat(64)
-  for (const [i, row] of all.filter((r) => r.audit_id >= from).entries()) {
-    const { integrity_hash: _old, ...rest } = row
-    const unhashed = { ...rest, audit_id: from + i, key_id: null, previous_hash: previous }
-    const hash = hashAuditRow(unhashed) as string
-    await sql.run(`INSERT INTO audit_log (audit_id, timestamp, actor, action, resource, success, claimed_user, request_id, root_request_id, trace_id, details, key_id, previous_hash, integrity_hash)
-      VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)`, unhashed.audit_id, unhashed.timestamp, unhashed.actor, unhashed.action, unhashed.resource, unhashed.success ? 1 : 0, unhashed.claimed_user,
-    unhashed.request_id, unhashed.root_request_id, unhashed.trace_id, unhashed.details === null ? null : JSON.stringify(unhashed.details), unhashed.key_id, unhashed.previous_hash, hash)
-    previous = hash
-  }
-  const last = (await rows(sql)).at(-1)
-  await sql.run('UPDATE audit_head SET audit_id = ?, integrity_hash = ? WHERE id = 1', last?.audit_id ?? 0, last?.integrity_hash ?? '0'.repeat(64))
+async function verify (log: Log): Promise<AuditVerification> {
+  return await (await log.s.open(log.keyring, { readOnly: true })).verify(readCheckpoints(join(log.dir, CHECKPOINT_FILE)).checkpoints)
 }
 
 /** Each attack, and what verify must say about it on a keyed log and on a plain one (undefined: it passes, as the threat model says). */
@@ -131,6 +120,27 @@ const CASES: Array<{ name: string, tamper: (log: Log) => Promise<void>, keyed: R
     keyed: /row 3: success is 2, not 0 or 1/,
     plain: /row 3: success is 2, not 0 or 1/,
     row: 3
+  },
+  {
+    // issue 27, fault 9: the hash covers the parsed details, where the last of two equal keys wins; json_extract reads the first
+    name: 'details rewritten with a repeated key, the original last (the parsed value and its hash unchanged)',
+    tamper: async ({ sql }) => { await sql.run('UPDATE audit_log SET details = ? WHERE audit_id = 7', '{"i":666,"i":7}') },
+    keyed: /row 7: details are not a JSON object in the form the host writes them \(a key repeated, spacing or escapes changed\): they were edited/,
+    plain: /row 7: details are not a JSON object in the form the host writes them/,
+    row: 7
+  },
+  {
+    name: 'details respaced and a character escaped (the same value)',
+    tamper: async ({ sql }) => { await sql.run('UPDATE audit_log SET details = ? WHERE audit_id = 4', '{ "\\u0069": 4 }') },
+    keyed: /row 4: details are not a JSON object in the form the host writes them/,
+    plain: /row 4: details are not a JSON object in the form the host writes them/,
+    row: 4
+  },
+  {
+    name: 'a row numbered 0 put before the first',
+    tamper: async ({ sql }) => { await sql.run("INSERT INTO audit_log (audit_id, timestamp, actor, action, resource, success, previous_hash, integrity_hash) VALUES (0, '2026-01-01T00:00:00.000Z', 'ghost', 'assist', 'agent:echo', 1, '', '')") },
+    keyed: /row 0 is out of sequence/,
+    plain: /row 0 is out of sequence/
   },
   {
     name: 'the head table dropped',
@@ -219,6 +229,92 @@ for (const [kind, make] of Object.entries(AUDIT_STORES)) {
       const verdict = await verify(log)
       t.match(verdict, { ok: true, rows: 12, keyed_rows: 12, checkpoints_checked: 1 })
       t.ok(verdict.seconds >= 0 && verdict.rows_per_second > 0)
+    })
+
+    t.test('a checkpoint file line that is not a checkpoint is a fault, and the rows are still walked', async (t) => {
+      const log = await fresh(t, make, true)
+      if (log === undefined) return
+      appendFileSync(join(log.dir, CHECKPOINT_FILE), 'not a checkpoint\n')
+      await log.sql.run("UPDATE audit_log SET resource = 'agent:other' WHERE audit_id = 7")
+      const { code, verdict } = await cli(log.s, KEY)
+      t.equal(code, 1)
+      t.match(verdict, { ok: false, reason: /audit-checkpoints\.jsonl:2 is not a checkpoint/, fault_count: 2, faults: [{}, { row: 7 }] })
+    })
+  })
+
+  // Issue 27, fault 8: whoever can write DATA_DIR (or the database) recomputes a keyed log as a
+  // plain one, forges a row, moves the head and deletes the checkpoint file. With the key, the
+  // verifier holds the log to what a keyed server leaves: signed rows, and after a signed boot row
+  // a signed checkpoint.
+  t.test(`${kind}: a keyed log made plain, or stripped of its checkpoints (issue 27, fault 8)`, async (t) => {
+    /** A log as a keyed server leaves it: its signed boot row, a checkpoint, five rows, another checkpoint. */
+    async function booted (t: Test): Promise<AuditSubject | undefined> {
+      const s = await make(t)
+      if (s === undefined) return undefined
+      const audit = await s.open(new AuditKeyring(KEY))
+      await audit.append({ ...AUDIT_BOOT, resource: 'instance-1', success: true, details: { version: '1.0.0' } })
+      appendCheckpoint(s.dir, await audit.checkpoint())
+      for (let i = 1; i <= 5; i++) await audit.append({ actor: `key-${i}`, action: 'assist', resource: 'agent:echo', success: true, claimed_user: `user-${i}` })
+      appendCheckpoint(s.dir, await audit.checkpoint())
+      await s.sql.unguard()
+      return s
+    }
+
+    t.test('every row recomputed without a key, a row forged, the head moved and the checkpoint file deleted: a failure with AUDIT_KEY', async (t) => {
+      const s = await booted(t)
+      if (s === undefined) return
+      await rechain(s.sql, 1)
+      const last = (await rows(s.sql)).at(-1) as AuditRow
+      const { integrity_hash: _last, ...forged } = { ...last, audit_id: 7, actor: 'mallory', previous_hash: last.integrity_hash }
+      const hash = hashAuditRow(forged) as string
+      await s.sql.run('INSERT INTO audit_log (audit_id, timestamp, actor, action, resource, success, claimed_user, previous_hash, integrity_hash) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?)',
+        7, forged.timestamp, forged.actor, forged.action, forged.resource, 1, forged.claimed_user, forged.previous_hash, hash)
+      await s.sql.run('UPDATE audit_head SET audit_id = 7, integrity_hash = ? WHERE id = 1', hash)
+      rmSync(join(s.dir, CHECKPOINT_FILE))
+      const keyed = await cli(s, KEY)
+      t.equal(keyed.code, 1)
+      t.match(keyed.verdict, { ok: false, rows: 7, keyed_rows: 0, fault_count: 1, reason: /no row is signed with an audit key this verifier holds, and AUDIT_KEY is set/ })
+      const errors: string[] = []
+      t.equal((await cli(s, '', errors)).code, 0, 'without the key nothing tells (the threat model)')
+      t.match(errors, [/7 rows are not signed/])
+    })
+
+    t.test('every row and the head deleted, and the checkpoint file: a failure with AUDIT_KEY', async (t) => {
+      const s = await booted(t)
+      if (s === undefined) return
+      await s.sql.exec('DELETE FROM audit_log; DELETE FROM audit_head')
+      rmSync(join(s.dir, CHECKPOINT_FILE))
+      t.match(await cli(s, KEY), { code: 1, verdict: { ok: false, rows: 0, reason: /no row is signed/ } })
+    })
+
+    t.test('the checkpoint file deleted, emptied or replaced by unsigned checkpoints, the rows intact or cut back: a failure with AUDIT_KEY', async (t) => {
+      const s = await booted(t)
+      if (s === undefined) return
+      const file = join(s.dir, CHECKPOINT_FILE)
+      const kept = join(tempDataDir(t), 'kept.jsonl')
+      copyFileSync(file, kept)
+      t.match(await cli(s, KEY), { code: 0, verdict: { ok: true, rows: 6, keyed_rows: 6, checkpoints_checked: 2 } }, 'intact')
+      rmSync(file)
+      const gone = /row 1 is a signed boot, after which the server wrote a signed checkpoint to .*audit-checkpoints\.jsonl, but no signed checkpoint was given: the file was removed or emptied/
+      t.match(await cli(s, KEY), { code: 1, verdict: { ok: false, rows: 6, first_bad_row: 1, fault_count: 1, reason: gone } }, 'deleted')
+      writeFileSync(file, '')
+      t.match(await cli(s, KEY), { code: 1, verdict: { reason: gone } }, 'emptied')
+      const [head] = await s.sql.all<{ integrity_hash: string }>('SELECT integrity_hash FROM audit_log WHERE audit_id = 6')
+      writeFileSync(file, `${JSON.stringify({ rows: 6, head: head?.integrity_hash, at: new Date().toISOString(), key_id: null, signature: null })}\n`)
+      t.match(await cli(s, KEY), { code: 1, verdict: { checkpoints_checked: 1, reason: gone } }, 'an unsigned checkpoint does not stand for a signed one')
+      t.match(await cli(s, KEY, [], ['--checkpoint-file', kept]), { code: 0, verdict: { ok: true, checkpoints_checked: 3 } }, 'a copy kept elsewhere (with PostgreSQL: another instance\'s file) does')
+      rmSync(file)
+      await s.sql.run('DELETE FROM audit_log WHERE audit_id > 2')
+      await s.sql.run('UPDATE audit_head SET audit_id = 2, integrity_hash = (SELECT integrity_hash FROM audit_log WHERE audit_id = 2) WHERE id = 1')
+      t.match(await cli(s, KEY), { code: 1, verdict: { rows: 2, reason: gone } }, 'rows cut back to just after the boot')
+    })
+
+    t.test('a keyed log that records no boot (written by the command line or a worker) needs no checkpoint file', async (t) => {
+      const s = await make(t)
+      if (s === undefined) return
+      const audit = await s.open(new AuditKeyring(KEY))
+      await audit.append({ actor: 'cli:ada', action: 'key.create', resource: 'k1', success: true })
+      t.match(await cli(s, KEY), { code: 0, verdict: { ok: true, rows: 1, keyed_rows: 1, checkpoints_checked: 0 } })
     })
   })
 }

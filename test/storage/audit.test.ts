@@ -2,7 +2,7 @@ import t, { type Test } from 'tap'
 import { spawn } from 'node:child_process'
 import { once } from 'node:events'
 import { fileURLToPath } from 'node:url'
-import { AUDIT_GENESIS, hashAuditRow, type AuditStore } from '../../src/storage/audit.js'
+import { AUDIT_GENESIS, AUDIT_MAX_FAULTS, hashAuditRow, type AuditStore } from '../../src/storage/audit.js'
 import { AuditKeyring } from '../../src/storage/audit-key.js'
 import { main } from '../../src/commands.js'
 import { AUDIT_STORES, type AuditSubject } from './audit-stores.js'
@@ -44,6 +44,68 @@ for (const [kind, make] of Object.entries(AUDIT_STORES)) {
       const row = await f.audit.append({ actor: 'a', action: 'x', resource: 'r', success: true, claimed_user: 'u'.repeat(300) })
       t.match(row, { audit_id: 1, claimed_user: 'u'.repeat(256), request_id: null, root_request_id: null, trace_id: null, details: null, key_id: null, previous_hash: AUDIT_GENESIS })
       t.same(await f.audit.list(), [row])
+    })
+
+    t.test('every text of a row is stored as it is hashed: a lone surrogate or NUL, in any column or in details (keys too), becomes U+FFFD (issue 27, fault 2)', async (t) => {
+      const f = await fresh(t, make, 0)
+      if (f === undefined) return
+      const odd = (name: string): string => `${name}\ud800|\udc00|\u0000|\u{1F600}`
+      const clean = (name: string): string => `${name}\ufffd|\ufffd|\ufffd|\u{1F600}`
+      const row = await f.audit.append({
+        actor: odd('actor'),
+        action: odd('action'),
+        resource: odd('resource'),
+        success: true,
+        claimed_user: odd('user'),
+        request_id: odd('req'),
+        root_request_id: odd('root'),
+        trace_id: odd('trace'),
+        details: { [odd('key')]: odd('value'), nested: [odd('item'), { [odd('deep')]: 1 }], plain: 'caf\u00e9' }
+      })
+      t.match(row, { actor: clean('actor'), action: clean('action'), resource: clean('resource'), claimed_user: clean('user'), request_id: clean('req'), root_request_id: clean('root'), trace_id: clean('trace') })
+      t.same(row.details, { [clean('key')]: clean('value'), nested: [clean('item'), { [clean('deep')]: 1 }], plain: 'caf\u00e9' })
+      t.same(await f.audit.list(), [row], 'what is read back is what was returned')
+      t.match(await f.audit.verify(), { ok: true, rows: 1 })
+      const [raw] = await f.s.sql.all<{ actor: string }>('SELECT actor FROM audit_log')
+      t.equal(raw?.actor, clean('actor'), 'and what the database holds')
+    })
+
+    t.test('the claimed user is cut at 256 characters, never inside a surrogate pair (issue 27, fault 2)', async (t) => {
+      const f = await fresh(t, make, 0)
+      if (f === undefined) return
+      const cut = async (user: string): Promise<string | null> => (await f.audit.append({ actor: 'a', action: 'x', resource: 'r', success: true, claimed_user: user })).claimed_user
+      t.equal(await cut(`${'a'.repeat(255)}\u{1F600}`), 'a'.repeat(255), 'a pair across the limit is left out whole')
+      t.equal(await cut(`${'a'.repeat(254)}\u{1F600}x`), `${'a'.repeat(254)}\u{1F600}`, 'a pair inside the limit is kept')
+      t.equal(await cut('\u{1F600}'.repeat(200)), '\u{1F600}'.repeat(128))
+      t.match(await f.audit.verify(), { ok: true, rows: 3 })
+    })
+
+    t.test('verify reports every bad row: a row that went bad by accident does not hide a real edit after it (issue 27, fault 2)', async (t) => {
+      const f = await fresh(t, make)
+      if (f === undefined) return
+      await f.s.sql.unguard()
+      // what a database that stored U+FFFD for a lone surrogate left before the fix
+      await f.s.sql.run("UPDATE audit_log SET actor = 'user-3\ufffd' WHERE audit_id = 3")
+      await f.s.sql.run("UPDATE audit_log SET resource = 'mallory' WHERE audit_id = 7")
+      await f.s.sql.run('UPDATE audit_log SET success = 5 WHERE audit_id = 9')
+      const verdict = await f.audit.verify()
+      t.match(verdict, { ok: false, rows: 2, rows_read: 10, first_bad_row: 3, reason: /row 3: integrity_hash/, fault_count: 3 })
+      t.same(verdict.faults?.map((fault) => fault.row), [3, 7, 9])
+      t.match(verdict.faults?.[1], { row: 7, reason: /row 7: integrity_hash does not match/ })
+      t.match(verdict.faults?.[2], { row: 9, reason: /row 9: success is 5/ })
+      const lines: string[] = []
+      t.equal(await main(['audit', 'verify'], { DATA_DIR: f.s.dir, ...f.s.database }, { out: (l) => lines.push(l), err: () => {} }), 1)
+      t.same((JSON.parse(lines[0] ?? '{}') as { faults: Array<{ row: number }> }).faults.map((fault) => fault.row), [3, 7, 9], 'the command line lists them too')
+    })
+
+    t.test('verify lists at most AUDIT_MAX_FAULTS faults and counts them all', async (t) => {
+      const f = await fresh(t, make, AUDIT_MAX_FAULTS + 5)
+      if (f === undefined) return
+      await f.s.sql.unguard()
+      await f.s.sql.run("UPDATE audit_log SET resource = 'mallory'")
+      const verdict = await f.audit.verify()
+      t.match(verdict, { ok: false, rows: 0, rows_read: AUDIT_MAX_FAULTS + 5, fault_count: AUDIT_MAX_FAULTS + 5 })
+      t.equal(verdict.faults?.length, AUDIT_MAX_FAULTS)
     })
 
     t.test('the log is append-only: UPDATE and DELETE are refused by the database', async (t) => {

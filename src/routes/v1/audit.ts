@@ -38,9 +38,9 @@ const auditRoutes: FastifyPluginAsyncTypebox = async (app) => {
       response: { 200: AuditVerification }
     }
   }, async () => {
-    const { checkpoints, problems } = readCheckpoints(join(app.config.DATA_DIR, CHECKPOINT_FILE))
-    const result = await app.audit.verify(checkpoints)
-    return problems.length > 0 && result.ok ? { ...result, ok: false, reason: problems.join('; ') } : result
+    const file = join(app.config.DATA_DIR, CHECKPOINT_FILE)
+    const { checkpoints, problems } = readCheckpoints(file)
+    return await app.audit.verify(checkpoints, { checkpointFile: file, problems })
   })
 
   app.get('/v1/audit/checkpoint', {

@@ -7,6 +7,7 @@ import { BusDeadLetterPage, BusEventPage, BusPublished, BusSubscriptionRecord, t
 import { EventPublication } from '../../protocol/contract.js'
 import { errorResponse, validationError } from '../../protocol/openapi.js'
 import type { BusEvent } from '../../storage/bus.js'
+import { cutText } from '../../storage/audit-text.js'
 
 /** An event as it is served: times in RFC 3339, without whose it is (nor its owner's agent list). */
 export function busEventRecord (event: BusEvent): BusEventRecord {
@@ -36,7 +37,7 @@ const busRoutes: FastifyPluginAsyncTypebox = async (app) => {
     }
   }, async (request, reply) => {
     const published = await app.bus.publish(request.body, { source: 'api', owner_key: request.identity.id, owner_agents: request.identity.agents === null ? null : [...request.identity.agents], trace_id: request.traceId })
-    await app.audit.append({ actor: request.identity.id, action: 'bus.publish', resource: published.event.type, success: true, trace_id: request.traceId, details: { event: published.event.id, key: published.event.key.slice(0, 256), duplicate: published.duplicate } })
+    await app.audit.append({ actor: request.identity.id, action: 'bus.publish', resource: published.event.type, success: true, trace_id: request.traceId, details: { event: published.event.id, key: cutText(published.event.key, 256), duplicate: published.duplicate } })
     return await reply.code(202).send({ event: busEventRecord(published.event), duplicate: published.duplicate })
   })
 
