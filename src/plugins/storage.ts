@@ -62,6 +62,7 @@ async function storage (app: FastifyInstance): Promise<void> {
   const backend = app.config.DATABASE_URL === '' ? sqlite(app) : await postgres(app)
   const { audit, config } = app
   if (!audit.keyed) app.log.warn('AUDIT_KEY is not set: the audit log shows accidental damage only; anyone who can write the database can rewrite it unseen. Set AUDIT_KEY (kept outside DATA_DIR) for a log an auditor can trust')
+  else await warnIfUnsigned(app, audit)
   await audit.append({ ...AUDIT_BOOT, resource: app.instanceId, success: true, details: { version: pkg.version, pid: process.pid } })
   // signed checkpoints outside the database: what catches rows cut from the end of the log
   let checkpointed = -1
@@ -84,6 +85,18 @@ async function storage (app: FastifyInstance): Promise<void> {
     await checkpoint()
     await backend.close()
   })
+}
+
+/**
+ * With an audit key, a log whose last row is plain is one this boot starts to sign: the key was
+ * just turned on, or someone without it rewrote a signed log as a plain one (and its checkpoint
+ * file), which once this boot has signed a row nothing in DATA_DIR can tell any more. Said loudly.
+ */
+async function warnIfUnsigned (app: FastifyInstance, audit: AuditStore): Promise<void> {
+  const { rows } = await audit.checkpoint()
+  const last = rows === 0 ? undefined : (await audit.list({ after: rows - 1, limit: 1 }))[0]
+  if (last?.key_id !== null) return
+  app.log.warn({ rows }, 'AUDIT_KEY is set and no row of the audit log is signed yet: signing starts with this boot. If a server with an audit key wrote to this log before, it was rewritten without the key: check it now against a checkpoint kept elsewhere (agent-host audit verify --checkpoint)')
 }
 
 /** How a backend closes: `quiesce` stops its background work and commits what is queued; `close` closes the database (after the audit's last row). */
