@@ -17,6 +17,7 @@ import type { DeliveryMode } from '../protocol/manifest.js'
 import type { ResolvedAgentRequest, ServiceRequest } from '../protocol/envelope.js'
 import { isBusy, isUnavailable, retryBusy } from '../storage/busy.js'
 import { canonicalJson } from '../storage/canonical-json.js'
+import { cutText } from '../storage/audit-text.js'
 import type { RunLedger } from '../storage/run-ledger.js'
 import type { JournalRow, RunRecord } from '../storage/runs.js'
 import type { SessionStore } from '../protocol/session.js'
@@ -560,7 +561,7 @@ export class AssistEngine {
       commitNow: () => ledger.commitNow(),
       audit: async (actor, action, resource, success) => {
         // the row's actor is the caller; who the agent says acted is its claim
-        await ledger.audit({ actor: owner, action, resource, success, claimed_user: resolved.context.user.user_id, request_id: wireId, root_request_id: resolved.root_request_id, trace_id: traceId, details: { by: `agent:${agentName}`, agent_says_actor: actor.slice(0, 256) } })
+        await ledger.audit({ actor: owner, action, resource, success, claimed_user: resolved.context.user.user_id, request_id: wireId, root_request_id: resolved.root_request_id, trace_id: traceId, details: { by: `agent:${agentName}`, agent_says_actor: cutText(actor, 256) } })
       }
     }
   }
