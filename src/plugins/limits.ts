@@ -3,6 +3,7 @@ import rateLimit from '@fastify/rate-limit'
 import type { FastifyInstance, FastifyReply, FastifyRequest } from 'fastify'
 import { isPublic } from '../auth/scopes.js'
 import { AH_ERR_RATE_LIMITED, AH_ERR_TOO_MANY_STREAMS, withDetails } from '../errors.js'
+import { MemoryRateLimitStore } from '../http/rate-limit-store.js'
 import { StreamGate } from '../http/stream-gate.js'
 import { pgRateLimitStore } from '../storage/postgres/rate-limit-store.js'
 import { PgStreamGate } from '../storage/postgres/stream-slots.js'
@@ -16,10 +17,17 @@ export interface Limits {
    */
   agentRun: (request: FastifyRequest, reply: FastifyReply, agent: { id: string, name: string }) => Promise<void>
   /**
-   * Take an SSE slot for the caller before a stream starts. Throws `AH_ERR_TOO_MANY_STREAMS` (429
-   * past `MAX_STREAMS_PER_CALLER`, 503 past `MAX_STREAMS`); returns the function that frees the slot.
+   * Count `count` more requests of the caller against `RATE_LIMIT_MAX`, beyond the HTTP request
+   * itself (which every scoped route counts): the JSON-RPC requests of an MCP batch after its first.
+   * Throws 429 `AH_ERR_RATE_LIMITED` with `Retry-After` past it.
    */
-  openStream: (request: FastifyRequest, reply: FastifyReply) => Promise<() => void>
+  callerRequests: (request: FastifyRequest, reply: FastifyReply, count: number) => Promise<void>
+  /**
+   * Take `count` SSE slots for the caller (one per stream the response carries: the tool calls of
+   * an MCP batch), all or none, before a stream starts. Throws `AH_ERR_TOO_MANY_STREAMS` (429 past
+   * `MAX_STREAMS_PER_CALLER`, 503 past `MAX_STREAMS`); returns the function that frees them.
+   */
+  openStream: (request: FastifyRequest, reply: FastifyReply, count?: number) => Promise<() => void>
   /**
    * Count a failed authentication from the request's address against `AUTH_FAILURE_MAX`. Throws
    * 429 `AH_ERR_RATE_LIMITED` (`details.limit` `auth_failures`) past it.
@@ -55,9 +63,10 @@ async function limits (app: FastifyInstance): Promise<void> {
   await app.register(rateLimit, {
     global: false,
     timeWindow: config.RATE_LIMIT_WINDOW_MS,
-    cache: 10000,
     // while the database is away, routes that need nothing of it go on answering, uncounted
-    ...(backend.kind === 'postgres' ? { store: pgRateLimitStore(backend.pool, { onPruneError: (err) => { app.log.warn({ err }, 'pruning ended rate-limit windows failed; the next prune tries again') } }), skipOnError: true } : {})
+    ...(backend.kind === 'postgres'
+      ? { store: pgRateLimitStore(backend.pool, { onPruneError: (err) => { app.log.warn({ err }, 'pruning ended rate-limit windows failed; the next prune tries again') } }), skipOnError: true }
+      : { store: MemoryRateLimitStore })
   })
 
   // document it: every scoped route may answer 429
@@ -79,16 +88,20 @@ async function limits (app: FastifyInstance): Promise<void> {
       { limit, max, window_ms: config.RATE_LIMIT_WINDOW_MS, retry_after_s: retryAfter })
   }
 
-  if (config.RATE_LIMIT_MAX > 0) {
-    const perCaller = app.createRateLimit({ max: config.RATE_LIMIT_MAX, keyGenerator: callerOf })
+  const perCaller = config.RATE_LIMIT_MAX > 0 ? app.createRateLimit({ max: config.RATE_LIMIT_MAX, keyGenerator: callerOf }) : undefined
+  /** One more request of the caller: its headers, and 429 past the limit. */
+  const countCaller = async (request: FastifyRequest, reply: FastifyReply, limit: NonNullable<typeof perCaller>): Promise<void> => {
+    const state = await limit(request)
+    if (state.isAllowed) return
+    reply.header('x-ratelimit-limit', state.max).header('x-ratelimit-remaining', state.remaining).header('x-ratelimit-reset', state.ttlInSeconds)
+    if (state.isExceeded) refuse(request, reply, 'caller', state.max, state.ttlInSeconds, callerOf(request))
+  }
+  if (perCaller !== undefined) {
     // after every onRequest hook (the auth plugin's names the caller), before the body is read
     app.addHook('preParsing', async (request, reply) => {
       const url = request.routeOptions.url
       if (url === undefined || isPublic(request.method, url)) return
-      const state = await perCaller(request)
-      if (state.isAllowed) return
-      reply.header('x-ratelimit-limit', state.max).header('x-ratelimit-remaining', state.remaining).header('x-ratelimit-reset', state.ttlInSeconds)
-      if (state.isExceeded) refuse(request, reply, 'caller', state.max, state.ttlInSeconds, callerOf(request))
+      await countCaller(request, reply, perCaller)
     })
   }
 
@@ -115,22 +128,36 @@ async function limits (app: FastifyInstance): Promise<void> {
       const state = await authFailures(request)
       if (!state.isAllowed && state.isExceeded) refuse(request, reply, 'auth_failures', state.max, state.ttlInSeconds, `ip:${request.ip}`)
     },
+    async callerRequests (request, reply, count) {
+      if (perCaller === undefined) return
+      for (let i = 0; i < count; i++) await countCaller(request, reply, perCaller)
+    },
     async agentRun (request, reply, agent) {
       if (perAgent === undefined) return
       runFor.set(request, agent.id)
       const state = await perAgent(request)
       if (!state.isAllowed && state.isExceeded) refuse(request, reply, 'agent', state.max, state.ttlInSeconds, agent.name)
     },
-    async openStream (request, reply) {
-      const slot = await streams.acquire(callerOf(request))
-      if (typeof slot === 'function') return slot
-      const max = slot === 'caller' ? config.MAX_STREAMS_PER_CALLER : config.MAX_STREAMS
-      app.metrics.rateLimited.inc({ limit: `${slot}_streams` })
-      request.log.info({ limit: slot, max }, 'refused: too many streams')
-      reply.header('retry-after', '1')
-      const error = withDetails(new AH_ERR_TOO_MANY_STREAMS(slot === 'caller' ? `this caller holds ${max} open already` : `the server holds ${max} open already`), { limit: `${slot}_streams`, max })
-      if (slot === 'total') error.statusCode = 503
-      throw error
+    async openStream (request, reply, count = 1) {
+      const held: Array<() => void> = []
+      const releaseAll = (): void => { for (const release of held) release() }
+      while (held.length < count) {
+        const slot = await streams.acquire(callerOf(request))
+        if (typeof slot === 'function') {
+          held.push(slot)
+          continue
+        }
+        releaseAll()
+        const max = slot === 'caller' ? config.MAX_STREAMS_PER_CALLER : config.MAX_STREAMS
+        app.metrics.rateLimited.inc({ limit: `${slot}_streams` })
+        request.log.info({ limit: slot, max, count }, 'refused: too many streams')
+        reply.header('retry-after', '1')
+        const holder = slot === 'caller' ? 'this caller' : 'the server'
+        const error = withDetails(new AH_ERR_TOO_MANY_STREAMS(count > 1 ? `${holder} may hold ${max} open at once, and this request needs ${count}` : `${holder} holds ${max} open already`), { limit: `${slot}_streams`, max })
+        if (slot === 'total') error.statusCode = 503
+        throw error
+      }
+      return releaseAll
     }
   } satisfies Limits)
 }

@@ -19,8 +19,15 @@ export const McpMessage = Type.Object({
 }, { additionalProperties: true, description: 'A JSON-RPC 2.0 message of the Model Context Protocol' })
 export type McpMessage = Static<typeof McpMessage>
 
-/** The body of `POST /mcp`: one JSON-RPC message, or a batch of them. */
-export const McpBody = Type.Union([McpMessage, Type.Array(McpMessage, { minItems: 1 })])
+/**
+ * The most messages a JSON-RPC batch to `/mcp` may hold (the MCP SDK's transport takes 100). Each
+ * request of a batch counts against its caller's rate limit and each tool call takes a stream slot,
+ * as if sent alone; this bounds what one HTTP request may ask at once.
+ */
+export const MCP_MAX_BATCH = 32
+
+/** The body of `POST /mcp`: one JSON-RPC message, or a batch of at most {@link MCP_MAX_BATCH}. */
+export const McpBody = Type.Union([McpMessage, Type.Array(McpMessage, { minItems: 1, maxItems: MCP_MAX_BATCH })])
 export type McpBody = Static<typeof McpBody>
 
 /** The headers `/mcp` reads itself (the SDK's transport checks them further). */

@@ -8,7 +8,7 @@ import { createMcpServer, type McpCall } from '../mcp/server.js'
 import { McpSessions, type McpSession } from '../mcp/sessions.js'
 import { ToolCatalogue } from '../mcp/tools.js'
 import { runTraceOf } from '../plugins/telemetry.js'
-import { MCP_INITIALIZE_EXAMPLE, MCP_TOOLS_CALL_EXAMPLE, McpBody, McpHeaders, McpMessage } from '../protocol/mcp.js'
+import { MCP_INITIALIZE_EXAMPLE, MCP_MAX_BATCH, MCP_TOOLS_CALL_EXAMPLE, McpBody, McpHeaders, McpMessage } from '../protocol/mcp.js'
 import { documented, errorResponse, validationError } from '../protocol/openapi.js'
 
 const EXAMPLE_SESSION = '6f1b7c1e-2d3a-4b5c-8d9e-0a1b2c3d4e5f'
@@ -25,10 +25,10 @@ const sessionNotFound = errorResponse('The `Mcp-Session-Id` names no open MCP se
 const hostRefused = errorResponse('The DNS-rebinding guard refused the `Host` or `Origin` header (`AH_ERR_HOST_REFUSED`)', new AH_ERR_HOST_REFUSED('Host "attacker.example:3000" is not a name of this server (add it to ALLOWED_HOSTS)'))
 const noSession = (what: string): ReturnType<typeof errorResponse> => errorResponse(`${what} without \`Mcp-Session-Id\` (\`AH_ERR_REQUEST_INVALID\`)`, new AH_ERR_REQUEST_INVALID('send the Mcp-Session-Id header that initialize answered with (or initialize first)'))
 
-/** The ids of the JSON-RPC requests in a body (notifications and responses have none to answer). */
-function requestIds (body: McpBody | undefined): RequestId[] {
+/** The JSON-RPC requests in a body (notifications and responses ask for no answer). */
+function requestsOf (body: McpBody | undefined): McpMessage[] {
   if (body === undefined) return []
-  return (Array.isArray(body) ? body : [body]).filter((m) => m.method !== undefined && m.id !== undefined).map((m) => m.id as RequestId)
+  return (Array.isArray(body) ? body : [body]).filter((m) => m.method !== undefined && m.id !== undefined)
 }
 
 /**
@@ -66,11 +66,16 @@ const mcpRoutes: FastifyPluginAsyncTypebox = async (app) => {
 
   /**
    * Hand one HTTP exchange to the session's transport: its JSON-RPC requests are answered for this
-   * request's caller, a tool call's SSE response takes one of the caller's stream slots (as a CAP
-   * stream does), and the client going away aborts what the exchange carries.
+   * request's caller, and the client going away aborts what the exchange carries. A batch is
+   * limited as its requests would be one by one, all of it or none before anything runs: each
+   * request counts against the caller's rate limit (the HTTP request paid for the first), and each
+   * tool call takes one of the caller's stream slots (as a CAP stream does) until the answer ends.
    */
-  const exchange = async (request: FastifyRequest, reply: FastifyReply, session: McpSession, body: McpBody | undefined, streams: boolean): Promise<FastifyReply> => {
-    const release = streams ? await app.limits.openStream(request, reply) : undefined
+  const exchange = async (request: FastifyRequest, reply: FastifyReply, session: McpSession, body: McpBody | undefined): Promise<FastifyReply> => {
+    const requests = requestsOf(body)
+    await app.limits.callerRequests(request, reply, requests.length - 1)
+    const streams = requests.filter((m) => m.method === 'tools/call').length
+    const release = streams > 0 ? await app.limits.openStream(request, reply, streams) : undefined
     const gone = new AbortController()
     const call: McpCall = {
       identity: request.identity,
@@ -80,7 +85,7 @@ const mcpRoutes: FastifyPluginAsyncTypebox = async (app) => {
       admit: async (agent) => { await app.limits.agentRun(request, reply, agent) },
       ...(app.tracer !== undefined ? { runTrace: (trace) => runTraceOf(request, trace) } : {})
     }
-    const leave = session.enter(requestIds(body), call)
+    const leave = session.enter(requests.map((m) => m.id as RequestId), call)
     reply.raw.on('close', () => {
       if (!reply.raw.writableFinished) gone.abort()
       leave()
@@ -112,23 +117,25 @@ const mcpRoutes: FastifyPluginAsyncTypebox = async (app) => {
       response: {
         200: documented(McpMessage, { description: 'For a body with requests: `text/event-stream` whose events (`event: message`) are JSON-RPC messages (notifications, then the responses), or the JSON-RPC response itself; `initialize`\'s answer carries the `Mcp-Session-Id` header' }),
         202: documented(Type.Null(), { description: 'A body of notifications and responses only: accepted' }),
-        400: errorResponse('The body is not a JSON-RPC message (`AH_ERR_VALIDATION`), or a request other than `initialize` came without `Mcp-Session-Id` (`AH_ERR_REQUEST_INVALID`)',
+        400: errorResponse(`The body is not a JSON-RPC message or a batch of at most ${MCP_MAX_BATCH} (\`AH_ERR_VALIDATION\`), or a request other than \`initialize\` came without \`Mcp-Session-Id\` (\`AH_ERR_REQUEST_INVALID\`)`,
           validationError('/jsonrpc', 'must be equal to constant'), new AH_ERR_REQUEST_INVALID('POST /mcp: send the Mcp-Session-Id header that initialize answered with (or initialize first)')),
         403: hostRefused,
         404: sessionNotFound,
-        429: errorResponse('The caller is past its rate limit, or holds `MAX_STREAMS_PER_CALLER` streams (`AH_ERR_TOO_MANY_STREAMS`, a `tools/call`)', new AH_ERR_TOO_MANY_STREAMS('this caller holds 20 open already'))
+        429: errorResponse('The caller is past its rate limit (each request of a batch counts), or its `MAX_STREAMS_PER_CALLER` streams cannot hold one more per `tools/call` (`AH_ERR_TOO_MANY_STREAMS`): a batch is refused whole, before any of it runs', new AH_ERR_TOO_MANY_STREAMS('this caller holds 20 open already'))
       }
     }
   }, async (request, reply) => {
     const body = request.body
     const id = request.headers['mcp-session-id']
     const initialize = (Array.isArray(body) ? body : [body]).some((m) => isInitializeRequest(m))
-    const streams = (Array.isArray(body) ? body : [body]).some((m) => m.method === 'tools/call' && m.id !== undefined)
-    if (id !== undefined || !initialize) return await exchange(request, reply, sessionOf(request, id, 'POST /mcp'), body, streams)
+    if (id !== undefined || !initialize) return await exchange(request, reply, sessionOf(request, id, 'POST /mcp'), body)
     const session = await sessions.create(request.identity.id)
-    await exchange(request, reply, session, body, streams)
-    // initialize was refused (a batch, a bad Accept): the session never began
-    if (session.id === undefined) await session.close()
+    try {
+      await exchange(request, reply, session, body)
+    } finally {
+      // initialize was refused (a batch, a bad Accept, a limit): the session never began
+      if (session.id === undefined) await session.close()
+    }
     return reply
   })
 
@@ -148,7 +155,7 @@ const mcpRoutes: FastifyPluginAsyncTypebox = async (app) => {
       }
     }
     // one per session, and a principal's sessions are bounded (MCP_MAX_SESSIONS): it takes no stream slot
-  }, async (request, reply) => await exchange(request, reply, sessionOf(request, request.headers['mcp-session-id'], 'GET /mcp'), undefined, false))
+  }, async (request, reply) => await exchange(request, reply, sessionOf(request, request.headers['mcp-session-id'], 'GET /mcp'), undefined))
 
   app.delete('/mcp', {
     config: routeConfig,
@@ -164,7 +171,7 @@ const mcpRoutes: FastifyPluginAsyncTypebox = async (app) => {
         404: sessionNotFound
       }
     }
-  }, async (request, reply) => await exchange(request, reply, sessionOf(request, request.headers['mcp-session-id'], 'DELETE /mcp'), undefined, false))
+  }, async (request, reply) => await exchange(request, reply, sessionOf(request, request.headers['mcp-session-id'], 'DELETE /mcp'), undefined))
 }
 
 export default mcpRoutes
