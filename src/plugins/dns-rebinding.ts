@@ -16,6 +16,9 @@ declare module 'fastify' {
 /** The names a loopback address answers to in a `Host` header (the MCP SDK's own list). */
 const LOOPBACK_NAMES = ['localhost', '127.0.0.1', '[::1]']
 
+/** The addresses that bind every interface: a `Host` naming one is no name of the server. */
+const UNSPECIFIED = ['0.0.0.0', '[::]']
+
 /** Which `Host` and `Origin` headers the server takes (see {@link rebindingGuard}). */
 export interface RebindingGuard {
   /** Host names (without port) a request may name; undefined: any (the server is not bound to loopback). */
@@ -38,12 +41,16 @@ function urlOf (host: string, scheme = 'http://'): URL | undefined {
  * `ALLOWED_HOSTS` = `allowed` (host names as the URL parser writes them). Bound to loopback, a
  * request must name a loopback host (`localhost`, `127.0.0.1`, `[::1]`, the bound address), an
  * allowed host or the host of a listed origin: a page whose name was rebound to 127.0.0.1 still
- * sends its own name. An `Origin` must be the request's own or a listed one.
+ * sends its own name. Bound elsewhere, the same holds once `allowed` names the server's names (an
+ * operator's list); without one the server cannot know them, and any `Host` passes. An `Origin`
+ * must be the request's own or a listed one.
  */
 export function rebindingGuard (bindHost: string, loopback: boolean, corsOrigins: readonly string[], allowed: readonly string[]): RebindingGuard {
   const listed = corsOrigins.filter((origin) => origin !== '*')
-  const hosts = loopback
-    ? new Set([...LOOPBACK_NAMES, (urlOf(bindHost.includes(':') ? `[${bindHost}]` : bindHost) as URL).hostname, ...allowed, ...listed.map((origin) => new URL(origin).hostname)])
+  const bound = (urlOf(bindHost.includes(':') ? `[${bindHost}]` : bindHost) as URL).hostname
+  // an operator's list turns the Host check on wherever the server is bound; the wildcard addresses are no name of it
+  const hosts = loopback || allowed.length > 0
+    ? new Set([...LOOPBACK_NAMES, ...(UNSPECIFIED.includes(bound) ? [] : [bound]), ...allowed, ...listed.map((origin) => new URL(origin).hostname)])
     : undefined
   return { hosts, origins: corsOrigins.includes('*') ? '*' : new Set(listed) }
 }
@@ -70,10 +77,11 @@ export function rebindingRefusal (guard: RebindingGuard, host: string | undefine
  */
 async function dnsRebinding (app: FastifyInstance): Promise<void> {
   const config = app.config
-  const loopback = isLoopback(config.HOST)
-  const guard = rebindingGuard(config.HOST, loopback, corsOrigins(config.CORS_ORIGINS), allowedHosts(config.ALLOWED_HOSTS))
+  const allowed = allowedHosts(config.ALLOWED_HOSTS)
+  const everyRoute = isLoopback(config.HOST) || allowed.length > 0
+  const guard = rebindingGuard(config.HOST, isLoopback(config.HOST), corsOrigins(config.CORS_ORIGINS), allowed)
   app.addHook('onRequest', async (request) => {
-    if (!loopback && request.routeOptions.config.originGuard !== true) return
+    if (!everyRoute && request.routeOptions.config.originGuard !== true) return
     const refused = rebindingRefusal(guard, request.headers.host, request.headers.origin)
     if (refused !== undefined) throw new AH_ERR_HOST_REFUSED(refused)
   })

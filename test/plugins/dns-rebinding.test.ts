@@ -126,6 +126,19 @@ t.test('bound to a non-loopback address, the guard does not apply (but /mcp keep
   }
 })
 
+t.test('bound to a non-loopback address with ALLOWED_HOSTS, every route takes only those names (and loopback ones), never the wildcard address', async (t) => {
+  for (const HOST of ['0.0.0.0', '::']) {
+    const app = await build(t, { WORKERS_PER_TYPE: '0', AUTH_MODE: 'apikey', AUTH_FAILURE_MAX: '0', HOST, ALLOWED_HOSTS: 'agents.example.com,192.0.2.10' })
+    const rebound = await sweep(app, { host: REBOUND })
+    t.same(rebound.filter(({ route, res }) => !refused(res, route.split(' ')[0] as string)).map(({ route }) => route), [], `HOST ${HOST}: a rebound Host is refused on every route`)
+    for (const host of ['agents.example.com', 'agents.example.com:8443', '192.0.2.10:3000', 'localhost:3000', '127.0.0.1']) {
+      t.equal((await app.inject({ url: '/health', headers: { host } })).statusCode, 200, `HOST ${HOST}: ${host} is served`)
+    }
+    for (const host of ['0.0.0.0:3000', '[::]:3000']) t.equal((await app.inject({ url: '/health', headers: { host } })).statusCode, 403, `HOST ${HOST}: ${host} is no name of the server`)
+    t.equal((await app.inject({ url: '/health', headers: { host: 'agents.example.com', origin: 'https://attacker.example' } })).statusCode, 403, `HOST ${HOST}: a foreign Origin is refused`)
+  }
+})
+
 t.test('ALLOWED_HOSTS: names or addresses without a port, comma-separated; anything else is refused at boot', async (t) => {
   t.equal(loadConfig({}).ALLOWED_HOSTS, '')
   for (const bad of ['http://agents.internal', 'agents.internal:3000', 'agents.internal/x', '*', 'a b', 'user@agents.internal', '[::1']) {
@@ -145,8 +158,10 @@ t.test('the guard itself: which Host and Origin headers pass', async (t) => {
   t.equal(rebindingRefusal(rebindingGuard('127.0.0.2', true, [], []), '127.0.0.2:3000', undefined), undefined, 'the bound address')
   t.equal(rebindingRefusal(rebindingGuard('::1', true, [], []), '[::1]:3000', undefined), undefined)
 
-  const open = rebindingGuard('0.0.0.0', false, [], ['agents.internal'])
-  t.equal(rebindingRefusal(open, 'agents.example.com', undefined), undefined, 'not bound to loopback: any Host')
+  t.match(rebindingRefusal(rebindingGuard('0.0.0.0', false, [], ['agents.internal']), 'agents.example.com', undefined), /^Host/, 'not bound to loopback with ALLOWED_HOSTS: only those names')
+  t.equal(rebindingRefusal(rebindingGuard('0.0.0.0', false, [], ['agents.internal']), 'agents.internal:3000', undefined), undefined)
+  const open = rebindingGuard('0.0.0.0', false, [], [])
+  t.equal(rebindingRefusal(open, 'agents.example.com', undefined), undefined, 'not bound to loopback, no ALLOWED_HOSTS: any Host')
   t.equal(rebindingRefusal(open, undefined, undefined), undefined)
   t.equal(rebindingRefusal(open, 'agents.example.com', 'https://agents.example.com'), undefined, 'its own origin')
   t.match(rebindingRefusal(open, 'agents.example.com', 'https://attacker.example'), /^Origin/)
