@@ -1,0 +1,90 @@
+// What a test file waits on, for the durations report (scripts/test-report.ts): loaded into every
+// test process by .taprc's node-arg, it counts the processes the file starts (by command), the
+// servers it listens with, the PostgreSQL databases it makes, and the timers of 100 ms or more that
+// fire (sleeps, timeouts, polls), and at exit writes them to .tap/measure/<pid>.json. Only a test
+// file's own process writes (not the servers and workers it starts, which inherit execArgv).
+// Plain JavaScript, so that it loads before tap's TypeScript loader and costs nothing to compile.
+import { createRequire, syncBuiltinESMExports } from 'node:module'
+import { mkdirSync, writeFileSync } from 'node:fs'
+import { basename, join, relative } from 'node:path'
+
+// children started with process.execArgv (servers, workers) may run in another folder: name this file absolutely
+process.execArgv = process.execArgv.map((arg) => /^--import=\.\/.*measure\/preload\.mjs$/.test(arg) ? `--import=${import.meta.url}` : arg)
+
+const file = process.argv[1]
+if (file !== undefined && /\.test\.ts$/.test(file) && process.env.AGENT_HOST_MEASURE !== '0') {
+  const require = createRequire(import.meta.url)
+  const started = Date.now()
+  const counts = { processes: {}, servers: 0, pgDatabases: 0, timers: 0, timerMs: 0 }
+  const count = (command) => {
+    const name = basename(String(command))
+    counts.processes[name] = (counts.processes[name] ?? 0) + 1
+  }
+
+  const childProcess = require('node:child_process')
+  for (const method of ['spawn', 'spawnSync', 'execFile', 'execFileSync', 'fork']) {
+    const original = childProcess[method]
+    childProcess[method] = function (command, ...rest) {
+      // a script run with node names the script, not node
+      const args = Array.isArray(rest[0]) ? rest[0] : []
+      const script = method === 'fork' ? command : /(^|\/)node$/.test(String(command)) ? args.find((a) => typeof a === 'string' && !a.startsWith('-')) : undefined
+      count(script ?? command)
+      return original.call(this, command, ...rest)
+    }
+  }
+  for (const method of ['exec', 'execSync']) {
+    const original = childProcess[method]
+    childProcess[method] = function (command, ...rest) {
+      count(String(command).split(' ')[0])
+      return original.call(this, command, ...rest)
+    }
+  }
+
+  const net = require('node:net')
+  const listen = net.Server.prototype.listen
+  net.Server.prototype.listen = function (...args) {
+    counts.servers++
+    return listen.apply(this, args)
+  }
+
+  const timed = (delay) => typeof delay === 'number' && delay >= 100
+  const fired = (delay) => { counts.timers++; counts.timerMs += delay }
+  const setTimeoutOriginal = globalThis.setTimeout
+  const wrapped = function (callback, delay, ...args) {
+    if (!timed(delay) || typeof callback !== 'function') return setTimeoutOriginal(callback, delay, ...args)
+    return setTimeoutOriginal((...a) => { fired(delay); return callback(...a) }, delay, ...args)
+  }
+  globalThis.setTimeout = Object.assign(wrapped, setTimeoutOriginal)
+  const timers = require('node:timers')
+  timers.setTimeout = globalThis.setTimeout
+  const promises = require('node:timers/promises')
+  const sleep = promises.setTimeout
+  promises.setTimeout = async function (delay, ...rest) {
+    const value = await sleep(delay, ...rest)
+    if (timed(delay)) fired(delay)
+    return value
+  }
+  syncBuiltinESMExports()
+
+  try {
+    const pg = require('pg')
+    const query = pg.Client.prototype.query
+    pg.Client.prototype.query = function (config, ...rest) {
+      const text = typeof config === 'string' ? config : config?.text
+      if (typeof text === 'string' && /^\s*CREATE DATABASE/i.test(text)) counts.pgDatabases++
+      return query.call(this, config, ...rest)
+    }
+  } catch {
+    // no pg here: nothing to count
+  }
+
+  process.once('exit', () => {
+    try {
+      const dir = join(process.cwd(), '.tap', 'measure')
+      mkdirSync(dir, { recursive: true })
+      writeFileSync(join(dir, `${process.pid}.json`), JSON.stringify({ file: relative(process.cwd(), file), ms: Date.now() - started, ...counts }))
+    } catch {
+      // a report is not worth failing a test for
+    }
+  })
+}
