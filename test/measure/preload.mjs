@@ -21,23 +21,25 @@ if (file !== undefined && /\.test\.ts$/.test(file) && process.env.AGENT_HOST_MEA
     counts.processes[name] = (counts.processes[name] ?? 0) + 1
   }
 
+  const { promisify } = require('node:util')
+  // a wrapper keeps what util.promisify finds on the original (execFile's and exec's { stdout, stderr })
+  const wrap = (original, counted) => {
+    const wrapper = function (...args) { counted(...args); return original.apply(this, args) }
+    const custom = original[promisify.custom]
+    if (custom !== undefined) wrapper[promisify.custom] = function (...args) { counted(...args); return custom.apply(this, args) }
+    return wrapper
+  }
   const childProcess = require('node:child_process')
   for (const method of ['spawn', 'spawnSync', 'execFile', 'execFileSync', 'fork']) {
-    const original = childProcess[method]
-    childProcess[method] = function (command, ...rest) {
+    childProcess[method] = wrap(childProcess[method], (command, args) => {
       // a script run with node names the script, not node
-      const args = Array.isArray(rest[0]) ? rest[0] : []
-      const script = method === 'fork' ? command : /(^|\/)node$/.test(String(command)) ? args.find((a) => typeof a === 'string' && !a.startsWith('-')) : undefined
+      const list = Array.isArray(args) ? args : []
+      const script = method === 'fork' ? command : /(^|\/)node$/.test(String(command)) ? list.find((a) => typeof a === 'string' && !a.startsWith('-')) : undefined
       count(script ?? command)
-      return original.call(this, command, ...rest)
-    }
+    })
   }
   for (const method of ['exec', 'execSync']) {
-    const original = childProcess[method]
-    childProcess[method] = function (command, ...rest) {
-      count(String(command).split(' ')[0])
-      return original.call(this, command, ...rest)
-    }
+    childProcess[method] = wrap(childProcess[method], (command) => { count(String(command).split(' ')[0]) })
   }
 
   const net = require('node:net')
@@ -54,7 +56,15 @@ if (file !== undefined && /\.test\.ts$/.test(file) && process.env.AGENT_HOST_MEA
     if (!timed(delay) || typeof callback !== 'function') return setTimeoutOriginal(callback, delay, ...args)
     return setTimeoutOriginal((...a) => { fired(delay); return callback(...a) }, delay, ...args)
   }
-  globalThis.setTimeout = Object.assign(wrapped, setTimeoutOriginal)
+  const sleepCustom = setTimeoutOriginal[promisify.custom]
+  if (sleepCustom !== undefined) {
+    wrapped[promisify.custom] = async function (delay, ...rest) {
+      const value = await sleepCustom.call(this, delay, ...rest)
+      if (timed(delay)) fired(delay)
+      return value
+    }
+  }
+  globalThis.setTimeout = wrapped
   const timers = require('node:timers')
   timers.setTimeout = globalThis.setTimeout
   const promises = require('node:timers/promises')

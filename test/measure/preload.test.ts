@@ -12,11 +12,14 @@ t.test('the preload counts what a test file waits on and writes it at exit, unde
   writeFileSync(join(dir, 'package.json'), '{"type": "module"}')
   writeFileSync(join(dir, 'child.js'), '')
   writeFileSync(join(dir, 'waits.test.ts'), `
-    import { execFileSync, spawnSync } from 'node:child_process'
+    import { execFile, execFileSync, spawnSync } from 'node:child_process'
     import { createServer } from 'node:net'
     import { setTimeout as sleep } from 'node:timers/promises'
+    import { promisify } from 'node:util'
     spawnSync('true')
-    spawnSync('true')
+    const { stdout } = await promisify(execFile)('echo', ['as before'])
+    if (stdout !== 'as before\\n') throw new Error('promisify(execFile) must still answer { stdout, stderr }: ' + JSON.stringify(stdout))
+    await promisify(setTimeout)(100)
     execFileSync(process.execPath, [${JSON.stringify(join(dir, 'child.js'))}])
     const server = createServer()
     await new Promise((resolve) => server.listen(0, '127.0.0.1', () => resolve(undefined)))
@@ -33,12 +36,12 @@ t.test('the preload counts what a test file waits on and writes it at exit, unde
   t.match(JSON.parse(readFileSync(join(dir, '.tap', 'measure', written[0] as string), 'utf8')), {
     file: 'waits.test.ts',
     ms: Number,
-    processes: { true: 2, 'child.js': 1 },
+    processes: { true: 1, echo: 1, 'child.js': 1 },
     servers: 1,
     pgDatabases: 0,
-    timers: 2,
-    timerMs: 250
-  }, 'two processes of one command, a node script by its name, the server, the timers of 100 ms or more that fired (not the one cleared, nor the short one)')
+    timers: 3,
+    timerMs: 350
+  }, 'processes by command (promisified ones too), a node script by its name, the server, the timers of 100 ms or more that fired (not the one cleared, nor the short one)')
 
   const quiet = spawnSync(process.execPath, [...process.execArgv, 'waits.test.ts'], { cwd: dir, encoding: 'utf8', env: { ...process.env, AGENT_HOST_MEASURE: '0' } })
   t.equal(quiet.status, 0, quiet.stderr)
