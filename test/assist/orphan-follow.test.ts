@@ -11,20 +11,23 @@ const slow = streamingScript(400, 20)
 t.test('a client following an orphan recovers it; while the lock is held elsewhere its stream is cut short, never closed as if complete', async (t) => {
   const dataDir = tempDataDir(t)
   const owner = await startServer(t, { DATA_DIR: dataDir, AGENTS_DIR: FIXTURE_AGENTS_DIR, RUN_LEASE_MS: '1500' })
+  // this server's own heartbeat is slow (a ten-minute lease): only a follower can recover the run.
+  // It boots, and the lock holder is ready, before the owner dies: a boot's recovery or a slow
+  // spawn on a loaded machine would otherwise find the lease lapsed first
+  const app = await buildApp(testConfig(t, { DATA_DIR: dataDir, AGENTS_DIR: FIXTURE_AGENTS_DIR, RUN_LEASE_MS: '600000', DB_WRITE_BUDGET_MS: '300' }))
+  t.teardown(() => app.close())
+  await app.listen({ host: '127.0.0.1', port: 0 })
+  const url = `http://127.0.0.1:${(app.server.address() as { port: number }).port}`
+  const holder = await holdDbLock(t, dataDir, true)
+
   const body = envelope(SCRIPTED, { script: slow })
   const first = await open(owner.url, body)
   await until('some deltas', () => (first.text().match(/"DELTA"/g) ?? []).length >= 3, 20_000)
   owner.child.kill('SIGKILL')
   await owner.exited
-
-  // this server's own heartbeat is slow (a minute's lease): only a follower can recover the run in time
-  const app = await buildApp(testConfig(t, { DATA_DIR: dataDir, AGENTS_DIR: FIXTURE_AGENTS_DIR, RUN_LEASE_MS: '60000', DB_WRITE_BUDGET_MS: '300' }))
-  t.teardown(() => app.close())
-  await app.listen({ host: '127.0.0.1', port: 0 })
-  const url = `http://127.0.0.1:${(app.server.address() as { port: number }).port}`
   await until('the dead owner\'s lease to lapse', () => (sqliteRuns(app).get(body.request_id)?.lease_expires_at ?? Infinity) < Date.now(), 20_000, 20)
 
-  const holder = await holdDbLock(t, dataDir)
+  await holder.lock()
   const cut = await open(url, body)
   await cut.ended
   const partial = parseSse(cut.text().slice(0, cut.text().lastIndexOf('\n\n') + 2), false).packets
