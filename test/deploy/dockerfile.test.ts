@@ -1,6 +1,6 @@
 import t from 'tap'
-import { spawn, type ChildProcess } from 'node:child_process'
-import { mkdirSync, mkdtempSync, rmSync, writeFileSync } from 'node:fs'
+import { execFileSync, spawn, type ChildProcess } from 'node:child_process'
+import { existsSync, mkdirSync, mkdtempSync, readFileSync, rmSync, writeFileSync } from 'node:fs'
 import { createServer } from 'node:net'
 import { tmpdir } from 'node:os'
 import { join } from 'node:path'
@@ -18,6 +18,21 @@ t.setTimeout(900_000)
 const ROOT = fileURLToPath(new URL('../../', import.meta.url))
 // tap's hooks and markers are this test's, not the image's
 const HOST_ENV = harnessFreeEnv((name) => name === 'NODE_ENV')
+
+/**
+ * better-sqlite3's prebuilt addon for this runtime, where its installer (prebuild-install) looks
+ * first: in Docker, \`npm ci\` downloads the prebuild from GitHub; here, without a network, it would
+ * compile the addon from source (two minutes of CPU) after trying to reach GitHub. The addon is the
+ * one this checkout's own \`npm ci\` built, packed as its download would be. Returns the environment
+ * that points the installer at it.
+ */
+function localPrebuild (dir: string): Record<string, string> {
+  const pkg = JSON.parse(readFileSync(join(ROOT, 'node_modules/better-sqlite3/package.json'), 'utf8')) as { version: string }
+  const name = `better-sqlite3-v${pkg.version}-node-v${process.versions.modules}-${process.platform}-${process.arch}.tar.gz`
+  mkdirSync(dir, { recursive: true })
+  execFileSync('tar', ['-czf', join(dir, name), '-C', join(ROOT, 'node_modules/better-sqlite3'), 'build/Release/better_sqlite3.node'])
+  return { npm_config_better_sqlite3_local_prebuilds: dir }
+}
 
 async function freePort (): Promise<number> {
   return await new Promise((resolve) => {
@@ -65,7 +80,8 @@ t.test('the runner: instructions, continuation lines, and which paths are the im
 t.test('the Dockerfile, built and run outside Docker', async (t) => {
   const work = mkdtempSync(join(tmpdir(), 'agent-host-image-'))
   t.teardown(() => { rmSync(work, { recursive: true, force: true }) })
-  const image = await buildImage(join(ROOT, 'Dockerfile'), ROOT, work, HOST_ENV)
+  const image = await buildImage(join(ROOT, 'Dockerfile'), ROOT, work, { ...HOST_ENV, ...localPrebuild(join(work, 'prebuilds')) })
+  t.notOk(existsSync(join(image.root, 'app/node_modules/better-sqlite3/build/Release/obj.target')), 'npm ci installed the prebuilt addon, not a compiled one')
   t.match(image.entrypoint, ['/usr/bin/tini', '--'], 'tini is PID 1')
   t.match(image.cmd, ['node', '--enable-source-maps', 'dist/src/server.js'])
   t.match(image.env, { NODE_ENV: 'production', HOST: '0.0.0.0', AUTH_MODE: 'apikey', DATA_DIR: join(image.root, 'app/data') })
