@@ -1,8 +1,10 @@
 /**
  * The durations report of the last `npm test` (`.ci/run` prints it after each test run): every test
- * file's own time (tap's `# time=` in `.tap/test-results`) with what it waited on (the counts
- * `test/measure/preload.mjs` wrote to `.tap/measure`: processes started, servers listened with,
- * PostgreSQL databases made, timers of 100 ms or more that fired), the slowest files first.
+ * file's own time (tap's `# time=` in `.tap/test-results`) with the CPU it used and what it waited
+ * on (what `test/measure/preload.mjs` wrote to `.tap/measure`: CPU seconds of the file's process and
+ * the children it waited for, processes started, servers listened with, PostgreSQL databases made,
+ * timers of 100 ms or more that fired), the slowest files first. On two cores with three files at a
+ * time, the CPU is what the suite's wall time is made of.
  *
  *     npx tsx scripts/test-report.ts            # the 15 slowest files
  *     npx tsx scripts/test-report.ts --all      # every file
@@ -17,6 +19,8 @@ export interface FileDuration {
   file: string
   /** The file's own time, as tap measured it. */
   seconds: number
+  /** CPU seconds of the file's process and the children it waited for (undefined where not measured). */
+  cpuSeconds: number | undefined
   /** Processes it started, by command (a node script by its name). */
   processes: Record<string, number>
   servers: number
@@ -26,7 +30,7 @@ export interface FileDuration {
   timerSeconds: number
 }
 
-interface Measured { file: string, processes: Record<string, number>, servers: number, pgDatabases: number, timers: number, timerMs: number }
+interface Measured { file: string, cpuS?: number, processes: Record<string, number>, servers: number, pgDatabases: number, timers: number, timerMs: number }
 
 function filesUnder (dir: string): string[] {
   if (!existsSync(dir)) return []
@@ -57,6 +61,7 @@ export function durations (root: string): FileDuration[] {
     out.push({
       file,
       seconds,
+      cpuSeconds: m?.cpuS,
       processes: m?.processes ?? {},
       servers: m?.servers ?? 0,
       pgDatabases: m?.pgDatabases ?? 0,
@@ -70,13 +75,14 @@ export function durations (root: string): FileDuration[] {
 /** `rows` as a Markdown table, with the files' total. */
 export function table (rows: readonly FileDuration[], all: readonly FileDuration[] = rows): string {
   const total = all.reduce((sum, r) => sum + r.seconds, 0)
+  const cpu = all.reduce((sum, r) => sum + (r.cpuSeconds ?? 0), 0)
   const processes = (p: Record<string, number>): string => Object.entries(p).sort((a, b) => b[1] - a[1]).map(([name, n]) => `${name}×${n}`).join(' ') || '—'
   return [
-    '| file | s | processes started | servers | pg dbs | timers ≥100 ms (Σ s) |',
-    '|---|---:|---|---:|---:|---:|',
-    ...rows.map((r) => `| ${r.file} | ${r.seconds.toFixed(1)} | ${processes(r.processes)} | ${r.servers} | ${r.pgDatabases} | ${r.timers} (${r.timerSeconds.toFixed(1)}) |`),
+    '| file | s | CPU s | processes started | servers | pg dbs | timers ≥100 ms (Σ s) |',
+    '|---|---:|---:|---|---:|---:|---:|',
+    ...rows.map((r) => `| ${r.file} | ${r.seconds.toFixed(1)} | ${r.cpuSeconds?.toFixed(1) ?? '—'} | ${processes(r.processes)} | ${r.servers} | ${r.pgDatabases} | ${r.timers} (${r.timerSeconds.toFixed(1)}) |`),
     '',
-    `${all.length} files, ${total.toFixed(0)} s of their own time in all`
+    `${all.length} files, ${total.toFixed(0)} s of their own time and ${cpu.toFixed(0)} s of CPU in all`
   ].join('\n')
 }
 

@@ -5,7 +5,7 @@
 // file's own process writes (not the servers and workers it starts, which inherit execArgv).
 // Plain JavaScript, so that it loads before tap's TypeScript loader and costs nothing to compile.
 import { createRequire, syncBuiltinESMExports } from 'node:module'
-import { mkdirSync, writeFileSync } from 'node:fs'
+import { mkdirSync, readFileSync, writeFileSync } from 'node:fs'
 import { basename, join, relative } from 'node:path'
 
 // children started with process.execArgv (servers, workers) may run in another folder: name this file absolutely
@@ -88,11 +88,22 @@ if (file !== undefined && /\.test\.ts$/.test(file) && process.env.AGENT_HOST_MEA
     // no pg here: nothing to count
   }
 
+  // CPU seconds of this process and of the children it waited for (servers, workers, npm, tsc):
+  // /proc/self/stat's utime, stime, cutime and cstime, in Linux's clock ticks (USER_HZ, 100)
+  const cpuSeconds = () => {
+    try {
+      const fields = readFileSync('/proc/self/stat', 'utf8').replace(/^.*\) /, '').split(' ')
+      return fields.slice(11, 15).reduce((sum, ticks) => sum + Number(ticks), 0) / 100
+    } catch {
+      return undefined
+    }
+  }
+
   process.once('exit', () => {
     try {
       const dir = join(process.cwd(), '.tap', 'measure')
       mkdirSync(dir, { recursive: true })
-      writeFileSync(join(dir, `${process.pid}.json`), JSON.stringify({ file: relative(process.cwd(), file), ms: Date.now() - started, ...counts }))
+      writeFileSync(join(dir, `${process.pid}.json`), JSON.stringify({ file: relative(process.cwd(), file), ms: Date.now() - started, cpuS: cpuSeconds(), ...counts }))
     } catch {
       // a report is not worth failing a test for
     }

@@ -33,7 +33,9 @@ t.test('the preload counts what a test file waits on and writes it at exit, unde
   t.equal(run.status, 0, run.stderr)
   const written = readdirSync(join(dir, '.tap', 'measure'))
   t.equal(written.length, 1, 'one file, named by the process')
-  t.match(JSON.parse(readFileSync(join(dir, '.tap', 'measure', written[0] as string), 'utf8')), {
+  const measured = JSON.parse(readFileSync(join(dir, '.tap', 'measure', written[0] as string), 'utf8')) as { cpuS: number }
+  t.ok(measured.cpuS > 0, `its CPU seconds, its children's included (${measured.cpuS})`)
+  t.match(measured, {
     file: 'waits.test.ts',
     ms: Number,
     processes: { true: 1, echo: 1, 'child.js': 1 },
