@@ -67,15 +67,16 @@ function transpile (file, text) {
 const TS = /\.(ts|mts)$/
 
 /**
- * `./x.js` names `./x.ts` when there is no `./x.js` (TypeScript's own rule), also as a file URL with a
- * query (tap's mocks import `file:///…/x.js?tapmock=…`).
+ * `./x.js` names `./x.ts` when there is no `./x.js` (TypeScript's own rule), also as an absolute path
+ * (an agent in a temporary folder importing the authoring API) or a file URL with a query (tap's
+ * mocks import `file:///…/x.js?tapmock=…`).
  */
 export async function resolve (specifier, context, nextResolve) {
   try {
     return await nextResolve(specifier, context)
   } catch (err) {
     const JS = /\.(m?)js(?=[?#]|$)/
-    if (err?.code === 'ERR_MODULE_NOT_FOUND' && /^(\.{1,2}\/|file:)/.test(specifier) && JS.test(specifier)) {
+    if (err?.code === 'ERR_MODULE_NOT_FOUND' && /^(\.{0,2}\/|file:)/.test(specifier) && JS.test(specifier)) {
       return nextResolve(specifier.replace(JS, '.$1ts'), context)
     }
     throw err
