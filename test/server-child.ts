@@ -2,7 +2,7 @@ import { spawn, type ChildProcess } from 'node:child_process'
 import { once } from 'node:events'
 import { fileURLToPath } from 'node:url'
 import { join } from 'node:path'
-import type { Teardown } from './helper.js'
+import { TEST_ENV, type Teardown } from './helper.js'
 
 const ROOT = fileURLToPath(new URL('..', import.meta.url))
 
@@ -21,7 +21,7 @@ export interface ServerChild {
 export async function startServer (t: Teardown, env: Record<string, string>, options: { cwd?: string } = {}): Promise<ServerChild> {
   const child = spawn(process.execPath, [...process.execArgv, join(ROOT, 'src/server.ts')], {
     cwd: options.cwd ?? ROOT,
-    env: { ...process.env, PORT: '0', HOST: '127.0.0.1', LOG_LEVEL: 'info', ...env },
+    env: { ...process.env, PORT: '0', HOST: '127.0.0.1', LOG_LEVEL: 'info', ...TEST_ENV, ...env },
     stdio: ['ignore', 'pipe', 'inherit']
   })
   const exited = once(child, 'exit').then(([code, signal]) => (code ?? signal) as number | string)
