@@ -16,14 +16,16 @@ import { harnessFreeEnv } from './child-env.js'
 
 const ROOT = fileURLToPath(new URL('../', import.meta.url))
 
-/** A temporary agent-host project: src/ and node_modules linked to the repository's, test helpers, package.json (none: null). */
+/** A temporary agent-host project: src/, node_modules and .taprc linked to the repository's, test helpers, package.json (none: null). */
 function project (t: Teardown, packageJson: unknown = JSON.parse(readFileSync(join(ROOT, 'package.json'), 'utf8'))): string {
   const dir = mkdtempSync(join(tmpdir(), 'agent-host-scaffold-'))
   t.teardown(() => { rmSync(dir, { recursive: true, force: true }) })
   symlinkSync(join(ROOT, 'src'), join(dir, 'src'), 'dir')
   symlinkSync(join(ROOT, 'node_modules'), join(dir, 'node_modules'), 'dir')
   mkdirSync(join(dir, 'test'))
-  for (const helper of ['helper.ts', 'sse.ts']) symlinkSync(join(ROOT, 'test', helper), join(dir, 'test', helper))
+  for (const helper of ['helper.ts', 'sse.ts', 'measure']) symlinkSync(join(ROOT, 'test', helper), join(dir, 'test', helper))
+  // the project's tap configuration (its TypeScript loader): a project made from this repository has it
+  symlinkSync(join(ROOT, '.taprc'), join(dir, '.taprc'))
   if (packageJson !== null) writeFileSync(join(dir, 'package.json'), JSON.stringify(packageJson))
   return dir
 }

@@ -3,7 +3,8 @@ import { spawn } from 'node:child_process'
 import { once } from 'node:events'
 import { fileURLToPath } from 'node:url'
 import { request } from 'node:http'
-import { AGENTS, envelope, tempDataDir } from './helper.js'
+import { AGENTS, envelope, tempDataDir, TEST_ENV } from './helper.js'
+import { until } from './socket.js'
 import { parseSse } from './sse.js'
 
 const ROOT = fileURLToPath(new URL('..', import.meta.url))
@@ -11,7 +12,7 @@ const ROOT = fileURLToPath(new URL('..', import.meta.url))
 t.test('SIGTERM: the open stream gets the shutdown packets and the process exits 0 within CLOSE_GRACE_MS', async (t) => {
   const child = spawn(process.execPath, [...process.execArgv, 'src/server.ts'], {
     cwd: ROOT,
-    env: { ...process.env, PORT: '0', HOST: '127.0.0.1', LOG_LEVEL: 'info', DATA_DIR: tempDataDir(t), CLOSE_GRACE_MS: '4000' },
+    env: { ...process.env, PORT: '0', HOST: '127.0.0.1', LOG_LEVEL: 'info', ...TEST_ENV, DATA_DIR: tempDataDir(t), CLOSE_GRACE_MS: '4000' },
     stdio: ['ignore', 'pipe', 'pipe']
   })
   t.teardown(() => { child.kill('SIGKILL') })
@@ -34,7 +35,7 @@ t.test('SIGTERM: the open stream gets the shutdown packets and the process exits
     req.on('error', reject)
     req.end(body)
   })
-  while (!text().includes('"DELTA"')) await new Promise((resolve) => setTimeout(resolve, 5))
+  await until('a delta', () => text().includes('"DELTA"'), 30_000, 5).catch((err: Error) => { throw new Error(`${err.message}; the response so far: ${text()}`) })
   const sent = Date.now()
   child.kill('SIGTERM')
   await ended

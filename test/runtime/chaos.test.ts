@@ -80,6 +80,10 @@ for (const [kind, make] of Object.entries(stores)) {
     const pausedAt = Date.now()
     await until('the pause', () => stopped(paused.child), 5_000)
     chaos.pauses++
+    // the pause ends on its own clock: a worker stopped inside a SQLite write transaction holds
+    // the database's lock, and no other worker progresses until it goes on
+    let pauseMs = 0
+    const resumed = sleep(2_500).then(() => { paused.child.kill('SIGCONT'); pauseMs = Date.now() - pausedAt })
     // kills, at whatever point each worker is, each replaced
     for (const i of [1, 2]) {
       await until('more progress', () => completed.size >= 10 + 25 * i, 30_000)
@@ -92,9 +96,7 @@ for (const [kind, make] of Object.entries(stores)) {
       await next.ready
       next.child.stdin?.end('go\n')
     }
-    await sleep(Math.max(0, pausedAt + 2_500 - Date.now()))
-    const pauseMs = Date.now() - pausedAt
-    paused.child.kill('SIGCONT')
+    await resumed
     await until('every task completed', () => state.done, 45_000)
     await Promise.all(workers.map(async (w) => { if (w.child.exitCode === null && w.child.signalCode === null) await w.exited }))
     state.running = false

@@ -15,10 +15,15 @@ const LEASE_MS = 600
 
 interface Worker { child: ChildProcessWithoutNullStreams, output: () => string }
 
-function startWorker (t: Teardown, dataDir: string): Worker {
+/**
+ * A worker process. The one a test kills or freezes holds LEASE_MS; the one that takes over holds a
+ * lease that a loaded machine's scheduling cannot outlast (its own heartbeats arriving late would
+ * be refused as stale too, and muddle what the test reads).
+ */
+function startWorker (t: Teardown, dataDir: string, leaseMs = LEASE_MS): Worker {
   const child = spawn(process.execPath, [...process.execArgv, 'src/cli.ts', 'worker', '--type', 'sleep'], {
     cwd: ROOT,
-    env: { ...process.env, DATA_DIR: dataDir, AGENTS_DIR: FIXTURE_AGENTS_DIR, TASK_LEASE_MS: String(LEASE_MS), TASK_HEARTBEAT_MS: '150', TASK_POLL_MS: '30' }
+    env: { ...process.env, DATA_DIR: dataDir, AGENTS_DIR: FIXTURE_AGENTS_DIR, TASK_LEASE_MS: String(leaseMs), TASK_HEARTBEAT_MS: String(Math.min(150, leaseMs / 4)), TASK_POLL_MS: '30' }
   })
   let output = ''
   child.stdout.on('data', (c: Buffer) => { output += c.toString() })
@@ -57,7 +62,7 @@ t.test('SIGKILL a worker mid-task: the task is reclaimed after its lease and com
   const reclaimMs = Date.now() - killed
   t.ok(reclaimMs >= LEASE_MS - 200, `reclaimed ${reclaimMs} ms after SIGKILL (lease ${LEASE_MS} ms)`)
   t.comment(`SIGKILL → reclaim: ${reclaimMs} ms with a ${LEASE_MS} ms lease`)
-  const b = startWorker(t, dataDir)
+  const b = startWorker(t, dataDir, 60_000)
   await until(async () => (await store.get('job'))?.status === 'COMPLETED')
   const job = await store.get('job')
   t.equal(job?.attempt, 2)
@@ -76,7 +81,7 @@ t.test('SIGSTOP a worker past its lease, SIGCONT it: its late completion is refu
   a.child.kill('SIGSTOP')
   await sleep(LEASE_MS + 50)
   t.equal((await reaper.reap())[0]?.id, 'frozen')
-  const b = startWorker(t, dataDir)
+  const b = startWorker(t, dataDir, 60_000)
   await until(async () => (await store.get('frozen'))?.status === 'COMPLETED')
   a.child.kill('SIGCONT')
   await until(() => audit.list({ limit: 1000 }).some((row) => /^task\.(complete|fail|heartbeat)\.stale$/.test(row.action)))

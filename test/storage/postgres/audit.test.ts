@@ -83,7 +83,9 @@ t.test('an instance without the key may not append once another instance signed 
 t.test('verify reads one snapshot: rows another process appends meanwhile are neither half seen nor taken for a cut', async (t) => {
   const url = await pgDatabase(t)
   if (url === undefined) return
-  const pool = await openPostgres(url)
+  // the walk's snapshot stays open while this process is blocked on another one, which on a loaded
+  // machine can outlast the 5 s after which the server ends a session idle in a transaction
+  const pool = await openPostgres(url, { idleInTransactionTimeoutMs: 120_000 })
   t.teardown(async () => { await pool.end() })
   const audit = await PgAuditLog.open(pool, new AuditKeyring(KEY))
   const told: Array<[number, number]> = []
