@@ -14,7 +14,7 @@ import { Agent, request } from 'node:http'
 import autocannon from 'autocannon'
 import { arg, saveResult, smoke, startServer } from './common.js'
 
-const duration = arg('duration', 5, 1)
+const duration = arg('duration', 5, 0.25)
 const connections = arg('connections', 50, 2)
 const streams = arg('streams', 100, 3)
 const packets = arg('packets', 100, 5)

@@ -5,7 +5,7 @@
 // With --compare=<dir> the same two assist targets also run against another build (a checkout with
 // its own dist/, "before"), interleaved with this one ("after"): see bench/README.md.
 //   npm run build && node bench/assist.js [--duration=5] [--rounds=5] [--connections=50] [--compare=<dir>] [--smoke]
-// --smoke: one 1 s round with 2 connections against this checkout's sources, checking only that
+// --smoke: one 0.25 s round with 2 connections against this checkout's sources, checking only that
 // every answer is a 2xx (npm test runs it so the benchmark cannot rot).
 import { randomUUID } from 'node:crypto'
 import { readFileSync } from 'node:fs'
@@ -13,7 +13,7 @@ import { fileURLToPath } from 'node:url'
 import autocannon from 'autocannon'
 import { arg, saveResult, smoke, startServer } from './common.js'
 
-const duration = arg('duration', 5, 1)
+const duration = arg('duration', 5, 0.25)
 const rounds = arg('rounds', 5, 1)
 const connections = arg('connections', 50, 2)
 const compare = process.argv.find((a) => a.startsWith('--compare='))?.slice(10)

@@ -23,7 +23,7 @@ import autocannon from 'autocannon'
 import pg from 'pg'
 import { arg, cpuMs, postgresCpuMs, saveResult, smoke, startDurablePostgres, startServer } from './common.js'
 
-const duration = arg('duration', 5, 1)
+const duration = arg('duration', 5, 0.25)
 const rounds = arg('rounds', 3, 1)
 const connections = arg('connections', 50, 2)
 const streams = arg('streams', 200, 4)

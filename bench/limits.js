@@ -16,7 +16,7 @@ import { arg, load, mean, saveResult, tempDir } from './common.js'
 
 const { buildApp } = await load('app')
 const { loadConfig } = await load('config')
-const duration = arg('duration', 5, 1)
+const duration = arg('duration', 5, 0.25)
 const rounds = arg('rounds', 3, 1)
 const connections = arg('connections', 10, 2)
 

@@ -10,7 +10,7 @@ import { StreamableHTTPClientTransport } from '@modelcontextprotocol/sdk/client/
 import { arg, saveResult, smoke, startServer } from './common.js'
 
 const clients = arg('clients', 20, 2)
-const duration = arg('duration', 5, 1)
+const duration = arg('duration', 5, 0.25)
 const rounds = arg('rounds', 5, 1)
 const TICK = 100
 
