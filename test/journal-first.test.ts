@@ -5,7 +5,7 @@ import { join } from 'node:path'
 import { fileURLToPath } from 'node:url'
 import { setTimeout as sleep } from 'node:timers/promises'
 import Database from 'better-sqlite3'
-import { envelope, FIXTURE_AGENTS_DIR, tempDataDir } from './helper.js'
+import { envelope, FIXTURE_AGENTS_DIR, tempDataDir, TEST_ENV } from './helper.js'
 import { parseSse } from './sse.js'
 
 const ROOT = fileURLToPath(new URL('..', import.meta.url))
@@ -15,7 +15,7 @@ t.test('a packet reaches the client only once it is in the journal (another proc
   const dataDir = tempDataDir(t)
   const child = spawn(process.execPath, [...process.execArgv, 'src/server.ts'], {
     cwd: ROOT,
-    env: { ...process.env, PORT: '0', HOST: '127.0.0.1', LOG_LEVEL: 'info', DATA_DIR: dataDir, AGENTS_DIR: FIXTURE_AGENTS_DIR },
+    env: { ...process.env, PORT: '0', HOST: '127.0.0.1', LOG_LEVEL: 'info', ...TEST_ENV, DATA_DIR: dataDir, AGENTS_DIR: FIXTURE_AGENTS_DIR },
     stdio: ['ignore', 'pipe', 'inherit']
   })
   t.teardown(() => { child.kill('SIGKILL') })

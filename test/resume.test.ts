@@ -6,7 +6,7 @@ import { fileURLToPath } from 'node:url'
 import { setTimeout as sleep } from 'node:timers/promises'
 import { buildApp } from '../src/app.js'
 import type { StreamPacket } from '../src/protocol/packets.js'
-import { AGENTS, build, envelope, FIXTURE_AGENTS_DIR, listen, sqliteAudit, sqliteRuns, sqliteSessions, tempDataDir, testConfig } from './helper.js'
+import { AGENTS, build, envelope, FIXTURE_AGENTS_DIR, listen, sqliteAudit, sqliteRuns, sqliteSessions, tempDataDir, testConfig, TEST_ENV } from './helper.js'
 import { assertStreamRules, checkErrorBody, parseSse } from './sse.js'
 import { observed } from './fixtures/agents/scripted/index.js'
 
@@ -27,7 +27,7 @@ async function post (url: string, body: unknown, headers: Record<string, string>
   })
 }
 
-async function until (check: () => boolean, ms = 5000): Promise<void> {
+async function until (check: () => boolean, ms = 30_000): Promise<void> {
   const deadline = Date.now() + ms
   while (!check()) {
     if (Date.now() > deadline) throw new Error('timed out')
@@ -162,9 +162,10 @@ t.test('a run whose process was killed is finished as run_interrupted, and a re-
   const dataDir = tempDataDir(t)
   const child = spawn(process.execPath, [...process.execArgv, 'src/server.ts'], {
     cwd: ROOT,
-    env: { ...process.env, PORT: '0', HOST: '127.0.0.1', LOG_LEVEL: 'info', DATA_DIR: dataDir, RUN_LEASE_MS: '300' },
+    env: { ...process.env, PORT: '0', HOST: '127.0.0.1', LOG_LEVEL: 'info', ...TEST_ENV, DATA_DIR: dataDir, RUN_LEASE_MS: '300' },
     stdio: ['ignore', 'pipe', 'inherit']
   })
+  t.teardown(() => { child.kill('SIGKILL') })
   let stdout = ''
   child.stdout.on('data', (c: Buffer) => { stdout += c.toString() })
   await until(() => /listening at http:\/\/127\.0\.0\.1:\d+/.test(stdout), 20000)
