@@ -1,7 +1,9 @@
 import t from 'tap'
 import { buildApp } from '../src/app.js'
-import { ftsQuery, normaliseRank } from '../src/storage/sessions.js'
-import { AGENTS, envelope, FIXTURE_AGENTS_DIR, sqliteDb, sqliteSessions, testConfig } from './helper.js'
+import { ftsQuery, normaliseRank, SqliteSessionStore } from '../src/storage/sessions.js'
+import { openDatabase } from '../src/storage/database.js'
+import { GroupWriter } from '../src/storage/group-writer.js'
+import { AGENTS, envelope, FIXTURE_AGENTS_DIR, sqliteDb, sqliteSessions, tempDataDir, testConfig } from './helper.js'
 import { checkErrorBody } from './sse.js'
 import { until } from './socket.js'
 import { observed } from './fixtures/agents/scripted/index.js'
@@ -178,14 +180,18 @@ t.test('an erased session\'s interaction ids are never reused: what is recorded 
 })
 
 t.test('a value stored again and again joins the search index once a batch, with its latest content', async (t) => {
-  const app = await buildApp(testConfig(t))
-  t.teardown(() => app.close())
+  // the store alone, without a server's background indexer (every 250 ms, which fifty stores on a
+  // loaded machine can outlast)
+  const db = openDatabase(tempDataDir(t))
+  const writer = new GroupWriter(db, { budgetMs: 5000 })
+  t.teardown(() => { writer.close(); db.close() })
+  const sessions = new SqliteSessionStore(db, writer)
   const sessionId = '5e550000-0000-4000-8000-0000000000f1'
-  const session = app.sessions.open(sessionId, ID)
-  const entries = (): unknown[] => sqliteDb(app).prepare("SELECT ref FROM memory_fts WHERE session_id = ? AND kind = 'value'").all(sessionId)
+  const session = sessions.open(sessionId, ID)
+  const entries = (): unknown[] => db.prepare("SELECT ref FROM memory_fts WHERE session_id = ? AND kind = 'value'").all(sessionId)
   for (let i = 0; i < 50; i++) await session.store('counter', `pelican ${i}`)
   t.same(entries(), [], 'storing does not touch the index')
-  t.equal(sqliteSessions(app).indexPending(), 1, 'fifty stores, one value to index')
+  t.equal(sessions.indexPending(), 1, 'fifty stores, one value to index')
   t.same(entries(), [{ ref: 'counter' }])
   await session.store('counter', 'albatross')
   t.same((await session.recall('albatross')).map((h) => h.content), [{ key: 'counter', value: 'albatross' }], 'a recall indexes what is pending first')
