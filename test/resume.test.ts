@@ -168,7 +168,7 @@ t.test('a run whose process was killed is finished as run_interrupted, and a re-
   t.teardown(() => { child.kill('SIGKILL') })
   let stdout = ''
   child.stdout.on('data', (c: Buffer) => { stdout += c.toString() })
-  await until(() => /listening at http:\/\/127\.0\.0\.1:\d+/.test(stdout), 20000)
+  await until(() => /listening at http:\/\/127\.0\.0\.1:\d+/.test(stdout), 60_000)
   const port = /listening at http:\/\/127\.0\.0\.1:(\d+)/.exec(stdout)?.[1] ?? ''
   const body = envelope(AGENTS.echoStream, { query: 'one two three four five six seven eight', delay_ms: 200 })
   const live = await post(`http://127.0.0.1:${port}`, body)

@@ -19,7 +19,7 @@ t.test('SIGTERM: the open stream gets the shutdown packets and the process exits
   let stdout = ''
   child.stdout.on('data', (c: Buffer) => { stdout += c.toString() })
   const port = await new Promise<number>((resolve, reject) => {
-    const timer = setTimeout(() => reject(new Error(`no listen line in: ${stdout}`)), 20000)
+    const timer = setTimeout(() => reject(new Error(`no listen line within 60 s: ${stdout}`)), 60_000)
     child.stdout.on('data', () => {
       const m = /listening at http:\/\/127\.0\.0\.1:(\d+)/.exec(stdout)
       if (m !== null) { clearTimeout(timer); resolve(Number(m[1])) }

@@ -32,7 +32,7 @@ function startWorker (t: Teardown, dataDir: string, leaseMs = LEASE_MS): Worker 
   return { child, output: () => output }
 }
 
-async function until (check: () => Promise<boolean> | boolean, ms = 20_000): Promise<void> {
+async function until (check: () => Promise<boolean> | boolean, ms = 60_000): Promise<void> {
   const deadline = Date.now() + ms
   while (!await check()) {
     if (Date.now() > deadline) throw new Error('timed out')
