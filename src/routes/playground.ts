@@ -54,10 +54,15 @@ export default async function playgroundRoutes (app: FastifyInstance, options: {
   }
 }
 
-/** client/dist, or undefined when the client was not built (tests run from sources; `npm run build` builds it). */
-function clientDir (): string | undefined {
+/**
+ * client/dist, or undefined when the client was not built (tests run from sources; `npm run build`
+ * builds it). `resolve` is `import.meta.resolve`, which names the file a package's exports point to
+ * even when that file does not exist: so the folder is looked for too.
+ */
+export function clientDir (resolve: (specifier: string) => string = import.meta.resolve): string | undefined {
   try {
-    return dirname(fileURLToPath(import.meta.resolve('@agent-host/client')))
+    const dir = dirname(fileURLToPath(resolve('@agent-host/client')))
+    return existsSync(dir) ? dir : undefined
   } catch {
     return undefined
   }

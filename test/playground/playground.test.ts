@@ -1,16 +1,17 @@
 import t, { type Test } from 'tap'
 import { execFileSync } from 'node:child_process'
 import { randomUUID } from 'node:crypto'
-import { existsSync, readFileSync } from 'node:fs'
+import { existsSync, mkdirSync, mkdtempSync, readFileSync, rmSync } from 'node:fs'
+import { tmpdir } from 'node:os'
 import { join } from 'node:path'
 import { createServer } from 'node:http'
 import { once } from 'node:events'
-import { fileURLToPath } from 'node:url'
+import { fileURLToPath, pathToFileURL } from 'node:url'
 import Fastify from 'fastify'
 import { chromium, type Browser, type Page } from 'playwright-core'
 import { loadConfig } from '../../src/config.js'
 import errorHandler from '../../src/plugins/error-handler.js'
-import playgroundRoutes from '../../src/routes/playground.js'
+import playgroundRoutes, { clientDir } from '../../src/routes/playground.js'
 import type { StreamPacket } from '../../src/protocol/packets.js'
 import { AGENTS, build, FIXTURE_AGENTS_DIR, listen, SCRIPTED } from '../helper.js'
 
@@ -207,4 +208,14 @@ t.test('an unbuilt client is a 503 that says how to build it, not a broken page'
   const client = await app.inject('/playground/client/index.js')
   t.equal(client.statusCode, 503)
   t.match(client.json(), { code: 'AH_ERR_PLAYGROUND_UNBUILT', message: /npm run build/ })
+})
+
+t.test('an unbuilt client is found unbuilt: import.meta.resolve names client/dist/index.js whether or not it exists', async (t) => {
+  const dir = mkdtempSync(join(tmpdir(), 'agent-host-client-'))
+  t.teardown(() => { rmSync(dir, { recursive: true, force: true }) })
+  const resolve = (): string => pathToFileURL(join(dir, 'dist', 'index.js')).href
+  t.equal(clientDir(resolve), undefined, 'no dist/: not built (before, @fastify/static warned that its root must exist)')
+  mkdirSync(join(dir, 'dist'))
+  t.equal(clientDir(resolve), join(dir, 'dist'), 'built')
+  t.equal(clientDir(() => { throw new Error('no such package') }), undefined, 'no package at all')
 })
