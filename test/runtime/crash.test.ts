@@ -86,7 +86,7 @@ t.test('SIGSTOP a worker past its lease, SIGCONT it: its late completion is refu
   a.child.kill('SIGCONT')
   await until(() => audit.list({ limit: 1000 }).some((row) => /^task\.(complete|fail|heartbeat)\.stale$/.test(row.action)))
   const stale = audit.list({ limit: 1000 }).filter((row) => row.action.endsWith('.stale'))
-  t.ok(stale.every((row) => row.actor.includes(`:${String(a.child.pid)}#`)), 'the stale attempt came from the frozen worker')
+  t.ok(stale.every((row) => row.actor.includes(`:${String(a.child.pid)}#`)), `the stale attempt came from the frozen worker (pid ${String(a.child.pid)}; the taker is ${String(b.child.pid)}): ${JSON.stringify(stale.map((row) => [row.action, row.actor]))}`)
   const frozen = await store.get('frozen')
   t.match(frozen, { status: 'COMPLETED', attempt: 2 })
   t.equal((frozen?.outputs?.artifacts as Array<{ pid: number }>)[0]?.pid, b.child.pid, 'the result is the second worker\'s')
