@@ -43,6 +43,7 @@ import taskRoutes from './routes/v1/tasks.js'
 import a2aRoutes from './routes/a2a.js'
 import a2aPushRoutes from './routes/v1/a2a-push.js'
 import mcpRoutes from './routes/mcp.js'
+import { buildSerializer } from './http/serializers.js'
 
 export interface BuildOptions {
   /** Where log lines go (default: stdout). The level and redaction come from the configuration. */
@@ -93,6 +94,7 @@ export async function buildApp (config: Config, options: BuildOptions = {}): Pro
     // the runs plugin answers 503 itself, with the catalogue's error body
     return503OnClosing: false,
     forceCloseConnections: 'idle',
+    schemaController: { compilersFactory: { buildSerializer } },
     // slow clients: a request must arrive whole in time (not its response: SSE streams run long)
     requestTimeout: config.REQUEST_TIMEOUT_MS,
     keepAliveTimeout: config.KEEP_ALIVE_TIMEOUT_MS,

@@ -208,6 +208,11 @@ export type Config = Static<typeof ConfigSchema> & {
 /** The example agents that ship with the code: `agents/` beside `src/` (or `dist/agents` when built). */
 export const BUNDLED_AGENTS_DIR = fileURLToPath(new URL('../agents/', import.meta.url))
 
+// env-schema validates with one Ajv for the process, which keeps what it compiled by schema object:
+// one copy (env-schema sets additionalProperties on it) is compiled once, where a copy per call was
+// compiled every time, some 40 ms of each server's and each test app's start
+const envSchemaCopy = structuredClone(ConfigSchema)
+
 /**
  * Read and validate the configuration. Throws `AH_ERR_CONFIG_INVALID` naming the bad key.
  * @param env the variables to read (the server passes `process.env`)
@@ -218,7 +223,7 @@ export function loadConfig (env: Record<string, string | undefined>, dotenv = fa
   // STREAMING_LLM_DATA_DIR is the seed's name for DATA_DIR (seed 002, S35)
   const data = env.DATA_DIR === undefined && env.STREAMING_LLM_DATA_DIR !== undefined ? { ...env, DATA_DIR: env.STREAMING_LLM_DATA_DIR } : env
   try {
-    raw = envSchema<Static<typeof ConfigSchema>>({ schema: structuredClone(ConfigSchema), data, env: false, dotenv })
+    raw = envSchema<Static<typeof ConfigSchema>>({ schema: envSchemaCopy, data, env: false, dotenv })
   } catch (err) {
     throw new AH_ERR_CONFIG_INVALID(settingErrors(err, data), { cause: err })
   }
