@@ -77,7 +77,26 @@ t.test('the runner: instructions, continuation lines, and which paths are the im
   t.equal(rewritePaths('DATA_DIR=/app/data', '/r'), 'DATA_DIR=/r/app/data')
 })
 
-t.test('the Dockerfile, built and run outside Docker', async (t) => {
+/**
+ * The image's steps are proven on the image's runtime (the Node.js major of every FROM): .ci/run's
+ * Node.js 24 pass runs this file; on another runtime (`npm test` on Node.js 20) the walkthrough is
+ * skipped, as a proof on the wrong runtime proves less and costs two minutes of CPU.
+ */
+function imageRuntime (dockerfile: string): string | undefined {
+  const majors = new Set(parseDockerfile(dockerfile).filter((i) => i.op === 'FROM').map((i) => /^node:(\d+)/.exec(i.args)?.[1]))
+  return majors.size === 1 ? [...majors][0] : undefined
+}
+const IMAGE_NODE = imageRuntime(readFileSync(join(ROOT, 'Dockerfile'), 'utf8'))
+const RUNTIME = process.versions.node.split('.')[0]
+
+t.test('the image runs one Node.js major in every stage', async (t) => {
+  t.ok(IMAGE_NODE, 'every FROM is node:<major>..., the same major')
+  t.equal(imageRuntime('FROM node:24.1-slim AS b\nFROM node:24-slim\n'), '24')
+  t.equal(imageRuntime('FROM node:24 AS b\nFROM node:22\n'), undefined, 'two majors')
+  t.equal(imageRuntime('FROM debian:12\n'), undefined)
+})
+
+t.test('the Dockerfile, built and run outside Docker', { skip: IMAGE_NODE === RUNTIME ? false : `the image runs Node.js ${IMAGE_NODE ?? '?'} and this is ${process.version}: its steps run in .ci/run's Node.js ${IMAGE_NODE ?? '?'} pass` }, async (t) => {
   const work = mkdtempSync(join(tmpdir(), 'agent-host-image-'))
   t.teardown(() => { rmSync(work, { recursive: true, force: true }) })
   const image = await buildImage(join(ROOT, 'Dockerfile'), ROOT, work, { ...HOST_ENV, ...localPrebuild(join(work, 'prebuilds')) })
