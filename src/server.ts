@@ -14,7 +14,7 @@ try {
 // telemetry starts before the app, which takes its provider: until the app's log exists, what it says goes to stderr
 const stderr = (_obj: object, msg: string): void => { console.error(`agent-host: ${msg}`) }
 let log: TelemetryLog = { warn: stderr, error: stderr }
-const telemetry = startTelemetry(process.env, { warn: (obj, msg) => { log.warn(obj, msg) }, error: (obj, msg) => { log.error(obj, msg) } })
+const telemetry = await startTelemetry(process.env, { warn: (obj, msg) => { log.warn(obj, msg) }, error: (obj, msg) => { log.error(obj, msg) } })
 
 let app
 try {

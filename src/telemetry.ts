@@ -1,7 +1,5 @@
 import { diag, DiagLogLevel, type DiagLogFunction } from '@opentelemetry/api'
-import { OTLPTraceExporter } from '@opentelemetry/exporter-trace-otlp-proto'
-import { defaultResource, detectResources, envDetector, resourceFromAttributes } from '@opentelemetry/resources'
-import { BatchSpanProcessor, ConsoleSpanExporter, NodeTracerProvider } from '@opentelemetry/sdk-trace-node'
+import type { NodeTracerProvider } from '@opentelemetry/sdk-trace-node'
 import { ATTR_SERVICE_NAME, ATTR_SERVICE_VERSION } from '@opentelemetry/semantic-conventions'
 import pkg from '../package.json' with { type: 'json' }
 
@@ -64,11 +62,15 @@ export function traceExporters (env: Record<string, string | undefined>): { expo
  *
  * Spans are batched and sent as OTLP over HTTP/protobuf. The provider is not registered
  * globally: `buildApp` takes it. The SDK's own complaints (an export that failed) go to `log`.
+ * The SDK's modules are loaded only then: a server that exports no traces starts without them.
  */
-export function startTelemetry (env: Record<string, string | undefined>, log: TelemetryLog): Telemetry | undefined {
+export async function startTelemetry (env: Record<string, string | undefined>, log: TelemetryLog): Promise<Telemetry | undefined> {
   const { exporters, warnings } = traceExporters(env)
   for (const warning of warnings) log.warn({}, warning)
   if (exporters.length === 0) return undefined
+  const [{ OTLPTraceExporter }, { defaultResource, detectResources, envDetector, resourceFromAttributes }, { BatchSpanProcessor, ConsoleSpanExporter, NodeTracerProvider }] = await Promise.all([
+    import('@opentelemetry/exporter-trace-otlp-proto'), import('@opentelemetry/resources'), import('@opentelemetry/sdk-trace-node')
+  ])
   const say = (write: (obj: object, msg: string) => void): DiagLogFunction => (message, ...args) => {
     write(args.length > 0 ? { details: args.map(String) } : {}, `OpenTelemetry: ${message}`)
   }

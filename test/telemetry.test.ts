@@ -352,13 +352,13 @@ t.test('startTelemetry: off unless the OTEL_* variables ask for traces', async (
 
   const said: Array<[string, string, object]> = []
   const log = { warn: (obj: object, msg: string) => { said.push(['warn', msg, obj]) }, error: (obj: object, msg: string) => { said.push(['error', msg, obj]) } }
-  t.equal(startTelemetry({}, log), undefined)
-  t.equal(startTelemetry({ OTEL_TRACES_EXPORTER: 'otlp', OTEL_SDK_DISABLED: 'true' }, log), undefined)
-  t.equal(startTelemetry({ OTEL_TRACES_EXPORTER: 'jaeger' }, log), undefined, 'only an exporter it cannot make: off')
+  t.equal(await startTelemetry({}, log), undefined)
+  t.equal(await startTelemetry({ OTEL_TRACES_EXPORTER: 'otlp', OTEL_SDK_DISABLED: 'true' }, log), undefined)
+  t.equal(await startTelemetry({ OTEL_TRACES_EXPORTER: 'jaeger' }, log), undefined, 'only an exporter it cannot make: off')
   t.match(said, [['warn', /jaeger is not supported/]], 'and says so')
   said.length = 0
 
-  const on = startTelemetry({ OTEL_TRACES_EXPORTER: 'otlp,console' }, log)
+  const on = await startTelemetry({ OTEL_TRACES_EXPORTER: 'otlp,console' }, log)
   t.ok(on !== undefined)
   t.same(on?.exporters, ['otlp', 'console'])
   t.ok(on?.provider instanceof NodeTracerProvider)

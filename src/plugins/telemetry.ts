@@ -1,7 +1,8 @@
 import fp from 'fastify-plugin'
 import type { IncomingMessage } from 'node:http'
 import type { FastifyInstance, FastifyReply, FastifyRequest } from 'fastify'
-import { FastifyOtelInstrumentation } from '@fastify/otel'
+// its types (request.opentelemetry()); the module itself is loaded only when telemetry is on
+import type {} from '@fastify/otel'
 import {
   isSpanContextValid, propagation, trace, TraceFlags,
   type Context, type SpanContext, type TextMapGetter, type TextMapPropagator, type TextMapSetter, type Tracer, type TracerProvider
@@ -121,6 +122,7 @@ async function telemetry (app: FastifyInstance, options: TelemetryOptions): Prom
   if (provider === undefined) return
   // the propagator is the same for every app, and one registered by the process's owner is kept
   if (propagation.fields().length === 0) propagation.setGlobalPropagator(new TraceparentPropagator())
+  const { FastifyOtelInstrumentation } = await import('@fastify/otel')
   const instrumentation = new FastifyOtelInstrumentation({
     // a span for every hook of every request would cost more than it tells: the request's and its handler's
     instrumentHooks: false,

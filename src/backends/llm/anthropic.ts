@@ -1,4 +1,4 @@
-import Anthropic from '@anthropic-ai/sdk'
+import type Anthropic from '@anthropic-ai/sdk'
 import { AH_ERR_BACKEND_FAILED } from '../../errors.js'
 import type { JsonObject, Message, StreamChunk, ToolRegistry } from '../protocol.js'
 import { sdkOptions, type LlmTransport, type ProviderOptions, type Turn, type TurnRequest } from './transport.js'
@@ -20,12 +20,17 @@ export class AnthropicTransport implements LlmTransport {
   readonly provider = 'anthropic'
   readonly model: string
   readonly #o: AnthropicOptions
-  readonly #client: Anthropic
+  #client: Promise<Anthropic> | undefined
 
   constructor (options: AnthropicOptions) {
     this.#o = options
     this.model = options.model
-    this.#client = new Anthropic(sdkOptions(options))
+  }
+
+  /** The SDK's client, its module loaded on the first turn: a server with no agent on this provider never loads it (a tenth of a second of every start). */
+  async #sdk (): Promise<Anthropic> {
+    this.#client ??= import('@anthropic-ai/sdk').then(({ default: SDK }) => new SDK(sdkOptions(this.#o)))
+    return await this.#client
   }
 
   missingSettings (): string[] {
@@ -58,7 +63,7 @@ export class AnthropicTransport implements LlmTransport {
       ...(system !== '' ? { system } : {}),
       ...(tools(request.tools) !== undefined ? { tools: tools(request.tools) } : {})
     }
-    const response = await this.#client.messages.create(body as unknown as Anthropic.MessageCreateParamsStreaming, {
+    const response = await (await this.#sdk()).messages.create(body as unknown as Anthropic.MessageCreateParamsStreaming, {
       signal,
       ...(request.traceparent !== undefined ? { headers: { traceparent: request.traceparent } } : {})
     }).asResponse()

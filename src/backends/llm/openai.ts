@@ -1,4 +1,4 @@
-import OpenAI from 'openai'
+import type OpenAI from 'openai'
 import { AH_ERR_BACKEND_FAILED } from '../../errors.js'
 import type { JsonObject, Message, StreamChunk, ToolRegistry } from '../protocol.js'
 import { sdkOptions, type LlmTransport, type ProviderOptions, type Turn, type TurnRequest } from './transport.js'
@@ -20,12 +20,17 @@ export class OpenAiTransport implements LlmTransport {
   readonly provider = 'openai'
   readonly model: string
   readonly #o: OpenAiOptions
-  readonly #client: OpenAI
+  #client: Promise<OpenAI> | undefined
 
   constructor (options: OpenAiOptions) {
     this.#o = options
     this.model = options.model
-    this.#client = new OpenAI(sdkOptions(options))
+  }
+
+  /** The SDK's client, its module loaded on the first turn: a server with no agent on this provider never loads it (a tenth of a second of every start). */
+  async #sdk (): Promise<OpenAI> {
+    this.#client ??= import('openai').then(({ default: SDK }) => new SDK(sdkOptions(this.#o)))
+    return await this.#client
   }
 
   missingSettings (): string[] {
@@ -56,7 +61,7 @@ export class OpenAiTransport implements LlmTransport {
       max_tokens: this.#o.maxTokens,
       ...(tools(request.tools) !== undefined ? { tools: tools(request.tools) } : {})
     }
-    const response = await this.#client.chat.completions.create(body as unknown as OpenAI.ChatCompletionCreateParamsStreaming, {
+    const response = await (await this.#sdk()).chat.completions.create(body as unknown as OpenAI.ChatCompletionCreateParamsStreaming, {
       signal,
       ...(request.traceparent !== undefined ? { headers: { traceparent: request.traceparent } } : {})
     }).asResponse()
