@@ -1,6 +1,7 @@
 /**
  * PostgreSQL for tests. Each test gets a database of its own on one server:
- * - `PG_TEST_URL` (a superuser's URL; `.ci/run` and `npm run pg:dev` print one), else
+ * - `PG_TEST_URL` (a superuser's URL; `.ci/run` and `npm run pg:dev` print one), or `none` to skip
+ *   them (`npm run test:quick` sets it when it is unset), else
  * - a throwaway server this test process starts (`scripts/pg-cluster.ts`) when the server binaries
  *   are installed, stopped when the process exits, else
  * - none: the PostgreSQL tests are skipped, and say so loudly. With `AGENT_HOST_REQUIRE_PG=1`
@@ -17,6 +18,7 @@ let server: Promise<{ url: string, cluster?: Cluster } | undefined> | undefined
 export async function pgServer (): Promise<{ url: string, cluster?: Cluster } | undefined> {
   server ??= (async () => {
     const given = process.env.PG_TEST_URL
+    if (given === 'none') return undefined
     if (given !== undefined && given !== '') return { url: given }
     if (serverBinaries() === undefined) return undefined
     const cluster = await startCluster()
