@@ -1,0 +1,142 @@
+/**
+ * `npm test` and `npm run test:quick`: tap, with the in-process test files several to a process.
+ *
+ * A test process spends some 3 s of CPU loading tap and the app before its first test; one process
+ * per file paid that a hundred times for the in-process files alone, on a suite whose time on two
+ * cores is its CPU. So the in-process files are dealt into a few groups of about the same expected
+ * time, each one tap process that imports its files one after another (their tests run in that
+ * order, each file's as they would alone), and tap runs the groups beside the files that start
+ * processes, builds, browsers or benchmarks ({@link HEAVY}), which keep a process each. A failure
+ * names its test file (tap's `at:`).
+ *
+ *     npm test                                   # the whole suite, with the coverage gate
+ *     npm run test:quick                         # the in-process files only, no coverage
+ *     npm test -- --disable-coverage test/a.test.ts test/b.test.ts   # named files: tap as it is
+ *
+ * The quick run leaves the PostgreSQL halves of the contract tests out unless `PG_TEST_URL` names a
+ * server (it sets `PG_TEST_URL=none`). More arguments go to tap; with test files among them, tap runs
+ * those files alone, one process each, as it would without this script.
+ */
+import { spawnSync } from 'node:child_process'
+import { mkdirSync, readdirSync, readFileSync, rmSync, writeFileSync } from 'node:fs'
+import { join, relative } from 'node:path'
+import { fileURLToPath, pathToFileURL } from 'node:url'
+import picomatch from 'picomatch'
+
+const ROOT = fileURLToPath(new URL('../', import.meta.url))
+
+/** Files that start processes, servers as processes, builds, browsers or benchmarks: a process each. */
+export const HEAVY = [
+  'test/{bench,deploy,docs,layout,playground,storage/postgres}/**',
+  'test/{scaffold,server-process,config,journal-first,resume,telemetry,cli-output}.test.ts',
+  'test/runtime/{chaos,concurrency,crash,narrator}.test.ts',
+  'test/storage/{bus-processes,audit,audit-tamper,events-contract,data-dir}.test.ts',
+  'test/assist/{lease-recovery,orphan-follow,paused-owner,shutdown-stuck-agent,foreign-lock,join-race}.test.ts',
+  'test/tools/{calls,readme,servers-file}.test.ts',
+  'test/bus/bus-http.test.ts',
+  'test/measure/preload.test.ts'
+]
+
+/**
+ * In-process files that keep a process of their own all the same: observability re-imports the app
+ * with a module mocked (tap's mockImport), and another file's imports beside it in one process stall.
+ */
+export const ALONE = ['test/observability.test.ts']
+
+/** The groups: as many as tap runs at once (`jobs` in .taprc). */
+const GROUPS = 3
+
+/** Where the group files are written, and each grouped file's last time (`times.json`). */
+const GROUPS_DIR = join('.tap', 'groups')
+
+/** Every test file under `root`, by name. */
+export function testFiles (root: string): string[] {
+  return readdirSync(join(root, 'test'), { recursive: true, withFileTypes: true })
+    .filter((entry) => entry.isFile() && entry.name.endsWith('.test.ts'))
+    .map((entry) => relative(root, join(entry.parentPath, entry.name)).split('\\').join('/'))
+    .sort()
+}
+
+/** The in-process test files under `root`: those that may share a process ({@link HEAVY} and {@link ALONE} left out). */
+export function groupedFiles (root: string): string[] {
+  const heavy = picomatch(HEAVY)
+  return testFiles(root).filter((file) => !heavy(file) && !ALONE.includes(file))
+}
+
+/**
+ * How long `file` is expected to take: its time in the last run (what its group wrote to
+ * `.tap/groups/times.json`, or tap's `# time=` when it ran alone), else a second per top-level test.
+ */
+export function weight (root: string, file: string): number {
+  try {
+    const last = (JSON.parse(readFileSync(join(root, GROUPS_DIR, 'times.json'), 'utf8')) as Record<string, number>)[file]
+    if (typeof last === 'number' && last > 0) return last
+  } catch {}
+  try {
+    const times = [...readFileSync(join(root, '.tap', 'test-results', `${file}.tap`), 'utf8').matchAll(/^# time=([\d.]+)ms$/gm)]
+    const last = Number(times[times.length - 1]?.[1])
+    if (last > 0) return last / 1000
+  } catch {}
+  return (readFileSync(join(root, file), 'utf8').match(/^t\.test\(/gm) ?? []).length
+}
+
+/** `files` in `count` groups of about the same expected time: the longest first, each into the group with the least so far. */
+export function deal (files: string[], count: number, weigh: (file: string) => number): string[][] {
+  const groups = Array.from({ length: Math.min(count, files.length) }, () => ({ files: [] as string[], total: 0 }))
+  const weighed = files.map((file) => ({ file, w: weigh(file) })).sort((a, b) => b.w - a.w || a.file.localeCompare(b.file))
+  for (const { file, w } of weighed) {
+    const least = groups.reduce((a, b) => (b.total < a.total ? b : a))
+    least.files.push(file)
+    least.total += w
+  }
+  return groups.map((g) => g.files.sort())
+}
+
+/**
+ * A group's test file: it imports `files` in order, gives the group the time its files need
+ * together (tap's per-file limit is for one file), and at the end adds each file's time, from its
+ * top-level tests, to `times.json`.
+ */
+export function groupSource (root: string, files: string[]): string {
+  const urls = files.map((f) => JSON.stringify(pathToFileURL(join(root, f)).href))
+  return `// made by scripts/test.ts: ${files.length} test files in one process
+import t from 'tap'
+import { readFileSync, writeFileSync } from 'node:fs'
+t.setTimeout(${files.length * 60_000})
+const times = {}
+t.on('subtestEnd', (sub) => {
+  const file = sub.options?.at?.fileName
+  if (typeof file === 'string') times[file] = (times[file] ?? 0) + (sub.options.time ?? 0) / 1000
+})
+process.once('exit', () => {
+  const path = ${JSON.stringify(join(root, GROUPS_DIR, 'times.json'))}
+  let all = {}
+  try { all = JSON.parse(readFileSync(path, 'utf8')) } catch {}
+  writeFileSync(path, JSON.stringify({ ...all, ...times }, null, 1))
+})
+${urls.map((u) => `await import(${u})`).join('\n')}
+`
+}
+
+if (import.meta.url === pathToFileURL(process.argv[1] ?? '').href) {
+  const args = process.argv.slice(2)
+  const quick = args.includes('--quick')
+  const tapArgs = args.filter((a) => a !== '--quick')
+  const named = tapArgs.some((a) => !a.startsWith('-'))
+  let files: string[] = []
+  if (!named) {
+    const dir = join(ROOT, GROUPS_DIR)
+    mkdirSync(dir, { recursive: true })
+    for (const old of readdirSync(dir).filter((f) => f.endsWith('.test.mjs'))) rmSync(join(dir, old))
+    const groups = deal(groupedFiles(ROOT), GROUPS, (f) => weight(ROOT, f)).map((grouped, i) => {
+      const path = join(dir, `group-${i + 1}.test.mjs`)
+      writeFileSync(path, groupSource(ROOT, grouped))
+      return relative(ROOT, path)
+    })
+    const heavy = picomatch(HEAVY)
+    files = [...groups, ...testFiles(ROOT).filter((f) => ALONE.includes(f) || (!quick && heavy(f)))]
+  }
+  const env = quick ? { ...process.env, PG_TEST_URL: process.env.PG_TEST_URL ?? 'none' } : process.env
+  const tap = spawnSync('npx', ['tap', ...(quick ? ['--disable-coverage'] : []), ...tapArgs, ...files], { cwd: ROOT, env, stdio: 'inherit' })
+  process.exitCode = tap.status ?? 1
+}

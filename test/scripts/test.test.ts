@@ -1,0 +1,66 @@
+import t from 'tap'
+import { spawnSync } from 'node:child_process'
+import { existsSync, mkdirSync, readFileSync, symlinkSync, writeFileSync } from 'node:fs'
+import { dirname, join } from 'node:path'
+import { fileURLToPath } from 'node:url'
+import picomatch from 'picomatch'
+import { ALONE, HEAVY, deal, groupSource, groupedFiles, testFiles, weight } from '../../scripts/test.js'
+import { tempDataDir } from '../helper.js'
+
+const ROOT = fileURLToPath(new URL('../../', import.meta.url))
+
+function put (root: string, path: string, text: string): void {
+  mkdirSync(dirname(join(root, path)), { recursive: true })
+  writeFileSync(join(root, path), text)
+}
+
+t.test('the in-process files share processes; none that starts processes, builds, browsers or benchmarks does', async (t) => {
+  const files = groupedFiles(ROOT)
+  t.ok(files.length >= 60, `${files.length} files`)
+  t.ok(files.includes('test/envelope.test.ts'))
+  t.ok(files.includes('test/scripts/test.test.ts'), 'this one too')
+  for (const heavy of ['test/bench/smoke.test.ts', 'test/deploy/dockerfile.test.ts', 'test/runtime/crash.test.ts', 'test/storage/postgres/audit.test.ts', 'test/measure/preload.test.ts', ...ALONE]) {
+    t.notOk(files.includes(heavy), `not ${heavy}`)
+  }
+  const all = testFiles(ROOT)
+  t.same(all.filter((f) => !existsSync(join(ROOT, f))), [])
+  t.same(ALONE.filter((f) => !all.includes(f)), [], 'a file kept alone exists')
+  // every pattern still names a file: a renamed heavy file would otherwise slip into a group
+  for (const pattern of HEAVY) t.ok(all.some((f) => picomatch(pattern)(f)), pattern)
+  t.equal(files.length + all.filter((f) => picomatch(HEAVY)(f) || ALONE.includes(f)).length, all.length, 'every test file runs, grouped or alone')
+})
+
+t.test('a group file imports its files in order, and adds each file\'s time to times.json when it ends', async (t) => {
+  const root = tempDataDir(t)
+  put(root, 'test/a.test.ts', "import t from 'tap'\nt.test('a1', async (t) => { t.pass('') })\nt.test('a2', async (t) => { t.pass('') })\n")
+  put(root, 'test/b.test.ts', "import t from 'tap'\nt.test('b1', async (t) => { t.pass('') })\n")
+  put(root, '.tap/groups/times.json', JSON.stringify({ 'test/gone.test.ts': 9 }))
+  symlinkSync(join(ROOT, 'node_modules'), join(root, 'node_modules'), 'dir')
+  const source = groupSource(root, ['test/a.test.ts', 'test/b.test.ts'])
+  t.ok(source.indexOf('a.test.ts') < source.indexOf('b.test.ts'), 'in order')
+  put(root, '.tap/groups/group-1.test.mjs', source)
+  const run = spawnSync(process.execPath, [...process.execArgv, join(root, '.tap/groups/group-1.test.mjs')], { cwd: root, encoding: 'utf8', env: { ...process.env, TAP: '1' } })
+  t.equal(run.status, 0, run.stdout + run.stderr)
+  t.match(run.stdout, /ok 1 - a1[\s\S]*ok 2 - a2[\s\S]*ok 3 - b1/)
+  const times = JSON.parse(readFileSync(join(root, '.tap/groups/times.json'), 'utf8')) as Record<string, number>
+  t.same(Object.keys(times).sort(), ['test/a.test.ts', 'test/b.test.ts', 'test/gone.test.ts'])
+  t.ok((times['test/a.test.ts'] ?? -1) >= 0)
+  t.equal(weight(root, 'test/gone.test.ts'), 9, 'the group\'s time comes first')
+})
+
+t.test('files are dealt into groups of about the same expected time, the longest first', async (t) => {
+  const w: Record<string, number> = { a: 5, b: 4, c: 3, d: 3, e: 1 }
+  const groups = deal(Object.keys(w), 2, (f) => w[f] ?? 0)
+  t.same(groups.map((g) => g.reduce((s, f) => s + (w[f] ?? 0), 0)).sort(), [8, 8])
+  t.same(groups.flat().sort(), ['a', 'b', 'c', 'd', 'e'], 'each file once')
+  t.same(deal(['x'], 3, () => 1), [['x']], 'never an empty group')
+})
+
+t.test('a file\'s expected time: its last time in npm test, else a second per top-level test', async (t) => {
+  const root = tempDataDir(t)
+  put(root, 'test/timed.test.ts', "t.test('a', f)\n")
+  put(root, '.tap/test-results/test/timed.test.ts.tap', '    # time=3ms\n1..1\n# time=4500ms\n')
+  put(root, 'test/new.test.ts', "import t from 'tap'\nt.test('a', f)\n  t.test('nested', f)\nt.test('b', f)\n")
+  t.equal(weight(root, 'test/timed.test.ts'), 4.5)
+  t.equal(weight(root, 'test/new.test.ts'), 2)
+})
