@@ -12,7 +12,7 @@ import { basename, join, relative } from 'node:path'
 process.execArgv = process.execArgv.map((arg) => /^--import=\.\/.*measure\/preload\.mjs$/.test(arg) ? `--import=${import.meta.url}` : arg)
 
 const file = process.argv[1]
-if (file !== undefined && /\.test\.ts$/.test(file) && process.env.AGENT_HOST_MEASURE !== '0') {
+if (file !== undefined && /\.test\.(ts|mjs)$/.test(file) && process.env.AGENT_HOST_MEASURE !== '0') {
   const require = createRequire(import.meta.url)
   const started = Date.now()
   const counts = { processes: {}, servers: 0, pgDatabases: 0, timers: 0, timerMs: 0 }
