@@ -65,13 +65,17 @@ export function groupedFiles (root: string): string[] {
 
 /**
  * How long `file` is expected to take: its time in the last run (what its group wrote to
- * `.tap/groups/times.json`, or tap's `# time=` when it ran alone), else a second per top-level test.
+ * `.tap/groups/times.json`), else as measured when `scripts/test-times.json` was written (a fresh
+ * clone's), else tap's `# time=` when it ran alone, else a second per top-level test. A count of
+ * tests knows nothing of a test's waits: on a fresh clone it once dealt one group 480 s and another 86.
  */
 export function weight (root: string, file: string): number {
-  try {
-    const last = (JSON.parse(readFileSync(join(root, GROUPS_DIR, 'times.json'), 'utf8')) as Record<string, number>)[file]
-    if (typeof last === 'number' && last > 0) return last
-  } catch {}
+  for (const times of [join(root, GROUPS_DIR, 'times.json'), join(root, 'scripts', 'test-times.json')]) {
+    try {
+      const last = (JSON.parse(readFileSync(times, 'utf8')) as Record<string, number>)[file]
+      if (typeof last === 'number' && last > 0) return last
+    } catch {}
+  }
   try {
     const times = [...readFileSync(join(root, '.tap', 'test-results', `${file}.tap`), 'utf8').matchAll(/^# time=([\d.]+)ms$/gm)]
     const last = Number(times[times.length - 1]?.[1])

@@ -46,6 +46,10 @@ t.test('a group file imports its files in order, and adds each file\'s time to t
   t.same(Object.keys(times).sort(), ['test/a.test.ts', 'test/b.test.ts', 'test/gone.test.ts'])
   t.ok((times['test/a.test.ts'] ?? -1) >= 0)
   t.equal(weight(root, 'test/gone.test.ts'), 9, 'the group\'s time comes first')
+  put(root, 'scripts/test-times.json', JSON.stringify({ 'test/gone.test.ts': 1, 'test/shipped.test.ts': 7 }))
+  put(root, 'test/shipped.test.ts', "t.test('a', f)\n")
+  t.equal(weight(root, 'test/gone.test.ts'), 9, 'before the times kept in the repository')
+  t.equal(weight(root, 'test/shipped.test.ts'), 7, 'which a fresh clone goes by')
 })
 
 t.test('files are dealt into groups of about the same expected time, the longest first', async (t) => {
