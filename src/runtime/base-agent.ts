@@ -61,6 +61,8 @@ export abstract class BaseAgent {
         .finally(() => { beating = undefined })
     }, runtime.heartbeatMs)
     beat.unref()
+    // a heartbeat that reaches the store after this attempt has ended is refused (and audited) as stale
+    const stopBeating = async (): Promise<void> => { clearInterval(beat); await beating }
     let completed = false
     try {
       await this.onAssign(task, runtime)
@@ -75,18 +77,22 @@ export abstract class BaseAgent {
       runtime.assertAllowed(result)
       await this.onComplete(task, runtime, result)
       completed = true
+      await stopBeating()
       return await runtime.completeTask(task.id, { ...result, task_id: task.id })
     } catch (err) {
       // onComplete ran: the hooks have said how this attempt ended (a completion that could not be stored is the caller's)
       if (completed) throw err
       // stopped by a graceful shutdown: the task goes back as it was, the attempt not counted
-      if (signal?.aborted === true) return await runtime.releaseTask(task.id)
+      if (signal?.aborted === true) {
+        await stopBeating()
+        return await runtime.releaseTask(task.id)
+      }
       const error = agentError(err)
       await this.onError(task, runtime, error)
+      await stopBeating()
       return await runtime.failTask(task.id, { reason: error.reason, retryable: error.retryable, ...(error.details !== undefined ? { details: error.details } : {}) })
     } finally {
-      clearInterval(beat)
-      await beating
+      await stopBeating()
       signal?.removeEventListener('abort', abort)
       forget?.()
     }

@@ -140,32 +140,36 @@ t.test('a claim made as the worker is told to stop is handed an aborted signal',
   t.match(await agent.executeOnce(runtime, controller.signal), { status: 'PENDING', attempt: 0 }, 'given back: the attempt does not count')
 })
 
-t.test('executeOnce returns only after a heartbeat in flight has settled', async (t) => {
-  const { store, runtime } = setup(t, { heartbeatMs: 10, leaseMs: 5000 })
-  await store.create([{ id: 'hb', type: 'count' }])
-  let inFlight = 0
-  let overlapped = false
-  const heartbeat = store.heartbeat.bind(store)
-  store.heartbeat = async (...args) => {
-    inFlight++
-    try {
-      await sleep(60)
-      return await heartbeat(...args)
-    } finally {
-      inFlight--
+t.test('executeOnce settles a heartbeat in flight before it ends the attempt: its own heartbeat is never refused as stale', async (t) => {
+  for (const [outcome, status] of [['completed', 'COMPLETED'], ['failed', 'FAILED']] as const) {
+    const { store, runtime, audit } = setup(t, { heartbeatMs: 10, leaseMs: 5000 })
+    await store.create([{ id: 'hb', type: 'count', max_attempts: 1 }])
+    let inFlight = 0
+    let overlapped = false
+    const heartbeat = store.heartbeat.bind(store)
+    store.heartbeat = async (...args) => {
+      inFlight++
+      try {
+        await sleep(60)
+        return await heartbeat(...args)
+      } finally {
+        inFlight--
+      }
     }
+    const agent = new Recorder(async (task) => {
+      // end while a heartbeat is in flight (waiting for one, however loaded the machine)
+      const deadline = Date.now() + 5000
+      const running = (): number => inFlight
+      while (running() === 0 && Date.now() < deadline) await sleep(2)
+      overlapped = inFlight > 0
+      if (outcome === 'failed') throw new AgentError('no', { retryable: false })
+      return { task_id: task.id, outcome }
+    })
+    t.equal((await agent.executeOnce(runtime))?.status, status, outcome)
+    t.ok(overlapped, `${outcome}: a heartbeat was running when the handler ended`)
+    t.equal(inFlight, 0, `${outcome}: and it had settled before executeOnce returned`)
+    t.same(audit.list({ limit: 1000 }).filter((row) => row.action.endsWith('.stale')).map((row) => row.action), [], `${outcome}: the heartbeat reached the store before the attempt ended, not after it`)
   }
-  const agent = new Recorder(async (task) => {
-    // finish while a heartbeat is in flight (waiting for one, however loaded the machine)
-    const deadline = Date.now() + 5000
-    const running = (): number => inFlight
-    while (running() === 0 && Date.now() < deadline) await sleep(2)
-    overlapped = inFlight > 0
-    return { task_id: task.id, outcome: 'completed' }
-  })
-  t.equal((await agent.executeOnce(runtime))?.status, 'COMPLETED')
-  t.ok(overlapped, 'a heartbeat was running when the handler finished')
-  t.equal(inFlight, 0, 'and it had settled before executeOnce returned')
 })
 
 t.test('guardrails (S36): task events are internal; render_to_user anywhere is refused; only the narrator speaks to users', async (t) => {
