@@ -1,6 +1,6 @@
 import { readFileSync } from 'node:fs'
 import { AH_ERR_CONFIG_INVALID } from '../errors.js'
-import { compileSchema, toIssues } from '../agents/json-schema.js'
+import { lazySchema, toIssues } from '../agents/json-schema.js'
 import { A2AAgentsFile, type A2AAgentEntry } from '../protocol/a2a-client.js'
 
 /** How long a call waits for its answer when neither it nor its agent's entry says (the seed's A2ARequest default). */
@@ -25,7 +25,7 @@ export interface A2AAgentConfig {
 /** Headers the A2A client sets itself: an entry may not send its own. */
 const RESERVED_HEADERS = new Set(['accept', 'content-type', 'content-length', 'host', 'a2a-version', 'transfer-encoding', 'connection'])
 const REFERENCE = /\$\{([A-Za-z_][A-Za-z0-9_]*)\}/g
-const checkFile = compileSchema<A2AAgentsFile>(A2AAgentsFile)
+const checkFile = lazySchema<A2AAgentsFile>(A2AAgentsFile)
 
 /**
  * Read A2A_AGENTS_FILE: the external A2A agents agents may call. `${NAME}` in `bearer_token` and

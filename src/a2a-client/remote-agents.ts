@@ -1,6 +1,6 @@
 import { randomUUID } from 'node:crypto'
 import { AH_ERR_REMOTE_CALL_INVALID, AH_ERR_RUN_ABORTED } from '../errors.js'
-import { compileSchema, toIssues } from '../agents/json-schema.js'
+import { lazySchema, toIssues } from '../agents/json-schema.js'
 import { A2ARequest, type A2ACallOptions, type A2ACaller, type A2AResponse } from '../protocol/a2a-client.js'
 import type { HostCallContext } from '../backends/protocol.js'
 import type { RunLedger } from '../storage/run-ledger.js'
@@ -36,7 +36,7 @@ export interface RemoteAgentsOptions {
   cards?: AgentCardOptions
 }
 
-const checkRequest = compileSchema<A2ARequest>(A2ARequest)
+const checkRequest = lazySchema<A2ARequest>(A2ARequest)
 
 /** The seed's A2ARequest of a call, or AH_ERR_REMOTE_CALL_INVALID naming what is wrong with it. */
 function requestOf (agent: unknown, capability: unknown, payload: unknown, options: unknown): A2ARequest & { options: A2ACallOptions } {

@@ -5,7 +5,7 @@ import { AH_ERR_AGENT_INVALID, AH_ERR_BACKEND_UNAVAILABLE } from '../errors.js'
 import { CONTRACT_VERSION, incompatibility } from './contract-version.js'
 import type { Agent, AgentHost, JsonObject, ManifestSpec, ResponseHandler } from './contract.js'
 import { defineAgent } from './define-agent.js'
-import { COMMON_EVENT_DATA, compileSchema } from './json-schema.js'
+import { COMMON_EVENT_DATA, compileSchema, lazySchema } from './json-schema.js'
 import type { ValidateFunction } from 'ajv'
 import { AH_ERR_TASK_AGENT_FAILED as AgentError } from '../errors.js'
 import type { BaseAgent, TaskContext } from '../runtime/base-agent.js'
@@ -90,7 +90,7 @@ export interface ContractAgentSpec {
   backends?: readonly string[]
 }
 
-const validOutput = compileSchema<AgentOutput>(AgentOutputSchema)
+const validOutput = lazySchema<AgentOutput>(AgentOutputSchema)
 
 function timeoutOf (capability: ContractCapability, constraints: JsonObject | undefined): number | undefined {
   const asked = typeof constraints?.timeout === 'number' && constraints.timeout > 0 ? constraints.timeout * 1000 : undefined

@@ -3,7 +3,7 @@ import type { AgentCapability, AgentDefinition } from '../protocol/manifest.js'
 import { AgentDefinition as AgentDefinitionSchema } from '../protocol/manifest.js'
 import type { Agent, ManifestSpec } from './contract.js'
 import { fillManifest } from './define-agent.js'
-import { compileSchema, toIssues } from './json-schema.js'
+import { compileSchema, lazySchema, toIssues } from './json-schema.js'
 
 /** A capability with its compiled input and output validators. */
 export interface HostedCapability {
@@ -21,7 +21,7 @@ export interface HostedAgent {
   readonly source: string
 }
 
-const checkManifest = compileSchema<AgentDefinition>(AgentDefinitionSchema)
+const checkManifest = lazySchema<AgentDefinition>(AgentDefinitionSchema)
 
 /** Why a value is not a valid agent: a list of problems (empty when valid). */
 function manifestProblems (manifest: AgentDefinition): string[] {

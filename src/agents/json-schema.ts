@@ -34,7 +34,24 @@ export function compileSchema<T = unknown> (schema: object): ValidateFunction<T>
   return agentAjv.compile<T>(schema)
 }
 
-/** Turn Ajv errors into `{ path, message }` pairs, `path` a JSON Pointer under `root`. */
+/**
+ * A validator of one of the host's own schemas, compiled on its first call rather than when its
+ * module loads: every process (a server, a worker, a CLI command) loads them all and most use few,
+ * and compiling them all took some 150 ms of each start. Called as Ajv's own; `errors` is the
+ * last call's. An invalid schema throws at its first call.
+ * @param ajv the Ajv instance to compile with, made when first needed (default: {@link agentAjv})
+ */
+export function lazySchema<T = unknown> (schema: object, ajv: () => Ajv = () => agentAjv): ValidateFunction<T> {
+  let compiled: ValidateFunction<T> | undefined
+  const validate = ((data: unknown): data is T => {
+    compiled ??= ajv().compile<T>(schema)
+    const valid = compiled(data)
+    validate.errors = compiled.errors
+    return valid
+  }) as ValidateFunction<T>
+  return validate
+}
+
 /** An error's message, without a long regular expression a reader cannot use (the semantic version's above all). */
 function readable (e: ErrorObject): string {
   if (e.keyword !== 'pattern') return e.message ?? 'is invalid'
@@ -44,8 +61,9 @@ function readable (e: ErrorObject): string {
 }
 
 /** The typed common events' `data` validators (seed 003 `EVENTS`), by event type: one compiled set for the contract check and the bus. */
-export const COMMON_EVENT_DATA: ReadonlyMap<string, ValidateFunction> = new Map(Object.entries(COMMON_EVENTS).map(([type, schema]) => [type, compileSchema(schema)]))
+export const COMMON_EVENT_DATA: ReadonlyMap<string, ValidateFunction> = new Map(Object.entries(COMMON_EVENTS).map(([type, schema]) => [type, lazySchema(schema)]))
 
+/** Turn Ajv errors into `{ path, message }` pairs, `path` a JSON Pointer under `root`. */
 export function toIssues (errors: ErrorObject[] | null | undefined, root = ''): SchemaIssue[] {
   return (errors ?? []).map((e) => {
     let path = root + e.instancePath

@@ -9,7 +9,7 @@ import type { ResolvedAgentRequest } from '../protocol/envelope.js'
 import { CloudEvent, GraphEvent } from '../protocol/events.js'
 import type { Agent, AgentHost, JsonObject, LogLevel, ResponseHandler, SessionHandle, StreamHandle } from '../agents/contract.js'
 import type { HostedCapability } from '../agents/hosted-agent.js'
-import { compileSchema, toIssues } from '../agents/json-schema.js'
+import { lazySchema, toIssues } from '../agents/json-schema.js'
 import { PacketFactory, packetJson, streamError, type UnsequencedPacket } from './packets.js'
 import { TranscriptBuilder } from './transcript.js'
 
@@ -84,9 +84,9 @@ export interface AssistRunOptions {
   onUsage?: (usage: { input_tokens: number, output_tokens: number }, cost: number | undefined) => void
 }
 
-const checkPresentationEvent = compileSchema<PresentationEvent>(PresentationEventSchema)
-const checkCloudEvent = compileSchema<JsonObject>(CloudEvent)
-const checkGraphEvent = compileSchema<JsonObject>(GraphEvent)
+const checkPresentationEvent = lazySchema<PresentationEvent>(PresentationEventSchema)
+const checkCloudEvent = lazySchema<JsonObject>(CloudEvent)
+const checkGraphEvent = lazySchema<JsonObject>(GraphEvent)
 const LOG_LEVELS = new Set<string>(['trace', 'debug', 'info', 'warn', 'error', 'fatal'])
 const now = (): string => new Date().toISOString()
 /** Bytes a run queues for its clients before it journals and writes them without waiting for the turn to end. */

@@ -4,7 +4,7 @@ import { randomUUID } from 'node:crypto'
 import { setTimeout as sleep } from 'node:timers/promises'
 import { AH_ERR_BUS_DEAD_LETTER_NOT_FOUND, AH_ERR_BUS_EVENT_INVALID, AH_ERR_BUS_REDRIVE_REFUSED, withDetails } from '../errors.js'
 import { EventPublication, type EventPublication as Publication } from '../protocol/contract.js'
-import { COMMON_EVENT_DATA, compileSchema } from '../agents/json-schema.js'
+import { COMMON_EVENT_DATA, lazySchema } from '../agents/json-schema.js'
 import type { BusEvent, BusStore, DeadLetter, SubscriptionRecord } from '../storage/bus.js'
 import { filterMatches, typeMatcher } from './match.js'
 
@@ -76,7 +76,7 @@ export interface EventBusOptions {
   }
 }
 
-const validPublication = compileSchema<Publication>(EventPublication)
+const validPublication = lazySchema<Publication>(EventPublication)
 const BATCH = 16
 const PRUNE_EVERY_MS = 60_000
 

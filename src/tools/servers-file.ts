@@ -2,7 +2,7 @@ import { readFileSync, realpathSync, statSync } from 'node:fs'
 import { dirname, isAbsolute, resolve } from 'node:path'
 import type { ErrorObject } from 'ajv'
 import { Type, type Static } from 'typebox'
-import { createAjv, toIssues } from '../agents/json-schema.js'
+import { createAjv, lazySchema, toIssues } from '../agents/json-schema.js'
 import { AH_ERR_CONFIG_INVALID } from '../errors.js'
 
 /** The arguments that hold paths, when a path scope does not name its own. */
@@ -90,7 +90,7 @@ export interface ToolServerSpec {
   branches?: BranchScopeSpec
 }
 
-const validate = createAjv({ coerceTypes: false, useDefaults: false, verbose: true }).compile<Static<typeof ServersFile>>(ServersFile)
+const validate = lazySchema<Static<typeof ServersFile>>(ServersFile, () => createAjv({ coerceTypes: false, useDefaults: false, verbose: true }))
 const TOOL_NAME = /^[A-Za-z0-9_-]{1,64}$/
 const ENV_NAME = /^[A-Za-z_][A-Za-z0-9_]*$/
 const REFERENCE = /\$\{([^}]*)\}/g

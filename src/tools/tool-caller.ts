@@ -1,7 +1,7 @@
 import type { Client } from '@modelcontextprotocol/sdk/client/index.js'
 import { StreamableHTTPError } from '@modelcontextprotocol/sdk/client/streamableHttp.js'
 import { ErrorCode, McpError, type CallToolResult } from '@modelcontextprotocol/sdk/types.js'
-import { compileSchema, toIssues } from '../agents/json-schema.js'
+import { lazySchema, toIssues } from '../agents/json-schema.js'
 import type { HostCallContext, JsonObject, ToolCaller } from '../backends/protocol.js'
 import { AH_ERR_TOOL_CALL_INVALID } from '../errors.js'
 import { ToolCall, type ToolResponse } from '../protocol/tools.js'
@@ -67,7 +67,7 @@ type Attempt =
   | { ok: true, result: JsonObject }
   | { ok: false, failure: ToolFailure, message: string, result?: JsonObject, retryable: boolean }
 
-const validCall = compileSchema<ToolCall>(ToolCall)
+const validCall = lazySchema<ToolCall>(ToolCall)
 /** How much of a tool's own error text `ToolResponse.error` quotes. */
 const ERROR_CHARS = 2000
 
