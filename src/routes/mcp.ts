@@ -1,11 +1,11 @@
 import type { FastifyPluginAsyncTypebox } from '@fastify/type-provider-typebox'
 import type { FastifyReply, FastifyRequest } from 'fastify'
 import { Type } from 'typebox'
-import { isInitializeRequest, type RequestId } from '@modelcontextprotocol/sdk/types.js'
+import type { RequestId } from '@modelcontextprotocol/sdk/types.js'
 import pkg from '../../package.json' with { type: 'json' }
 import { AH_ERR_HOST_REFUSED, AH_ERR_MCP_SESSION_NOT_FOUND, AH_ERR_REQUEST_INVALID, AH_ERR_TOO_MANY_STREAMS } from '../errors.js'
-import { createMcpServer, type McpCall } from '../mcp/server.js'
-import { McpSessions, type McpSession } from '../mcp/sessions.js'
+import type { McpCall } from '../mcp/server.js'
+import type { McpSession, McpSessions } from '../mcp/sessions.js'
 import { ToolCatalogue } from '../mcp/tools.js'
 import { runTraceOf } from '../plugins/telemetry.js'
 import { MCP_INITIALIZE_EXAMPLE, MCP_MAX_BATCH, MCP_TOOLS_CALL_EXAMPLE, McpBody, McpHeaders, McpMessage } from '../protocol/mcp.js'
@@ -25,6 +25,16 @@ const sessionNotFound = errorResponse('The `Mcp-Session-Id` names no open MCP se
 const hostRefused = errorResponse('The DNS-rebinding guard refused the `Host` or `Origin` header (`AH_ERR_HOST_REFUSED`)', new AH_ERR_HOST_REFUSED('Host "attacker.example:3000" is not a name of this server (add it to ALLOWED_HOSTS)'))
 const noSession = (what: string): ReturnType<typeof errorResponse> => errorResponse(`${what} without \`Mcp-Session-Id\` (\`AH_ERR_REQUEST_INVALID\`)`, new AH_ERR_REQUEST_INVALID('send the Mcp-Session-Id header that initialize answered with (or initialize first)'))
 
+/**
+ * The MCP SDK's server side and this host's server and sessions on it, loaded by the first request to
+ * `/mcp` rather than at boot: a server nobody calls over MCP does not load the SDK and its schemas
+ * (some 600 modules and a third of a second of each start).
+ */
+async function loadMcp (): Promise<{ isInitializeRequest: (value: unknown) => boolean, createMcpServer: typeof import('../mcp/server.js').createMcpServer, McpSessions: typeof McpSessions }> {
+  const [types, server, sessions] = await Promise.all([import('@modelcontextprotocol/sdk/types.js'), import('../mcp/server.js'), import('../mcp/sessions.js')])
+  return { isInitializeRequest: types.isInitializeRequest, createMcpServer: server.createMcpServer, McpSessions: sessions.McpSessions }
+}
+
 /** The JSON-RPC requests in a body (notifications and responses ask for no answer). */
 function requestsOf (body: McpBody | undefined): McpMessage[] {
   if (body === undefined) return []
@@ -41,15 +51,23 @@ function requestsOf (body: McpBody | undefined): McpMessage[] {
 const mcpRoutes: FastifyPluginAsyncTypebox = async (app) => {
   const config = app.config
   const catalogue = new ToolCatalogue(app.agents.list())
-  const sessions = new McpSessions({
-    idleMs: config.MCP_SESSION_IDLE_MS,
-    maxPerOwner: config.MCP_MAX_SESSIONS,
-    keepAliveMs: config.SSE_HEARTBEAT_MS,
-    log: app.log,
-    createServer: (session) => createMcpServer({ engine: app.assist, catalogue, events: app.events, version: pkg.version, log: app.log, ...session })
-  })
+  let loading: ReturnType<typeof loadMcp> | undefined
+  const mcp = async (): ReturnType<typeof loadMcp> => await (loading ??= loadMcp())
+  // made with the first initialize; until then there is no session to find
+  let sessions: McpSessions | undefined
+  const opened = async (): Promise<McpSessions> => {
+    const { McpSessions, createMcpServer } = await mcp()
+    sessions ??= new McpSessions({
+      idleMs: config.MCP_SESSION_IDLE_MS,
+      maxPerOwner: config.MCP_MAX_SESSIONS,
+      keepAliveMs: config.SSE_HEARTBEAT_MS,
+      log: app.log,
+      createServer: (session) => createMcpServer({ engine: app.assist, catalogue, events: app.events, version: pkg.version, log: app.log, ...session })
+    })
+    return sessions
+  }
   // after the engine's own preClose (a parent's hook runs first): every run has ended, so tool calls answer, then sessions close
-  app.addHook('preClose', async () => { await sessions.close() })
+  app.addHook('preClose', async () => { await sessions?.close() })
 
   // RFC 6750: a refusal for want of a bearer token says which scheme to use
   app.addHook('onSend', async (_request, reply) => {
@@ -59,7 +77,7 @@ const mcpRoutes: FastifyPluginAsyncTypebox = async (app) => {
   /** The caller's session `id`; for anyone else, or once closed, it does not exist. */
   const sessionOf = (request: FastifyRequest, id: string | undefined, what: string): McpSession => {
     if (id === undefined) throw new AH_ERR_REQUEST_INVALID(`${what}: send the Mcp-Session-Id header that initialize answered with (or initialize first)`)
-    const session = sessions.get(id, request.identity.id)
+    const session = sessions?.get(id, request.identity.id)
     if (session === undefined) throw new AH_ERR_MCP_SESSION_NOT_FOUND(id)
     return session
   }
@@ -127,9 +145,10 @@ const mcpRoutes: FastifyPluginAsyncTypebox = async (app) => {
   }, async (request, reply) => {
     const body = request.body
     const id = request.headers['mcp-session-id']
-    const initialize = (Array.isArray(body) ? body : [body]).some((m) => isInitializeRequest(m))
-    if (id !== undefined || !initialize) return await exchange(request, reply, sessionOf(request, id, 'POST /mcp'), body)
-    const session = await sessions.create(request.identity.id)
+    if (id !== undefined) return await exchange(request, reply, sessionOf(request, id, 'POST /mcp'), body)
+    const { isInitializeRequest } = await mcp()
+    if (!(Array.isArray(body) ? body : [body]).some((m) => isInitializeRequest(m))) return await exchange(request, reply, sessionOf(request, id, 'POST /mcp'), body)
+    const session = await (await opened()).create(request.identity.id)
     try {
       await exchange(request, reply, session, body)
     } finally {

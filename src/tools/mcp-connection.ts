@@ -1,9 +1,8 @@
 import { setTimeout as sleep } from 'node:timers/promises'
-import { Client } from '@modelcontextprotocol/sdk/client/index.js'
-import { StdioClientTransport } from '@modelcontextprotocol/sdk/client/stdio.js'
-import { StreamableHTTPClientTransport, StreamableHTTPError } from '@modelcontextprotocol/sdk/client/streamableHttp.js'
+import type { Client } from '@modelcontextprotocol/sdk/client/index.js'
 import type { Transport } from '@modelcontextprotocol/sdk/shared/transport.js'
 import type { Tool } from '@modelcontextprotocol/sdk/types.js'
+import { loadedMcpClientSdk, mcpClientSdk, type McpClientSdk } from './mcp-sdk.js'
 import type { ToolServerSpec } from './servers-file.js'
 
 /** Where a server is in its life: never asked for yet, starting, answering, or down (crashed, or could not start). */
@@ -34,7 +33,8 @@ const TERMINATE_MS = 2000
 export function describeError (err: unknown): string {
   const e = err as { message?: unknown, code?: unknown, cause?: { message?: unknown, code?: unknown } } | undefined
   let text = String(e?.message ?? err)
-  if (err instanceof StreamableHTTPError && typeof e?.code === 'number' && e.code > 0) text = `HTTP ${e.code}: ${text}`
+  const StreamableHTTPError = loadedMcpClientSdk()?.StreamableHTTPError
+  if (StreamableHTTPError !== undefined && err instanceof StreamableHTTPError && typeof e?.code === 'number' && e.code > 0) text = `HTTP ${e.code}: ${text}`
   const cause = e?.cause?.code ?? e?.cause?.message
   return cause !== undefined ? `${text} (${String(cause)})` : text
 }
@@ -105,7 +105,8 @@ export class McpConnection {
     const client = this.#client ?? this.#connecting
     this.#client = undefined
     // the specification asks a client that is done with an HTTP session to end it (DELETE); a server that cannot is not waited for
-    if (client?.transport instanceof StreamableHTTPClientTransport) {
+    const StreamableHTTPClientTransport = loadedMcpClientSdk()?.StreamableHTTPClientTransport
+    if (StreamableHTTPClientTransport !== undefined && client?.transport instanceof StreamableHTTPClientTransport) {
       await Promise.race([client.transport.terminateSession().catch(() => {}), sleep(TERMINATE_MS, undefined, { ref: false })])
     }
     await client?.close()
@@ -116,7 +117,8 @@ export class McpConnection {
     if (this.#closed) throw new Error('the host is shutting down')
     this.#status = 'starting'
     this.#stderr = []
-    const client = new Client(this.#o.clientInfo, { capabilities: {} })
+    const sdk = await mcpClientSdk()
+    const client = new sdk.Client(this.#o.clientInfo, { capabilities: {} })
     client.onclose = () => {
       if (this.#client !== client) return
       this.#client = undefined
@@ -125,7 +127,7 @@ export class McpConnection {
     client.onerror = (err) => { this.#o.log.debug({ tool: this.spec.name, err }, 'MCP transport error') }
     this.#connecting = client
     try {
-      await client.connect(this.#transport(), { timeout: this.spec.startupTimeoutS * 1000 })
+      await client.connect(this.#transport(sdk), { timeout: this.spec.startupTimeoutS * 1000 })
       // closed while connecting: close() closed this client, but its answer may have been on its way
       if (this.#closed) throw new Error('the host is shutting down')
     } catch (err) {
@@ -149,10 +151,10 @@ export class McpConnection {
     this.#o.log.warn({ tool: this.spec.name, error: this.#error }, 'MCP server failed')
   }
 
-  #transport (): Transport {
+  #transport (sdk: McpClientSdk): Transport {
     const t = this.spec.transport
-    if (t.kind === 'streamable_http') return new StreamableHTTPClientTransport(t.url, { requestInit: { headers: { ...t.headers } } })
-    const transport = new StdioClientTransport({
+    if (t.kind === 'streamable_http') return new sdk.StreamableHTTPClientTransport(t.url, { requestInit: { headers: { ...t.headers } } })
+    const transport = new sdk.StdioClientTransport({
       command: t.command,
       args: [...t.args],
       env: { ...this.#o.baseEnv, ...t.env },

@@ -1,12 +1,12 @@
 import type { Client } from '@modelcontextprotocol/sdk/client/index.js'
-import { StreamableHTTPError } from '@modelcontextprotocol/sdk/client/streamableHttp.js'
-import { ErrorCode, McpError, type CallToolResult } from '@modelcontextprotocol/sdk/types.js'
+import type { CallToolResult } from '@modelcontextprotocol/sdk/types.js'
 import { lazySchema, toIssues } from '../agents/json-schema.js'
 import type { HostCallContext, JsonObject, ToolCaller } from '../backends/protocol.js'
 import { AH_ERR_TOOL_CALL_INVALID } from '../errors.js'
 import { ToolCall, type ToolResponse } from '../protocol/tools.js'
 import type { BranchScope } from './branch-scope.js'
 import { describeError, type McpConnection, type ToolLog } from './mcp-connection.js'
+import { mcpClientSdk } from './mcp-sdk.js'
 import type { PathScope } from './path-scope.js'
 
 /**
@@ -173,6 +173,8 @@ async function once (connection: McpConnection, name: string, args: JsonObject, 
   } catch (err) {
     const done = stopped(late)
     if (done !== undefined) return done
+    // loaded already: a client was made
+    const { ErrorCode, McpError, StreamableHTTPError } = await mcpClientSdk()
     if (err instanceof McpError && err.code === ErrorCode.RequestTimeout) return { ok: false, failure: 'timeout', message: late, retryable: false }
     if (err instanceof McpError && err.code !== ErrorCode.ConnectionClosed) return { ok: false, failure: 'server_error', message: err.message, retryable: false }
     if (!(err instanceof McpError || err instanceof StreamableHTTPError || err instanceof TypeError || (err as Error).message === 'Not connected')) {
