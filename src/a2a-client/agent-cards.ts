@@ -45,8 +45,19 @@ export function freshness (headers: Headers, now: number, defaultMs: number, max
   return Math.max(0, Math.min(ms, maxMs))
 }
 
-/** `fetch` that follows no redirect: a card or an interface may not send the host's credentials on to a URL nobody checked. */
-const noRedirects: typeof fetch = async (input, init) => await fetch(input, { ...init, redirect: 'error' })
+/**
+ * `fetch` that follows no redirect (a card or an interface may not send the host's credentials on to
+ * a URL nobody checked), and whose response body ends when the request's signal fires after the
+ * headers came. undici links the signal to the body through the request object, held weakly: once
+ * that is garbage-collected mid-stream, an abort no longer reaches the body, and a streaming call
+ * past its timeout read on until undici's own 300 s body timeout. The pipe's listener holds the body.
+ */
+const noRedirects: typeof fetch = async (input, init) => {
+  const response = await fetch(input, { ...init, redirect: 'error' })
+  const signal = init?.signal
+  if (signal === undefined || signal === null || response.body === null) return response
+  return new Response(response.body.pipeThrough(new TransformStream(), { signal }), response)
+}
 
 /**
  * The external agents' cards, fetched with their credentials and kept as their HTTP cache headers

@@ -2,6 +2,8 @@ import t from 'tap'
 import { randomUUID } from 'node:crypto'
 import { createServer, type IncomingMessage } from 'node:http'
 import { once } from 'node:events'
+import { setFlagsFromString } from 'node:v8'
+import { runInNewContext } from 'node:vm'
 import type { AddressInfo } from 'node:net'
 import type { A2AResponse, A2AUpdate } from '../../src/protocol/a2a-client.js'
 import { envelope } from '../helper.js'
@@ -95,6 +97,20 @@ t.test('past its timeout a call answers timeout, and the remote task is cancelle
   const stubborn = (await call({ agent: 'scanner', capability: 'stubborn', payload: {}, options: { timeout: 1 } })).answer
   t.match(stubborn, { status: 'timeout', metadata: { cancelled: false } }, 'a cancel the remote refuses: cancelled is false')
   t.ok(remote.cancels.includes(String(stubborn?.metadata.task_id)), 'it was asked')
+})
+
+t.test('a streamed call past its timeout ends while the garbage collector runs: the abort reaches the body whatever was collected', async (t) => {
+  // undici links a request's signal to its body through an object it holds weakly: a collection
+  // mid-stream lost the abort, and the call read on until undici's 300 s body timeout
+  setFlagsFromString('--expose-gc')
+  const gc = runInNewContext('gc') as () => void
+  const collecting = setInterval(gc, 2)
+  t.teardown(() => { clearInterval(collecting) })
+  const ended = call({ agent: 'scanner', capability: 'slow', payload: {}, options: { timeout: 1 } })
+  const deadline = new Promise<'hung'>((resolve) => { setTimeout(() => { resolve('hung') }, 30_000).unref() })
+  const outcome = await Promise.race([ended, deadline])
+  t.not(outcome, 'hung', 'answered within 30 s')
+  if (outcome !== 'hung') t.match(outcome.answer, { status: 'timeout', metadata: { cancelled: true } })
 })
 
 t.test('cancelling the calling run (POST /v1/assist/{id}/cancel) cancels the remote task', async (t) => {
