@@ -133,6 +133,8 @@ t.test('task and conversation feeds are lookups, right at any size of the event 
   sqliteDb(app).transaction(() => { for (let i = 0; i < 10_500; i++) app.events.append({ ...filler, id: `n${i}` }) })()
   await app.tasks.create([{ id: 'late-task', type: 'wordcount', inputs: { text: 'one two three' }, metadata: { conversation_id: 'busy-talk' } }])
   await until(async () => await status(app, 'late-task') === 'COMPLETED')
+  // the result's event is written just after the task is stored COMPLETED (two stores): wait for it
+  await until(async () => (await app.inject({ url: '/v1/tasks/late-task/events' })).json().events.some((e: { type: string }) => e.type === 'AGENT_RESULT'))
   const res = await app.inject({ url: '/v1/tasks/late-task/events' })
   t.equal(res.statusCode, 200)
   const types = res.json().events.map((e: { type: string }) => e.type)
