@@ -4,7 +4,7 @@ import { existsSync, mkdirSync, readFileSync, symlinkSync, writeFileSync } from 
 import { dirname, join } from 'node:path'
 import { fileURLToPath } from 'node:url'
 import picomatch from 'picomatch'
-import { ALONE, HEAVY, deal, groupSource, groupedFiles, testFiles, weight } from '../../scripts/test.js'
+import { ALONE, HEAVY, deal, groupSource, groupedFiles, longestFirst, testFiles, weight } from '../../scripts/test.js'
 import { tempDataDir } from '../helper.js'
 
 const ROOT = fileURLToPath(new URL('../../', import.meta.url))
@@ -58,6 +58,11 @@ t.test('files are dealt into groups of about the same expected time, the longest
   t.same(groups.map((g) => g.reduce((s, f) => s + (w[f] ?? 0), 0)).sort(), [8, 8])
   t.same(groups.flat().sort(), ['a', 'b', 'c', 'd', 'e'], 'each file once')
   t.same(deal(['x'], 3, () => 1), [['x']], 'never an empty group')
+})
+
+t.test('the files that keep their own process start the longest first', async (t) => {
+  const w: Record<string, number> = { 'test/a.test.ts': 2, 'test/b.test.ts': 90, 'test/c.test.ts': 2, 'test/d.test.ts': 30 }
+  t.same(longestFirst(Object.keys(w), (f) => w[f] ?? 0), ['test/b.test.ts', 'test/d.test.ts', 'test/a.test.ts', 'test/c.test.ts'])
 })
 
 t.test('a file\'s expected time: its last time in npm test, else a second per top-level test', async (t) => {
