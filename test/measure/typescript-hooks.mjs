@@ -46,7 +46,7 @@ function compilerOptions () {
   return options
 }
 
-function transpile (file, text) {
+export function transpile (file, text) {
   const key = createHash('sha256').update(`${VERSION}\0${TS_VERSION}\0${TSCONFIG}\0${file}\0${text}`).digest('hex')
   const cached = join(CACHE, key.slice(0, 2), `${key}.js`)
   try {
@@ -73,7 +73,7 @@ const TS = /\.(ts|mts)$/
  * it where its bundle takes 35 ms (jose, the A2A SDK's, 150 ms against 15). Only the main entry is
  * bundled, the one this project imports; a subpath (`typebox/value`) loads as it is.
  */
-const BUNDLED = new Set(['typebox', 'jose'])
+export const BUNDLED = new Set(['typebox', 'jose'])
 
 /** The file URL of `name`'s bundle made from its main entry `url`, or undefined (then the package loads as it is). */
 export function bundle (name, url) {

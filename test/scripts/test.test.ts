@@ -1,10 +1,11 @@
 import t from 'tap'
 import { spawnSync } from 'node:child_process'
-import { existsSync, mkdirSync, readFileSync, symlinkSync, writeFileSync } from 'node:fs'
+import { copyFileSync, existsSync, mkdirSync, readdirSync, readFileSync, symlinkSync, writeFileSync } from 'node:fs'
 import { dirname, join } from 'node:path'
-import { fileURLToPath } from 'node:url'
+import { createRequire } from 'node:module'
+import { fileURLToPath, pathToFileURL } from 'node:url'
 import picomatch from 'picomatch'
-import { ALONE, HEAVY, deal, groupSource, groupedFiles, longestFirst, testFiles, weight } from '../../scripts/test.js'
+import { ALONE, HEAVY, deal, groupSource, groupedFiles, longestFirst, testFiles, warmTestLoader, weight } from '../../scripts/test.js'
 import { tempDataDir } from '../helper.js'
 
 const ROOT = fileURLToPath(new URL('../../', import.meta.url))
@@ -72,4 +73,27 @@ t.test('a file\'s expected time: its last time in npm test, else a second per to
   put(root, 'test/new.test.ts', "import t from 'tap'\nt.test('a', f)\n  t.test('nested', f)\nt.test('b', f)\n")
   t.equal(weight(root, 'test/timed.test.ts'), 4.5)
   t.equal(weight(root, 'test/new.test.ts'), 2)
+})
+
+t.test('before tap starts, one process fills the test loader\'s cache: every TypeScript file\'s output, and the bundles', async (t) => {
+  const root = tempDataDir(t)
+  const repo = fileURLToPath(new URL('../../', import.meta.url))
+  put(root, 'src/a.ts', 'export const a: number = 1\n')
+  put(root, 'agents/b/index.ts', 'export default { b: true as boolean }\n')
+  put(root, 'test/c.test.ts', 'const c: string = "c"\nconsole.log(c)\n')
+  put(root, 'test/types.d.ts', 'declare const d: number\n')
+  mkdirSync(join(root, 'test', 'measure'), { recursive: true })
+  copyFileSync(join(repo, 'test/measure/typescript-hooks.mjs'), join(root, 'test/measure/typescript-hooks.mjs'))
+  copyFileSync(join(repo, 'tsconfig.json'), join(root, 'tsconfig.json'))
+  symlinkSync(join(repo, 'node_modules'), join(root, 'node_modules'))
+  const cache = join(root, 'cache')
+  const before = process.env.AGENT_HOST_TS_CACHE
+  process.env.AGENT_HOST_TS_CACHE = cache
+  t.teardown(() => { if (before === undefined) delete process.env.AGENT_HOST_TS_CACHE; else process.env.AGENT_HOST_TS_CACHE = before })
+  // this process's own resolution goes through the loader, which names the bundles themselves
+  const entry = (name: string): string => pathToFileURL(createRequire(import.meta.url).resolve(name)).href
+  t.equal(await warmTestLoader(root, entry), 3, 'three TypeScript files, not the declarations')
+  const outputs = readdirSync(cache, { recursive: true }).map(String).filter((f) => f.endsWith('.js'))
+  t.equal(outputs.length, 3)
+  t.match(readdirSync(join(cache, 'bundles')).sort(), [/^jose-/, /^typebox-/])
 })
