@@ -28,7 +28,7 @@ const noSession = (what: string): ReturnType<typeof errorResponse> => errorRespo
 /**
  * The MCP SDK's server side and this host's server and sessions on it, loaded by the first request to
  * `/mcp` rather than at boot: a server nobody calls over MCP does not load the SDK and its schemas
- * (some 600 modules and a third of a second of each start).
+ * (some 450 modules, a third of a second of CPU at each start).
  */
 async function loadMcp (): Promise<{ isInitializeRequest: (value: unknown) => boolean, createMcpServer: typeof import('../mcp/server.js').createMcpServer, McpSessions: typeof McpSessions }> {
   const [types, server, sessions] = await Promise.all([import('@modelcontextprotocol/sdk/types.js'), import('../mcp/server.js'), import('../mcp/sessions.js')])
