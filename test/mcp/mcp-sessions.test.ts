@@ -174,3 +174,19 @@ t.test('an idle session is closed after MCP_SESSION_IDLE_MS; a principal past MC
   t.ok((await second.client.listTools()).tools.length > 0, 'the others stay')
   t.ok((await third.client.listTools()).tools.length > 0)
 })
+
+t.test('before any session was initialized (the MCP SDK not yet loaded), a session id names nothing: 404 on POST, GET and DELETE, and the server closes cleanly', async (t) => {
+  const { url } = await listen(t, apikey)
+  const id = '6f1b7c1e-2d3a-4b5c-8d9e-0a1b2c3d4e5f'
+  const res = await post(url, toolsList, { ...bearer(KEY_A), 'mcp-session-id': id })
+  t.equal(res.status, 404)
+  t.match(checkErrorBody(await res.json()), { code: 'AH_ERR_MCP_SESSION_NOT_FOUND', message: new RegExp(id) })
+  for (const method of ['GET', 'DELETE']) {
+    const other = await fetch(`${url}/mcp`, { method, headers: { ...bearer(KEY_A), 'mcp-session-id': id, accept: 'text/event-stream' } })
+    t.equal(other.status, 404, method)
+    t.equal(checkErrorBody(await other.json()).code, 'AH_ERR_MCP_SESSION_NOT_FOUND', method)
+  }
+  const missing = await post(url, toolsList, bearer(KEY_A))
+  t.equal(missing.status, 400, 'no session id and no initialize')
+  t.equal(checkErrorBody(await missing.json()).code, 'AH_ERR_REQUEST_INVALID')
+})
