@@ -10,6 +10,7 @@ import { AgentError } from '../../src/agents/index.js'
 import type { AgentError as AgentErrorType } from '../../src/errors.js'
 import type { TaskNode } from '../../src/runtime/task.js'
 import { tempDataDir, type Teardown } from '../helper.js'
+import { until } from '../socket.js'
 
 function setup (t: Teardown, options: { heartbeatMs?: number, leaseMs?: number } = {}) {
   const dir = tempDataDir(t)
@@ -89,21 +90,29 @@ t.test('next_actions become child tasks of the finished one', async (t) => {
 })
 
 t.test('the heartbeat keeps a long task\'s lease alive; a lost claim is stale, changes nothing and is audited', async (t) => {
-  const { store, runtime, audit } = setup(t, { heartbeatMs: 40, leaseMs: 150 })
+  const { store, runtime, audit } = setup(t, { heartbeatMs: 30, leaseMs: 300 })
   await store.create([{ id: 'long', type: 'count' }, { id: 'lost', type: 'count' }])
   const agent = new Recorder(async (task) => {
-    await sleep(400)
+    // past the lease the task holds now, alive only because heartbeats renewed it; the reaper is
+    // asked right after a heartbeat lands, so that a starved machine's pause between two
+    // heartbeats (a real one, not the agent's fault) is not taken for a missing heartbeat
+    const held = Date.parse((await store.get(task.id))?.lease_expires_at as string)
+    await until('the first lease is past', () => Date.now() > held + 30, 10_000, 10)
+    const seen = (await store.get(task.id))?.last_heartbeat_at
+    await until('a heartbeat after it', async () => (await store.get(task.id))?.last_heartbeat_at !== seen, 10_000, 5)
     t.same(await store.reap(), [], 'never reaped while heartbeats flow')
     return { task_id: task.id, outcome: 'completed' }
   })
   t.equal((await agent.executeOnce(runtime))?.status, 'COMPLETED')
 
-  await runtime.claimTask()
-  await sleep(200)
+  // claimed, and no heartbeat: reaped once its lease is past, and taken by another worker
+  const lost = await runtime.claimTask()
+  await until('the lost claim\'s lease is past', () => Date.now() > Date.parse(lost?.lease_expires_at as string), 10_000, 10)
   t.equal((await store.reap())[0]?.id, 'lost')
-  await sleep(60)
   const thief = new AgentRuntime({ agentId: 'agent-2', agentType: 'count', store, events: { append: () => 0 } })
-  t.equal((await thief.claimTask())?.attempt, 2)
+  let taken: TaskNode | undefined
+  await until('the thief claims it once its retry backoff is past', async () => { taken = await thief.claimTask(); return taken !== undefined }, 10_000, 10)
+  t.equal(taken?.attempt, 2)
   await t.rejects(runtime.completeTask('lost', { task_id: 'lost', outcome: 'completed' }), { code: 'AH_ERR_TASK_STALE_CLAIM', statusCode: 409 })
   t.match(await store.get('lost'), { owner: 'agent-2', attempt: 2, status: 'IN_PROGRESS' })
   t.match(audit.list({ action: 'task.complete.stale' }), [{ actor: 'agent-1', resource: 'lost', success: false, details: { attempt: 1 } }])
