@@ -32,9 +32,10 @@ import { randomUUID } from 'node:crypto'
 import { userInfo } from 'node:os'
 import { SCOPES } from './auth/scopes.js'
 import { newAgent } from './scaffold.js'
+import { backupDataDir, backupRefusal, BACKUP_MANIFEST, type BackupManifest } from './backup.js'
 import type { Progress } from './terminal-progress.js'
 
-const USAGE = `usage: agent-host <command>
+export const USAGE = `usage: agent-host <command>
 
 commands:
   audit verify [--data-dir DIR] [--checkpoint JSON]... [--checkpoint-file FILE]...
@@ -43,6 +44,15 @@ commands:
                                                 each instance's DATA_DIR/audit-checkpoints.jsonl, given
                                                 with --checkpoint-file) (exit 0 when intact, 1 when not, 2
                                                 when there is no log); needs AUDIT_KEY for a keyed log
+  backup --to DIR [--data-dir DIR] [--json]     copy DATA_DIR into DIR (new or empty) while the server
+                                                runs: the database through SQLite's online backup, the
+                                                task graph under its lock, the audit checkpoints, the
+                                                workspaces; prints what it copied and its point in time
+                                                (--json: the manifest it writes, DIR/backup-manifest.json)
+                                                (exit 0 when done, 1 when it failed and DIR is as it was,
+                                                2 when refused); with DATABASE_URL it copies DATA_DIR's
+                                                files only and exits 3: the database is pg_dump's
+                                                (docs/backups.md)
   worker --type T [--concurrency N] [--data-dir DIR]
                                                 work the task graph as task agent T until SIGTERM/SIGINT
   keys create --name N --scopes s1,s2 [--agents a,b] [--expires 30d|ISO date]
@@ -248,6 +258,54 @@ async function auditVerify (values: { checkpoint?: string[], 'checkpoint-file'?:
   }
 }
 
+/** A size for people: bytes, KiB or MiB. */
+function size (bytes: number): string {
+  if (bytes < 1024) return `${bytes} B`
+  return bytes < 1024 * 1024 ? `${(bytes / 1024).toFixed(1)} KiB` : `${(bytes / 1024 / 1024).toFixed(1)} MiB`
+}
+
+/** A backup's manifest as lines: what it copied, what it left out and why, its point in time. */
+function backupLines (manifest: BackupManifest): string[] {
+  const point = manifest.point_in_time
+  return [
+    ...manifest.copied.map((c) => `copied ${c.path} (${size(c.bytes)}): ${c.how}`),
+    ...manifest.left_out.map((l) => `left out ${l.path}: ${l.why}`),
+    ...(point === null
+      ? []
+      : [
+          `point in time: audit row ${point.audit.rows}${point.audit.at === null ? '' : ` of ${point.audit.at}`}; ${point.runs.count} runs, the last started ${point.runs.last_started_at ?? 'never'}`,
+          `keep with the backup, as its checkpoint: ${JSON.stringify({ rows: point.audit.rows, head: point.audit.head })}`
+        ]),
+    `backup of ${manifest.data_dir} written to ${manifest.to} (${BACKUP_MANIFEST} last), ${manifest.started_at} to ${manifest.finished_at}`
+  ]
+}
+
+/**
+ * `backup --to DIR`: DATA_DIR copied while the server runs (see src/backup.ts). Exit 0 when done, 1
+ * when it failed (what it wrote removed), 2 when refused (nothing written), 3 with DATABASE_URL:
+ * DATA_DIR's files copied, and the database left to pg_dump.
+ */
+async function backup (values: { to?: string, json?: boolean }, env: Record<string, string | undefined>, io: CommandIo): Promise<number> {
+  if (values.to === undefined || values.to === '') { io.err(`backup needs --to DIR\n\n${USAGE}`); return 2 }
+  const config = loadConfig(env)
+  const database = config.DATABASE_URL === '' ? 'sqlite' : 'postgres'
+  const options = { dataDir: config.DATA_DIR, to: values.to, database, graphLock: { staleMs: config.TASK_LOCK_STALE_MS } } as const
+  const refused = backupRefusal(options)
+  if (refused !== undefined) { io.err(`backup refused: ${refused}`); return 2 }
+  let manifest: BackupManifest
+  try {
+    manifest = await backupDataDir(options)
+  } catch (err) {
+    io.err(`backup failed: ${(err as Error).message}; ${values.to} is as it was`)
+    return 1
+  }
+  if (values.json === true) io.out(JSON.stringify(manifest))
+  else for (const line of backupLines(manifest)) io.out(line)
+  if (database === 'sqlite') return 0
+  io.err(`the database is not in this backup: DATABASE_URL is set, and PostgreSQL's data is backed up with pg_dump --format=custom (or a base backup and WAL archiving): see docs/backups.md. This copied ${config.DATA_DIR}'s own files, which belong with it`)
+  return 3
+}
+
 /** `30d`, `12h`, `45m` from now, or an ISO date. */
 function expiry (text: string): Date | undefined {
   const relative = /^(\d+)([dhm])$/.exec(text)
@@ -399,6 +457,7 @@ export async function main (argv: string[], env: Record<string, string | undefin
         expires: { type: 'string' },
         checkpoint: { type: 'string', multiple: true },
         'checkpoint-file': { type: 'string', multiple: true },
+        to: { type: 'string' },
         json: { type: 'boolean' },
         stream: { type: 'boolean' },
         task: { type: 'boolean' },
@@ -417,6 +476,7 @@ export async function main (argv: string[], env: Record<string, string | undefin
   }
   const scoped = { ...env, ...(parsed.values['data-dir'] !== undefined ? { DATA_DIR: parsed.values['data-dir'] } : {}) }
   if (command === 'audit' && sub === 'verify') return await auditVerify(parsed.values, scoped, io)
+  if (command === 'backup') return await backup(parsed.values, scoped, io)
   if (command === 'new') return await newAgent(parsed.positionals.slice(1), parsed.values, { root: io.cwd ?? process.cwd(), env }, io)
   if (command === 'keys') return await keys(sub, parsed.positionals[2], parsed.values, scoped, io)
   if (command === 'worker') {
