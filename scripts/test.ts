@@ -28,11 +28,11 @@ const ROOT = fileURLToPath(new URL('../', import.meta.url))
 /** Files that start processes, servers as processes, builds, browsers or benchmarks: a process each. */
 export const HEAVY = [
   'test/{bench,deploy,docs,layout,playground,storage/postgres}/**',
-  'test/{scaffold,server-process,config,journal-first,resume,telemetry,cli-output}.test.ts',
+  'test/{scaffold,server-process,config,journal-first,resume,telemetry,cli-output,backup-restore}.test.ts',
   'test/runtime/{chaos,concurrency,crash,narrator}.test.ts',
   'test/storage/{bus-processes,audit,audit-tamper,events-contract,data-dir}.test.ts',
   'test/assist/{lease-recovery,orphan-follow,paused-owner,shutdown-stuck-agent,foreign-lock,join-race}.test.ts',
-  'test/tools/{calls,readme,servers-file}.test.ts',
+  'test/tools/{calls,tools-guide,servers-file}.test.ts',
   'test/bus/bus-http.test.ts',
   'test/measure/preload.test.ts'
 ]

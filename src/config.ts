@@ -6,194 +6,108 @@ import { AH_ERR_CONFIG_INVALID } from './errors.js'
 import { loadA2AAgents, type A2AAgentConfig } from './a2a-client/agents-file.js'
 import { loadToolServers, type ToolServerSpec } from './tools/servers-file.js'
 
-/**
- * Every setting of the server, read once at boot from the environment (and `.env` when present).
- * `.env.example` lists each key with its default; a test keeps the two in step.
- */
-export const ConfigSchema = Type.Object({
-  /** Interface to bind; `0.0.0.0` inside containers. */
-  HOST: Type.String({ default: '127.0.0.1', minLength: 1 }),
-  PORT: Type.Integer({ default: 3000, minimum: 0, maximum: 65535 }),
-  LOG_LEVEL: Type.Union(['fatal', 'error', 'warn', 'info', 'debug', 'trace', 'silent'].map((l) => Type.Literal(l)), { default: 'info' }),
-  /** `json` (pino's lines, for machines) or `pretty` (pino-pretty, a dev dependency: `npm run dev` sets it). */
-  LOG_FORMAT: Type.Union([Type.Literal('json'), Type.Literal('pretty')], { default: 'json' }),
-  /** Where all runtime state lives (relative paths are resolved from the working directory). */
-  DATA_DIR: Type.String({ default: 'data', minLength: 1 }),
-  /**
-   * `postgres://user:password@host:5432/database`: keep everything durable in PostgreSQL, shared by
-   * every instance and worker given the same URL (runs, sessions, the audit chain, keys, limits,
-   * tasks, the event bus). Empty: SQLite under DATA_DIR, for one machine.
-   */
-  DATABASE_URL: Type.String({ default: '' }),
-  /** PostgreSQL: connections each process keeps open at most (runs' writes, followers' reads, the listener). */
-  DB_POOL_MAX: Type.Integer({ default: 10, minimum: 2, maximum: 1000 }),
-  /** Folder of drop-in agents; empty means the example agents shipped next to the code. */
-  AGENTS_DIR: Type.String({ default: '' }),
-  /** Largest accepted request body, in bytes. */
-  BODY_LIMIT: Type.Integer({ default: 1048576, minimum: 1024 }),
-  /** Deepest nesting of arrays and objects a JSON body may have; deeper is a 400 before the body is parsed. */
-  MAX_BODY_DEPTH: Type.Integer({ default: 64, minimum: 8, maximum: 1000 }),
-  /** Send a `: ping` comment after this long without output on an SSE response. */
-  SSE_HEARTBEAT_MS: Type.Integer({ default: 15000, minimum: 10 }),
-  /** Reconnection delay advertised with `retry:` at the start of each SSE response (0: none). */
-  SSE_RETRY_MS: Type.Integer({ default: 3000, minimum: 0 }),
-  /** Bytes queued for one slow SSE client before its run is ended with `slow_consumer`. */
-  SSE_MAX_BUFFER_BYTES: Type.Integer({ default: 8388608, minimum: 65536 }),
-  /** How long one SSE client may read nothing while its socket is full before its run goes on without it (`slow_consumer`). */
-  SSE_STALL_TIMEOUT_MS: Type.Integer({ default: 30000, minimum: 100 }),
-  /** How long a finished run's journal and answer are kept for resumes and retries. */
-  JOURNAL_RETENTION_MS: Type.Integer({ default: 86400000, minimum: 1000 }),
-  /** Longest a /v1/assist run may take before it is stopped with `run_timeout` (0: no limit); a request may ask for less. */
-  RUN_TIMEOUT_MS: Type.Integer({ default: 600000, minimum: 0 }),
-  /** Past this many bytes of packets a run is stopped with a FATAL `output_too_large` (what it produced so far is kept). */
-  RUN_MAX_OUTPUT_BYTES: Type.Integer({ default: 16777216, minimum: 1024 }),
-  /** How long a run's owner holds it without renewing (renewed every third of it); a run whose lease lapsed is recovered by any server on the DATA_DIR. */
-  RUN_LEASE_MS: Type.Integer({ default: 15000, minimum: 100 }),
-  /** How long a write may wait, without blocking the server, while another process holds the database's write lock; past it 503 `AH_ERR_STORAGE_BUSY`. */
-  DB_WRITE_BUDGET_MS: Type.Integer({ default: 5000, minimum: 10 }),
-  /** How long one write attempt blocks waiting for that lock before it is retried asynchronously (keep it short: it blocks the event loop). */
-  DB_BUSY_TIMEOUT_MS: Type.Integer({ default: 20, minimum: 0, maximum: 1000 }),
-  /** How often a worker thread copies the WAL into the database file (0: SQLite's own checkpoints, inside a commit every 1 000 pages, on the event loop). */
-  DB_CHECKPOINT_INTERVAL_MS: Type.Integer({ default: 1000, minimum: 0, maximum: 3600000 }),
-  /** SQLite's page cache per connection, in KiB. */
-  DB_CACHE_KIB: Type.Integer({ default: 65536, minimum: 1024 }),
-  /** The page size of a database this server creates (an existing one keeps its own): smaller pages, fewer bytes written per request, a little more CPU. */
-  DB_PAGE_SIZE: Type.Union([Type.Literal(1024), Type.Literal(2048), Type.Literal(4096), Type.Literal(8192)], { default: 4096 }),
-  /** What a run does when its last client goes away: go on (a re-POST picks it up) or be cancelled. */
-  DISCONNECT_POLICY: Type.Union([Type.Literal('continue'), Type.Literal('cancel')], { default: 'continue' }),
-  /** Where the task graph lives: `file` (DATA_DIR/tasks.graph.json, file-locked), `sqlite`, or `postgres` (DATABASE_URL; the default when it is set). */
-  TASK_STORE: Type.Union([Type.Literal('file'), Type.Literal('sqlite'), Type.Literal('postgres')], { default: 'file' }),
-  /** Worker loops per task agent in the server (0: the server runs none; use `agent-host worker`). */
-  WORKERS_PER_TYPE: Type.Integer({ default: 1, minimum: 0, maximum: 64 }),
-  /** How long a task claim lasts without a heartbeat; the reaper runs every half of it. */
-  TASK_LEASE_MS: Type.Integer({ default: 30000, minimum: 200 }),
-  /** File store: a lock on tasks.graph.json whose holder stopped refreshing it for this long is taken over (a dead or frozen holder delays others by at most this). */
-  TASK_LOCK_STALE_MS: Type.Integer({ default: 5000, minimum: 500, maximum: 600000 }),
-  /** How often a running task's lease is extended. */
-  TASK_HEARTBEAT_MS: Type.Integer({ default: 10000, minimum: 50 }),
-  /** How long an idle worker waits before looking for work again. */
-  TASK_POLL_MS: Type.Integer({ default: 500, minimum: 10 }),
-  /** Event bus: how often a process looks for deliveries that other processes published (its own wake it at once). */
-  BUS_POLL_MS: Type.Integer({ default: 250, minimum: 10 }),
-  /** Event bus: how long a delivery is leased to one process; a handler still running then is aborted and the event delivered again. */
-  BUS_LEASE_MS: Type.Integer({ default: 60000, minimum: 100 }),
-  /** Event bus: attempts of a delivery whose handler throws before it is dead-lettered. */
-  BUS_MAX_ATTEMPTS: Type.Integer({ default: 5, minimum: 1, maximum: 100 }),
-  /** Event bus: the wait before a failed delivery's second attempt, doubling after each (at most a minute). */
-  BUS_RETRY_BACKOFF_MS: Type.Integer({ default: 1000, minimum: 0 }),
-  /** A2A push notifications: how often a process looks for task updates to push (configs other processes made, runs other processes journal). */
-  A2A_PUSH_POLL_MS: Type.Integer({ default: 500, minimum: 10 }),
-  /** A2A push notifications: how long one POST to a receiver may take (to the end of its answer) before it counts as failed. */
-  A2A_PUSH_TIMEOUT_MS: Type.Integer({ default: 10000, minimum: 100 }),
-  /** A2A push notifications: the wait before a failed update's second attempt, doubling after each (at most five minutes). */
-  A2A_PUSH_RETRY_BASE_MS: Type.Integer({ default: 1000, minimum: 0 }),
-  /** A2A push notifications: attempts of one update before its config is marked `failed` (nothing more is pushed to it). */
-  A2A_PUSH_MAX_ATTEMPTS: Type.Integer({ default: 12, minimum: 1, maximum: 100 }),
-  /** A2A push notifications: allow URLs that resolve to loopback, private, link-local or other non-public addresses (off: refused, no SSRF). */
-  A2A_PUSH_ALLOW_PRIVATE: Type.Boolean({ default: false }),
-  /** Event-loop delay past which requests get 503 `AH_ERR_OVERLOADED` and `/health` says `degraded` (0: unchecked). */
-  MAX_EVENT_LOOP_DELAY_MS: Type.Integer({ default: 1000, minimum: 0 }),
-  /** Heap in use past which the same happens (0: unchecked). */
-  MAX_HEAP_USED_BYTES: Type.Integer({ default: 0, minimum: 0 }),
-  /** Resident memory past which the same happens (0: unchecked). */
-  MAX_RSS_BYTES: Type.Integer({ default: 0, minimum: 0 }),
-  /** How often the load is sampled. */
-  PRESSURE_SAMPLE_MS: Type.Integer({ default: 1000, minimum: 10 }),
-  /** How long shutdown may take before the process exits anyway. */
-  CLOSE_GRACE_MS: Type.Integer({ default: 10000, minimum: 0 }),
-  /** This instance's id in `/health`; empty means a new UUID at each boot. */
-  INSTANCE_ID: Type.String({ default: '' }),
-  /** `off`: anyone may do anything (loopback only, unless ALLOW_INSECURE); `apikey`: Bearer keys with scopes; `jwt`: Bearer JWTs (JWT_*). */
-  AUTH_MODE: Type.Union([Type.Literal('off'), Type.Literal('apikey'), Type.Literal('jwt')], { default: 'off' }),
-  /** Start with AUTH_MODE=off on a non-loopback HOST anyway (a private network you trust). */
-  ALLOW_INSECURE: Type.Boolean({ default: false }),
-  /** Keys from configuration, for simple deployments: `[{"name", "key" (24+ characters), "scopes": [...], "agents"?: [...]}]`. */
-  API_KEYS: Type.String({ default: '' }),
-  /** A first-run admin key: with AUTH_MODE=apikey, stored once as the key `bootstrap-admin` when no key of that name was ever made. */
-  BOOTSTRAP_ADMIN_KEY: Type.String({ default: '' }),
-  /** AUTH_MODE=jwt: the HS256 shared secret (32 or more characters); set this or JWT_JWKS_FILE. */
-  JWT_SECRET: Type.String({ default: '' }),
-  /** The audit chain's key (32+ characters): each row is an HMAC with it, so a rewrite needs it. Keep it outside DATA_DIR. Empty: a plain hash chain (accidents only). */
-  AUDIT_KEY: Type.String({ default: '' }),
-  /** Keys used before a rotation, comma-separated: rows and checkpoints they signed still verify. */
-  AUDIT_KEYS_RETIRED: Type.String({ default: '' }),
-  /** How often the audit log's signed checkpoint is appended to DATA_DIR/audit-checkpoints.jsonl when it grew (0: only at boot and shutdown). */
-  AUDIT_CHECKPOINT_INTERVAL_MS: Type.Integer({ default: 60000, minimum: 0 }),
-  /** AUTH_MODE=jwt: a JWKS file of public keys (each with a `kid`) for RS256, PS256, ES256 or EdDSA tokens. */
-  JWT_JWKS_FILE: Type.String({ default: '' }),
-  /** AUTH_MODE=jwt: the `iss` every token must carry. */
-  JWT_ISSUER: Type.String({ default: '' }),
-  /** AUTH_MODE=jwt: the `aud` every token must carry (one of its values). */
-  JWT_AUDIENCE: Type.String({ default: '' }),
-  /** AUTH_MODE=jwt: clock skew allowed on `exp`, `nbf` and `iat`. */
-  JWT_CLOCK_TOLERANCE_MS: Type.Integer({ default: 5000, minimum: 0 }),
-  /** Requests one caller (a key, a token's subject, or an address when auth is off) may make per RATE_LIMIT_WINDOW_MS (0: no limit). */
-  RATE_LIMIT_MAX: Type.Integer({ default: 600, minimum: 0 }),
-  /** New /v1/assist runs one agent may be given per RATE_LIMIT_WINDOW_MS, all callers together (0: no limit). */
-  RATE_LIMIT_AGENT_MAX: Type.Integer({ default: 1200, minimum: 0 }),
-  RATE_LIMIT_WINDOW_MS: Type.Integer({ default: 60000, minimum: 100 }),
-  /** Failed authentications one client address may make per RATE_LIMIT_WINDOW_MS before it gets 429 (unaudited) instead of 401 (0: no limit). */
-  AUTH_FAILURE_MAX: Type.Integer({ default: 20, minimum: 0 }),
-  /** SSE responses open at once, all callers together (0: no limit). */
-  MAX_STREAMS: Type.Integer({ default: 1000, minimum: 0 }),
-  /** SSE responses one caller may hold open at once (0: no limit). */
-  MAX_STREAMS_PER_CALLER: Type.Integer({ default: 20, minimum: 0 }),
-  /** How long a client may take to send its request headers (slowloris guard). */
-  HEADERS_TIMEOUT_MS: Type.Integer({ default: 10000, minimum: 100 }),
-  /** How long a client may take to send its whole request, body included (not the response: SSE streams are not cut). */
-  REQUEST_TIMEOUT_MS: Type.Integer({ default: 30000, minimum: 100 }),
-  /** How long an idle keep-alive connection is kept; set it above your load balancer's idle timeout. */
-  KEEP_ALIVE_TIMEOUT_MS: Type.Integer({ default: 72000, minimum: 100 }),
-  /** Trust `X-Forwarded-*` headers from a reverse proxy. */
-  TRUST_PROXY: Type.Boolean({ default: false }),
-  /** Bound to loopback: more names (or addresses) the `Host` header may carry, comma-separated, without a port (`agents.internal,my-laptop.local`); besides localhost, 127.0.0.1, [::1], the bound address and the hosts of CORS_ORIGINS, every other Host is refused (DNS rebinding). */
-  ALLOWED_HOSTS: Type.String({ default: '' }),
-  /** Origins whose pages may call the API from a browser, comma-separated (`https://app.example.com,http://localhost:5173`), or `*` for any; empty: same origin only. */
-  CORS_ORIGINS: Type.String({ default: '' }),
-  /** Let those pages send cookies and HTTP auth with their calls (never with `*`). A Bearer key or token needs no credentials. */
-  CORS_CREDENTIALS: Type.Boolean({ default: false }),
-  /** Serve the playground page at `/playground`. */
-  PLAYGROUND: Type.Boolean({ default: true }),
-  /** `/mcp`: an MCP session unused for this long (no request open on it) is closed; its client must initialize again. */
-  MCP_SESSION_IDLE_MS: Type.Integer({ default: 1800000, minimum: 1000 }),
-  /** `/mcp`: MCP sessions one principal may hold open; initializing one more closes its least recently used. */
-  MCP_MAX_SESSIONS: Type.Integer({ default: 32, minimum: 1 }),
-  /** A JSON file of the external A2A agents agents may call (`host.a2a.call`): card URL, credentials, capabilities, callers, timeout (README: "Calling external A2A agents"); empty: none. */
-  A2A_AGENTS_FILE: Type.String({ default: '' }),
-  /** A JSON file of the MCP servers agents may call as tools (`host.tools.call`): how to reach each, which agents and actions, its scopes (README: "MCP tools for agents"); empty: no tools. */
-  MCP_SERVERS_FILE: Type.String({ default: '' }),
-  /** The provider behind the `llm` backend (what `llm-chat` uses). */
-  LLM_PROVIDER: Type.Union([Type.Literal('openai'), Type.Literal('anthropic')], { default: 'openai' }),
-  /** An OpenAI-compatible server (vLLM, Ollama, llama.cpp, ...); empty means api.openai.com. */
-  OPENAI_BASE_URL: Type.String({ default: '' }),
-  OPENAI_API_KEY: Type.String({ default: '' }),
-  OPENAI_MODEL: Type.String({ default: 'gpt-4o-mini', minLength: 1 }),
-  /** Empty means api.anthropic.com. */
-  ANTHROPIC_BASE_URL: Type.String({ default: '' }),
-  ANTHROPIC_API_KEY: Type.String({ default: '' }),
-  ANTHROPIC_MODEL: Type.String({ default: 'claude-sonnet-4-5', minLength: 1 }),
-  /** Largest answer a model call may produce, in tokens. */
-  LLM_MAX_TOKENS: Type.Integer({ default: 1024, minimum: 1 }),
-  /** How long a provider may send nothing (before its first byte or between chunks). */
-  LLM_TIMEOUT_MS: Type.Integer({ default: 60000, minimum: 100 }),
-  /** SDK retries of a call that failed before streaming (connection errors, 429, 5xx). */
-  LLM_MAX_RETRIES: Type.Integer({ default: 2, minimum: 0, maximum: 10 }),
-  /** Model calls per message before a tool-call loop is cut off. */
-  LLM_MAX_TURNS: Type.Integer({ default: 8, minimum: 1, maximum: 100 }),
-  /** Prices for cost metrics, USD per million tokens: `{"<model>": {"input": 0.15, "output": 0.6}}`. */
-  LLM_PRICES: Type.String({ default: '{}' }),
-  /** The local agent's command: a JSON array of argv, or words split on spaces; empty runs the bundled demo CLI. */
-  CLI_AGENT_COMMAND: Type.String({ default: '' }),
-  /** The local agent's workspace, a folder under DATA_DIR/workspaces (one subfolder per session). */
-  CLI_AGENT_WORKSPACE: Type.String({ default: 'cli-agent', minLength: 1 }),
-  /** How long the local agent may print nothing during a turn before its process group is killed. */
-  CLI_AGENT_TIMEOUT_MS: Type.Integer({ default: 120000, minimum: 100 }),
-  /** More environment variables the CLI agent's process gets, by name, comma-separated (besides SUBPROCESS_ENV_ALWAYS; nothing else of the server's environment reaches it). */
-  CLI_AGENT_ENV: Type.String({ default: '', pattern: '^[A-Za-z0-9_, ]*$' })
-})
-
 /** What every subprocess gets of the server's environment: where programs are, the home folder, the locale and time zone. */
 export const SUBPROCESS_ENV_ALWAYS = ['PATH', 'HOME', 'LANG', 'LC_ALL', 'LC_CTYPE', 'TZ', 'TMPDIR'] as const
+
+/**
+ * Every setting of the server, read once at boot from the environment (and `.env` when present).
+ * Each key's `description` is what users read about it: `npm run docs` writes them, with the
+ * defaults and allowed values, to docs/reference/configuration.md. `.env.example` lists each key
+ * with its default; tests keep both in step.
+ */
+export const ConfigSchema = Type.Object({
+  HOST: Type.String({ default: '127.0.0.1', minLength: 1, description: 'interface to bind (`0.0.0.0` in containers)' }),
+  PORT: Type.Integer({ default: 3000, minimum: 0, maximum: 65535, description: 'TCP port to listen on' }),
+  LOG_LEVEL: Type.Union(['fatal', 'error', 'warn', 'info', 'debug', 'trace', 'silent'].map((l) => Type.Literal(l)), { default: 'info', description: 'the least severe lines logged: `fatal` logs the fewest, `trace` the most, `silent` none' }),
+  LOG_FORMAT: Type.Union([Type.Literal('json'), Type.Literal('pretty')], { default: 'json', description: '`json` (pino\'s lines, for machines) or `pretty` (pino-pretty, a dev dependency: `npm run dev` sets it; refused with a clear message where it is not installed)' }),
+  DATA_DIR: Type.String({ default: 'data', minLength: 1, description: 'where all runtime state lives (a relative path is resolved from the working directory)' }),
+  DATABASE_URL: Type.String({ default: '', description: '`postgres://user:password@host:5432/database`: everything durable in PostgreSQL (runs, sessions, the audit chain, keys, limits, tasks, the event bus), shared by every instance and worker given the same URL; empty: SQLite under `DATA_DIR`, for one machine' }),
+  DB_POOL_MAX: Type.Integer({ default: 10, minimum: 2, maximum: 1000, description: 'PostgreSQL: connections each process keeps open at most (runs\' writes, followers\' reads, the listener)' }),
+  AGENTS_DIR: Type.String({ default: '', description: 'folder of drop-in agents; empty means the agents shipped with the server (`agents/`, built to `dist/agents`)' }),
+  BODY_LIMIT: Type.Integer({ default: 1048576, minimum: 1024, description: 'largest request body, in bytes (413 `AH_ERR_BODY_TOO_LARGE` above)' }),
+  MAX_BODY_DEPTH: Type.Integer({ default: 64, minimum: 8, maximum: 1000, description: 'deepest nesting of arrays and objects a JSON body may have; deeper is a 400 `AH_ERR_BODY_MALFORMED`, refused before the body is parsed (so nothing recursive ever walks it)' }),
+  SSE_HEARTBEAT_MS: Type.Integer({ default: 15000, minimum: 10, description: '`: ping` after this long without output on an SSE response' }),
+  SSE_RETRY_MS: Type.Integer({ default: 3000, minimum: 0, description: 'reconnection delay sent as `retry:` at the start of each SSE response (0: none)' }),
+  SSE_MAX_BUFFER_BYTES: Type.Integer({ default: 8388608, minimum: 65536, description: 'unread bytes one SSE response may queue before its client is cut off (`slow_consumer`)' }),
+  SSE_STALL_TIMEOUT_MS: Type.Integer({ default: 30000, minimum: 100, description: 'how long one SSE client may read nothing while its socket is full before it is cut off (`slow_consumer`); the run goes on without it (or is cancelled, per `DISCONNECT_POLICY`)' }),
+  JOURNAL_RETENTION_MS: Type.Integer({ default: 86400000, minimum: 1000, description: 'how long a finished run\'s journal and JSON answer are kept for resumes and retries (24 h)' }),
+  RUN_TIMEOUT_MS: Type.Integer({ default: 600000, minimum: 0, description: 'longest a `/v1/assist` run may take before it is stopped with `run_timeout` (0: no limit); a request may ask for less with `payload.metadata.timeout_ms`' }),
+  RUN_MAX_OUTPUT_BYTES: Type.Integer({ default: 16777216, minimum: 1024, description: 'past this many bytes of packets a run is stopped with a FATAL `output_too_large`; what it produced up to there is journaled and answered' }),
+  RUN_LEASE_MS: Type.Integer({ default: 15000, minimum: 100, description: 'how long a run\'s owner holds it without renewing (it renews every third of it); a run whose lease lapsed (its server died or froze) is recovered by any server on the same `DATA_DIR`, whatever its PID or `INSTANCE_ID`' }),
+  DISCONNECT_POLICY: Type.Union([Type.Literal('continue'), Type.Literal('cancel')], { default: 'continue', description: 'what a run does when its last SSE client leaves: `continue` (a re-POST picks it up) or `cancel`; a request may choose with `payload.metadata.on_disconnect`' }),
+  DB_WRITE_BUDGET_MS: Type.Integer({ default: 5000, minimum: 10, description: 'how long a write may wait, without blocking the server, while another process holds the database\'s write lock; past it 503 `AH_ERR_STORAGE_BUSY` (a running run ends with `storage_busy`)' }),
+  DB_BUSY_TIMEOUT_MS: Type.Integer({ default: 20, minimum: 0, maximum: 1000, description: 'how long one write attempt blocks the event loop waiting for that lock before it is retried asynchronously (keep it short)' }),
+  DB_CHECKPOINT_INTERVAL_MS: Type.Integer({ default: 1000, minimum: 0, maximum: 3600000, description: 'how often a worker thread copies the write-ahead log into the database file (off the event loop; a page written by many commits in between is copied once); `0`: SQLite\'s own checkpoints, on the event loop, inside whichever commit crosses 1 000 pages' }),
+  DB_CACHE_KIB: Type.Integer({ default: 65536, minimum: 1024, description: 'SQLite\'s page cache per connection, in KiB' }),
+  DB_PAGE_SIZE: Type.Union([Type.Literal(1024), Type.Literal(2048), Type.Literal(4096), Type.Literal(8192)], { default: 4096, description: 'page size of a database this server creates (an existing one keeps its own); `1024` writes ~0.67× the bytes per request for ~14 % more CPU (see BENCHMARKS.md)' }),
+  TASK_STORE: Type.Union([Type.Literal('file'), Type.Literal('sqlite'), Type.Literal('postgres')], { default: 'file', description: 'where the task graph lives: `file` (`DATA_DIR/tasks.graph.json`, file-locked), `sqlite`, or `postgres` (needs `DATABASE_URL`; the default when it is set)' }),
+  WORKERS_PER_TYPE: Type.Integer({ default: 1, minimum: 0, maximum: 64, description: 'worker loops per task agent inside the server (0: none; run `agent-host worker` instead)' }),
+  TASK_LEASE_MS: Type.Integer({ default: 30000, minimum: 200, description: 'how long a task claim lasts without a heartbeat; the reaper runs every half of it' }),
+  TASK_LOCK_STALE_MS: Type.Integer({ default: 5000, minimum: 500, maximum: 600000, description: 'file store: a lock on `tasks.graph.json` whose holder stopped refreshing it (refreshed every fifth of this) for this long is taken over; a dead or frozen holder delays others by at most this' }),
+  TASK_HEARTBEAT_MS: Type.Integer({ default: 10000, minimum: 50, description: 'how often a running task\'s lease is extended (shorter than `TASK_LEASE_MS`, or the boot is refused)' }),
+  TASK_POLL_MS: Type.Integer({ default: 500, minimum: 10, description: 'how long an idle worker waits before looking for work again' }),
+  BUS_POLL_MS: Type.Integer({ default: 250, minimum: 10, description: 'event bus: how often a process looks for deliveries other processes published (its own publications wake it at once)' }),
+  BUS_LEASE_MS: Type.Integer({ default: 60000, minimum: 100, description: 'event bus: how long a delivery is leased to one process; a handler still running then is aborted and the event delivered again' }),
+  BUS_MAX_ATTEMPTS: Type.Integer({ default: 5, minimum: 1, maximum: 100, description: 'event bus: attempts of a delivery whose handler throws before it goes to the dead letters (`GET /v1/bus/dead-letters`)' }),
+  BUS_RETRY_BACKOFF_MS: Type.Integer({ default: 1000, minimum: 0, description: 'event bus: the wait before a failed delivery\'s second attempt, doubling after each (at most a minute)' }),
+  A2A_PUSH_POLL_MS: Type.Integer({ default: 500, minimum: 10, description: 'A2A push notifications: how often a process looks for task updates to push (configs other processes made, runs other processes journal; a config made here wakes it at once)' }),
+  A2A_PUSH_TIMEOUT_MS: Type.Integer({ default: 10000, minimum: 100, description: 'A2A push notifications: how long one POST may take, to the end of the receiver\'s answer, before it counts as a failed attempt' }),
+  A2A_PUSH_RETRY_BASE_MS: Type.Integer({ default: 1000, minimum: 0, description: 'A2A push notifications: the wait before a failed update\'s second attempt, doubling after each (at most five minutes)' }),
+  A2A_PUSH_MAX_ATTEMPTS: Type.Integer({ default: 12, minimum: 1, maximum: 100, description: 'A2A push notifications: attempts of one update before its config is marked `failed` and nothing more is pushed to it (see `GET /v1/a2a/push-deliveries`)' }),
+  A2A_PUSH_ALLOW_PRIVATE: Type.Boolean({ default: false, description: 'A2A push notifications: allow URLs that resolve to loopback, private (RFC 1918, CGNAT), link-local, unique-local or other non-public addresses; off, they are refused when the config is made and at every delivery (no SSRF)' }),
+  MAX_EVENT_LOOP_DELAY_MS: Type.Integer({ default: 1000, minimum: 0, description: 'event-loop delay past which requests get 503 `AH_ERR_OVERLOADED` (with `Retry-After`) and `/health` says `degraded` (0: unchecked)' }),
+  MAX_HEAP_USED_BYTES: Type.Integer({ default: 0, minimum: 0, description: 'heap in use, in bytes, past which the same happens (0: unchecked)' }),
+  MAX_RSS_BYTES: Type.Integer({ default: 0, minimum: 0, description: 'resident memory, in bytes, past which the same happens (0: unchecked)' }),
+  PRESSURE_SAMPLE_MS: Type.Integer({ default: 1000, minimum: 10, description: 'how often the load is sampled' }),
+  CLOSE_GRACE_MS: Type.Integer({ default: 10000, minimum: 0, description: 'how long shutdown may take before the process exits anyway' }),
+  INSTANCE_ID: Type.String({ default: '', description: 'this instance\'s id in `/health`, a UUID; empty means a new UUID at each boot' }),
+  AUTH_MODE: Type.Union([Type.Literal('off'), Type.Literal('apikey'), Type.Literal('jwt')], { default: 'off', description: '`off`: every caller may do anything (refused on a non-loopback `HOST` unless `ALLOW_INSECURE=true`); `apikey`: `Authorization: Bearer <key>` with scopes; `jwt`: `Authorization: Bearer <JWT>` (the `JWT_*` settings)' }),
+  ALLOW_INSECURE: Type.Boolean({ default: false, description: 'start with `AUTH_MODE=off` on a non-loopback `HOST` anyway (a private network you trust)' }),
+  API_KEYS: Type.String({ default: '', description: 'keys from configuration: `[{"name", "key" (24+ characters), "scopes": [...], "agents"?: [...]}]`; a key\'s name (1–64 of `A-Z a-z 0-9 . _ -`, unique) is its identity, `config:<name>`, which owns its sessions and runs; or make them with `agent-host keys create`' }),
+  BOOTSTRAP_ADMIN_KEY: Type.String({ default: '', description: 'a first-run admin key you choose (32+ characters, e.g. `openssl rand -hex 32`): with `AUTH_MODE=apikey`, stored once as the key `bootstrap-admin` (scope `admin`) if no key of that name was ever made; revoking it is final. Make your own keys with it, revoke it, unset it' }),
+  JWT_SECRET: Type.String({ default: '', description: '`AUTH_MODE=jwt`: the HS256 shared secret (32+ characters); set this or `JWT_JWKS_FILE`' }),
+  JWT_JWKS_FILE: Type.String({ default: '', description: '`AUTH_MODE=jwt`: a JWKS file of public keys, each with a `kid` (RS256, PS256, ES256, EdDSA); re-read when a token names a new `kid`' }),
+  JWT_ISSUER: Type.String({ default: '', description: '`AUTH_MODE=jwt`: the `iss` every token must carry (required)' }),
+  JWT_AUDIENCE: Type.String({ default: '', description: '`AUTH_MODE=jwt`: the `aud` every token must carry, one of its values (required)' }),
+  JWT_CLOCK_TOLERANCE_MS: Type.Integer({ default: 5000, minimum: 0, description: '`AUTH_MODE=jwt`: clock skew allowed on `exp`, `nbf` and `iat`' }),
+  AUDIT_KEY: Type.String({ default: '', description: 'the audit chain\'s key (32+ characters, e.g. `openssl rand -hex 32`): every row is an HMAC with it, so nobody without it can rewrite the log unseen. Keep it outside `DATA_DIR`. Empty: a plain hash chain that shows accidental damage only (the server warns at boot)' }),
+  AUDIT_KEYS_RETIRED: Type.String({ default: '', description: 'audit keys used before a rotation, comma-separated: the rows and checkpoints they signed still verify' }),
+  AUDIT_CHECKPOINT_INTERVAL_MS: Type.Integer({ default: 60000, minimum: 0, description: 'how often the audit log\'s signed checkpoint (rows and head) is appended to `DATA_DIR/audit-checkpoints.jsonl` when the log grew (0: at boot and shutdown only)' }),
+  RATE_LIMIT_MAX: Type.Integer({ default: 600, minimum: 0, description: 'requests one caller (a key, a token\'s subject, or an address when auth is off) may make per `RATE_LIMIT_WINDOW_MS`; then 429 `AH_ERR_RATE_LIMITED` (0: no limit)' }),
+  RATE_LIMIT_AGENT_MAX: Type.Integer({ default: 1200, minimum: 0, description: 'new `/v1/assist` runs one agent may be given per `RATE_LIMIT_WINDOW_MS`, all callers together (0: no limit)' }),
+  RATE_LIMIT_WINDOW_MS: Type.Integer({ default: 60000, minimum: 100, description: 'the rate-limit window' }),
+  AUTH_FAILURE_MAX: Type.Integer({ default: 20, minimum: 0, description: 'failed authentications one client address may make per `RATE_LIMIT_WINDOW_MS`; past it the answer is 429 `AH_ERR_RATE_LIMITED` instead of 401, and is not audited, so a flood of bad credentials cannot flood the audit log; valid credentials still pass (0: no limit)' }),
+  MAX_STREAMS: Type.Integer({ default: 1000, minimum: 0, description: 'SSE responses open at once, all callers together; then 503 `AH_ERR_TOO_MANY_STREAMS` (0: no limit)' }),
+  MAX_STREAMS_PER_CALLER: Type.Integer({ default: 20, minimum: 0, description: 'SSE responses one caller may hold open at once; then 429 `AH_ERR_TOO_MANY_STREAMS` (0: no limit)' }),
+  HEADERS_TIMEOUT_MS: Type.Integer({ default: 10000, minimum: 100, description: 'how long a client may take to send its request headers (slowloris guard; then 408 and the connection closes); no longer than `REQUEST_TIMEOUT_MS`' }),
+  REQUEST_TIMEOUT_MS: Type.Integer({ default: 30000, minimum: 100, description: 'how long a client may take to send its whole request, body included; SSE responses are not cut by it' }),
+  KEEP_ALIVE_TIMEOUT_MS: Type.Integer({ default: 72000, minimum: 100, description: 'how long an idle keep-alive connection is kept; set it above your load balancer\'s idle timeout' }),
+  TRUST_PROXY: Type.Boolean({ default: false, description: 'trust `X-Forwarded-*` headers from a reverse proxy' }),
+  ALLOWED_HOSTS: Type.String({ default: '', description: 'bound to loopback (the default `HOST`): more names or addresses the `Host` header may carry, comma-separated, without a port (`agents.internal,my-laptop.local`); every route refuses any other `Host` than these, `localhost`, `127.0.0.1`, `[::1]`, the bound address and the hosts of `CORS_ORIGINS` (403 `AH_ERR_HOST_REFUSED`: DNS rebinding). On another `HOST`, setting it turns the same check on (without it any `Host` passes there)' }),
+  CORS_ORIGINS: Type.String({ default: '', description: 'origins whose pages may call the API from a browser, comma-separated (`https://app.example.com,http://localhost:5173`), or `*` for any; empty: same origin only (no CORS headers at all)' }),
+  CORS_CREDENTIALS: Type.Boolean({ default: false, description: 'let those pages send cookies and HTTP auth with their calls (not with `*`); a Bearer key or token needs no credentials' }),
+  PLAYGROUND: Type.Boolean({ default: true, description: 'serve the playground page at `/playground`' }),
+  MCP_SESSION_IDLE_MS: Type.Integer({ default: 1800000, minimum: 1000, description: '`/mcp`: an MCP session with no request open on it for this long (30 min) is closed; its client gets 404 `AH_ERR_MCP_SESSION_NOT_FOUND` and initializes again' }),
+  MCP_MAX_SESSIONS: Type.Integer({ default: 32, minimum: 1, description: '`/mcp`: MCP sessions one principal (a key, a token\'s subject, or everyone when `AUTH_MODE=off`) may hold open; initializing one more closes its least recently used' }),
+  A2A_AGENTS_FILE: Type.String({ default: '', description: 'a JSON file of the external A2A agents agents may call with `host.a2a.call` (card URL, credentials with `${NAME}` from the environment, capabilities, callers, timeout), read and checked at boot (docs/a2a-and-mcp.md, "Calling external A2A agents"); empty: none' }), // eslint-disable-line no-template-curly-in-string -- the files' own syntax
+  MCP_SERVERS_FILE: Type.String({ default: '', description: 'a JSON file (`{"mcpServers": {...}}`) of the MCP servers agents may call as tools with `host.tools.call`: a stdio command or a Streamable HTTP URL each (secrets as `${NAME}` from the environment), the agents and actions allowed, path and branch scopes, timeout and retries; read and checked at boot, one line per problem (docs/a2a-and-mcp.md, "MCP tools for agents"); empty: no tools' }), // eslint-disable-line no-template-curly-in-string -- the files' own syntax
+  LLM_PROVIDER: Type.Union([Type.Literal('openai'), Type.Literal('anthropic')], { default: 'openai', description: 'the provider behind the `llm` backend (what `llm-chat` uses)' }),
+  OPENAI_BASE_URL: Type.String({ default: '', description: 'an OpenAI-compatible server (vLLM, Ollama, llama.cpp server, a hosted API); empty means `api.openai.com`' }),
+  OPENAI_API_KEY: Type.String({ default: '', description: 'needed for `api.openai.com`; local servers usually take none' }),
+  OPENAI_MODEL: Type.String({ default: 'gpt-4o-mini', minLength: 1, description: 'model for the OpenAI-compatible backend' }),
+  ANTHROPIC_BASE_URL: Type.String({ default: '', description: 'empty means `api.anthropic.com`' }),
+  ANTHROPIC_API_KEY: Type.String({ default: '', description: 'needed for the Anthropic backend' }),
+  ANTHROPIC_MODEL: Type.String({ default: 'claude-sonnet-4-5', minLength: 1, description: 'model for the Anthropic backend' }),
+  LLM_MAX_TOKENS: Type.Integer({ default: 1024, minimum: 1, description: 'largest answer one model call may produce, in tokens' }),
+  LLM_TIMEOUT_MS: Type.Integer({ default: 60000, minimum: 100, description: 'how long a provider may send nothing (before its first byte or between chunks); then TRANSIENT `backend_timeout`' }),
+  LLM_MAX_RETRIES: Type.Integer({ default: 2, minimum: 0, maximum: 10, description: 'SDK retries of a call that failed before streaming (connection errors, 429, 5xx)' }),
+  LLM_MAX_TURNS: Type.Integer({ default: 8, minimum: 1, maximum: 100, description: 'model calls per message before a tool-call loop is cut off' }),
+  LLM_PRICES: Type.String({ default: '{}', description: 'prices for the cost metric, USD per million tokens: `{"gpt-4o-mini": {"input": 0.15, "output": 0.6}}`' }),
+  CLI_AGENT_COMMAND: Type.String({ default: '', description: 'the local agent (`cli-agent`): a JSON array of argv, or words split on spaces; empty runs the bundled demo `agents/cli-agent/demo-cli.mjs`' }),
+  CLI_AGENT_WORKSPACE: Type.String({ default: 'cli-agent', minLength: 1, description: 'the local agent\'s workspace, a folder under `DATA_DIR/workspaces` (one subfolder per session); `..` is refused' }),
+  CLI_AGENT_TIMEOUT_MS: Type.Integer({ default: 120000, minimum: 100, description: 'how long the local agent may print nothing during a turn before its process group is killed' }),
+  CLI_AGENT_ENV: Type.String({ default: '', pattern: '^[A-Za-z0-9_, ]*$', description: `more environment variables the CLI agent's process gets, by name, comma-separated; it always gets ${SUBPROCESS_ENV_ALWAYS.map((n) => `\`${n}\``).join(', ')} and nothing else of the server's environment (never a setting: they hold secrets)` })
+})
 
 /** Every setting, validated, plus what is derived from the environment at load time. */
 export type Config = Static<typeof ConfigSchema> & {
@@ -204,6 +118,12 @@ export type Config = Static<typeof ConfigSchema> & {
   /** MCP_SERVERS_FILE read and checked, its `${NAME}` references resolved from the environment and its paths made absolute. */
   MCP_SERVERS: readonly ToolServerSpec[]
 }
+
+/**
+ * Other names a setting is read under when it is not set itself: `STREAMING_LLM_DATA_DIR` is the
+ * seed's name for DATA_DIR (seed 002, S35).
+ */
+export const SETTING_ALIASES: Readonly<Record<string, keyof Static<typeof ConfigSchema>>> = { STREAMING_LLM_DATA_DIR: 'DATA_DIR' }
 
 /** The example agents that ship with the code: `agents/` beside `src/` (or `dist/agents` when built). */
 export const BUNDLED_AGENTS_DIR = fileURLToPath(new URL('../agents/', import.meta.url))
@@ -220,8 +140,10 @@ const envSchemaCopy = structuredClone(ConfigSchema)
  */
 export function loadConfig (env: Record<string, string | undefined>, dotenv = false): Config {
   let raw: Static<typeof ConfigSchema>
-  // STREAMING_LLM_DATA_DIR is the seed's name for DATA_DIR (seed 002, S35)
-  const data = env.DATA_DIR === undefined && env.STREAMING_LLM_DATA_DIR !== undefined ? { ...env, DATA_DIR: env.STREAMING_LLM_DATA_DIR } : env
+  const data = { ...env }
+  for (const [alias, key] of Object.entries(SETTING_ALIASES)) {
+    if (data[key] === undefined && data[alias] !== undefined) data[key] = data[alias]
+  }
   try {
     raw = envSchema<Static<typeof ConfigSchema>>({ schema: envSchemaCopy, data, env: false, dotenv })
   } catch (err) {

@@ -3,21 +3,34 @@ import createError, { type FastifyErrorConstructor } from '@fastify/error'
 
 /**
  * The whole error catalogue. Every error the host raises comes from here and carries a stable
- * `AH_ERR_<AREA>_<WHAT>` code; the README's error table lists the same codes (a test keeps them in step).
+ * `AH_ERR_<AREA>_<WHAT>` code; `npm run docs` writes the error reference (docs/reference/errors.md)
+ * from it, and a test fails when that page is stale.
  */
 
-/** One catalogue entry, as documented. */
+/** One catalogue entry, as the error reference shows it. */
 export interface ErrorEntry {
+  /** `AH_ERR_<AREA>_<WHAT>`, also the name of the export. */
   code: string
+  /** The status the error carries. */
   statusCode: number
+  /** The other status some answers with this code carry (AH_ERR_TOO_MANY_STREAMS: 429 for one caller's streams, 503 for the server's). */
+  otherStatusCode?: number
+  /** An HTTP error answer may carry this code; false: it is raised at boot or to agent code, never answered. */
+  http: boolean
+  /** What it means, for users: the error reference's text. */
   description: string
 }
 
 const catalogue: ErrorEntry[] = []
 
-function define (code: string, statusCode: number, message: string, description: string): FastifyErrorConstructor {
-  catalogue.push({ code, statusCode, description })
+function define (code: string, statusCode: number, message: string, description: string, options: { otherStatusCode?: number, http?: boolean } = {}): FastifyErrorConstructor {
+  catalogue.push({ code, statusCode, ...(options.otherStatusCode !== undefined ? { otherStatusCode: options.otherStatusCode } : {}), http: options.http ?? true, description })
   return createError(code, message, statusCode)
+}
+
+/** An error raised at boot or to agent code, never as an HTTP answer (its status only classes it). */
+function defineInternal (code: string, statusCode: number, message: string, description: string): FastifyErrorConstructor {
+  return define(code, statusCode, message, description, { http: false })
 }
 
 // HTTP: the request
@@ -28,13 +41,13 @@ export const AH_ERR_BODY_MALFORMED = define('AH_ERR_BODY_MALFORMED', 400, 'Reque
 export const AH_ERR_REQUEST_INVALID = define('AH_ERR_REQUEST_INVALID', 400, 'Bad request: %s',
   'The HTTP request itself is malformed (for example a bad Content-Length).')
 export const AH_ERR_PUSH_ADDRESS_REFUSED = define('AH_ERR_PUSH_ADDRESS_REFUSED', 400, '%s resolves to %s (%s), which push notifications may not reach unless A2A_PUSH_ALLOW_PRIVATE=true',
-  'An A2A push notification URL resolves to a loopback, private, link-local, unique-local or other non-public address: the config is refused (A2A invalid params), and a delivery whose name resolves to one now is not sent. `A2A_PUSH_ALLOW_PRIVATE=true` allows them.')
+  'An A2A push notification URL resolves to a loopback, private (RFC 1918, CGNAT), link-local, unique-local or other non-public address: the config is refused as A2A invalid params (JSON-RPC -32602, HTTP+JSON 400) with this message, and a delivery whose name resolves to one now is not sent (its `last_error`). `A2A_PUSH_ALLOW_PRIVATE=true` allows them.')
 export const AH_ERR_AUTH_REQUIRED = define('AH_ERR_AUTH_REQUIRED', 401, 'Authentication required: %s',
-  'The request has no valid credentials: AUTH_MODE=apikey and the key is missing, unknown, expired or revoked; AUTH_MODE=jwt and the token is missing, badly signed, expired, not yet valid, or for another issuer or audience. Also: the agent requires auth and AUTH_MODE is off.')
+  'No valid credentials: with `AUTH_MODE=apikey` the key is missing, unknown, expired or revoked; with `AUTH_MODE=jwt` the token is missing, badly signed, expired, not yet valid, or for another issuer or audience (the message says which). Also: the agent requires auth and `AUTH_MODE` is off.')
 export const AH_ERR_FORBIDDEN = define('AH_ERR_FORBIDDEN', 403, 'Forbidden: %s',
   'The key lacks the route\'s scope (the message names it), or may not invoke this agent.')
 export const AH_ERR_HOST_REFUSED = define('AH_ERR_HOST_REFUSED', 403, 'Refused by the DNS-rebinding guard: %s',
-  'Bound to loopback (`HOST`), any route: the `Host` header is not a name of this server (`localhost`, `127.0.0.1`, `[::1]`, the bound address, an `ALLOWED_HOSTS` name or the host of a `CORS_ORIGINS` entry), or the `Origin` header is neither the request\'s own nor in `CORS_ORIGINS`. On any `HOST`, `/mcp` refuses such an `Origin`.')
+  'Refused by the DNS-rebinding guard. Bound to loopback (`HOST`), or anywhere with `ALLOWED_HOSTS` set, on every route: the `Host` header is not a name of this server (`localhost`, `127.0.0.1`, `[::1]`, the bound address, an `ALLOWED_HOSTS` name or the host of a `CORS_ORIGINS` entry), or the `Origin` header is neither the request\'s own nor in `CORS_ORIGINS`. On any `HOST`, `/mcp` refuses such an `Origin`.')
 export const AH_ERR_AGENT_NOT_FOUND = define('AH_ERR_AGENT_NOT_FOUND', 404, 'No agent is registered with id or name "%s"',
   '`context.agent_id` (or the `:id` path parameter) names no registered agent.')
 export const AH_ERR_ROUTE_NOT_FOUND = define('AH_ERR_ROUTE_NOT_FOUND', 404, 'Route %s %s not found',
@@ -42,7 +55,7 @@ export const AH_ERR_ROUTE_NOT_FOUND = define('AH_ERR_ROUTE_NOT_FOUND', 404, 'Rou
 export const AH_ERR_SESSION_NOT_FOUND = define('AH_ERR_SESSION_NOT_FOUND', 404, 'No session with id "%s"',
   'The session id names no stored session (never used, or erased).')
 export const AH_ERR_RUN_NOT_FOUND = define('AH_ERR_RUN_NOT_FOUND', 404, 'No running request with id "%s"',
-  'The request id names no run that is still going (cancel).')
+  'Cancel: the request id names no run that is still going.')
 export const AH_ERR_REQUEST_CONFLICT = define('AH_ERR_REQUEST_CONFLICT', 409, 'Request id "%s" was already used with a different envelope',
   'The envelope\'s `request_id` was already used with a different envelope (a retry must resend the same one).')
 export const AH_ERR_NOT_ACCEPTABLE = define('AH_ERR_NOT_ACCEPTABLE', 406, 'Accept header "%s" allows neither application/json nor text/event-stream',
@@ -52,13 +65,14 @@ export const AH_ERR_BODY_TOO_LARGE = define('AH_ERR_BODY_TOO_LARGE', 413, 'Reque
 export const AH_ERR_RATE_LIMITED = define('AH_ERR_RATE_LIMITED', 429, 'Rate limit reached: %s',
   'The caller (`RATE_LIMIT_MAX`) or the agent (`RATE_LIMIT_AGENT_MAX`) used up its requests for the window, or the client address failed to authenticate `AUTH_FAILURE_MAX` times; `Retry-After` says when to come back, `details.limit` which limit it was.')
 export const AH_ERR_TOO_MANY_STREAMS = define('AH_ERR_TOO_MANY_STREAMS', 429, 'Too many open streams: %s',
-  'The caller holds `MAX_STREAMS_PER_CALLER` SSE responses open already (429), or the server holds `MAX_STREAMS` (503); close one, or retry after `Retry-After`.')
+  'The caller already holds `MAX_STREAMS_PER_CALLER` SSE responses (429), or the server holds `MAX_STREAMS` (503); `Retry-After` is set, and `details.limit` says which (`caller_streams` or `total_streams`): close a stream, or come back later.',
+  { otherStatusCode: 503 })
 export const AH_ERR_MEDIA_TYPE_UNSUPPORTED = define('AH_ERR_MEDIA_TYPE_UNSUPPORTED', 415, 'Content-Type "%s" is not supported: send application/json',
   'The body is not `application/json`.')
 export const AH_ERR_INTERNAL = define('AH_ERR_INTERNAL', 500, 'Internal server error',
-  'An unexpected failure inside the host; details are in the server log, never in the response.')
+  'An unexpected failure inside the host; the cause is in the server log, never in the response.')
 export const AH_ERR_AGENT_FAILED = define('AH_ERR_AGENT_FAILED', 502, 'The agent failed before producing any output',
-  'JSON mode: the agent failed fatally and produced nothing; the body carries the agent error in `details`.')
+  'JSON mode: the agent failed fatally and produced nothing; `details.error` is its StreamError.')
 export const AH_ERR_TASK_INVALID = define('AH_ERR_TASK_INVALID', 400, 'Invalid task graph: %s',
   'A task to create is malformed, repeats an id, depends on an unknown task, or the graph has a cycle.')
 export const AH_ERR_TASK_NOT_FOUND = define('AH_ERR_TASK_NOT_FOUND', 404, 'No task with id "%s"',
@@ -70,7 +84,7 @@ export const AH_ERR_BUS_EVENT_INVALID = define('AH_ERR_BUS_EVENT_INVALID', 400, 
 export const AH_ERR_BUS_DEAD_LETTER_NOT_FOUND = define('AH_ERR_BUS_DEAD_LETTER_NOT_FOUND', 404, 'No dead letter %s',
   'No dead letter has this id, or it is not the caller\'s (`GET /v1/bus/dead-letters` lists them).')
 export const AH_ERR_BUS_REDRIVE_REFUSED = define('AH_ERR_BUS_REDRIVE_REFUSED', 409, 'Dead letter %s cannot be delivered again: %s',
-  'The dead letter\'s event is past its time to live (it would never be delivered), or its subscription was removed. The letter stays.')
+  'A dead letter cannot be delivered again: its event is past its time to live (it would never be delivered), or its subscription was removed. The letter stays.')
 export const AH_ERR_TASK_STALE_CLAIM = define('AH_ERR_TASK_STALE_CLAIM', 409, 'Task "%s" is no longer held by %s at attempt %s',
   'A worker presented a claim (owner, attempt) that is no longer current: its lease expired and the task moved on. Nothing was changed.')
 export const AH_ERR_TASK_STATE = define('AH_ERR_TASK_STATE', 409, 'Task "%s" is %s: cannot %s',
@@ -95,36 +109,36 @@ export const AH_ERR_MCP_SESSION_NOT_FOUND = define('AH_ERR_MCP_SESSION_NOT_FOUND
   '`/mcp`: the `Mcp-Session-Id` names no open MCP session of this caller (never made, closed, expired after `MCP_SESSION_IDLE_MS`, or another key\'s); initialize a new one.')
 
 // Agents: authoring and runtime (raised to agent code or at boot)
-export const AH_ERR_AGENT_INVALID = define('AH_ERR_AGENT_INVALID', 500, 'Invalid agent at %s: %s',
-  'Boot: an agent folder does not default-export a valid agent (bad export or invalid manifest).')
-export const AH_ERR_AGENT_DUPLICATE = define('AH_ERR_AGENT_DUPLICATE', 500, 'Duplicate agent at %s: %s',
+export const AH_ERR_AGENT_INVALID = defineInternal('AH_ERR_AGENT_INVALID', 500, 'Invalid agent at %s: %s',
+  'Boot: an agent folder does not default-export a valid agent (bad export, failed import, invalid manifest).')
+export const AH_ERR_AGENT_DUPLICATE = defineInternal('AH_ERR_AGENT_DUPLICATE', 500, 'Duplicate agent at %s: %s',
   'Boot: two agents share a manifest id or name.')
-export const AH_ERR_AGENT_STARTUP = define('AH_ERR_AGENT_STARTUP', 500, 'Agent "%s" failed in startup(): %s',
-  'Boot: an agent\'s `startup()` hook threw.')
-export const AH_ERR_STREAM_CLOSED = define('AH_ERR_STREAM_CLOSED', 500, 'Stream %s is already %s',
-  'Raised to the agent: it wrote to a stream (or a response) that is closed or aborted.')
-export const AH_ERR_EVENT_INVALID = define('AH_ERR_EVENT_INVALID', 500, 'Invalid event: %s',
-  'Raised to the agent: an emitted event or presentation payload does not match its schema.')
-export const AH_ERR_SESSION_VALUE_INVALID = define('AH_ERR_SESSION_VALUE_INVALID', 500, 'Session value "%s" must be %s (got %s bytes)',
+export const AH_ERR_AGENT_STARTUP = defineInternal('AH_ERR_AGENT_STARTUP', 500, 'Agent "%s" failed in startup(): %s',
+  'Boot: an agent\'s `startup()` hook threw (the agents already started are shut down).')
+export const AH_ERR_STREAM_CLOSED = defineInternal('AH_ERR_STREAM_CLOSED', 500, 'Stream %s is already %s',
+  'Raised to the agent: it wrote to a stream, or called the response handler, after it ended (closed or aborted).')
+export const AH_ERR_EVENT_INVALID = defineInternal('AH_ERR_EVENT_INVALID', 500, 'Invalid event: %s',
+  'Raised to the agent: an emitted event or presentation payload does not match its schema; it is not sent or stored.')
+export const AH_ERR_SESSION_VALUE_INVALID = defineInternal('AH_ERR_SESSION_VALUE_INVALID', 500, 'Session value "%s" must be %s (got %s bytes)',
   'Raised to the agent: `session.store()` got something that is not JSON, or more than 1 MiB of it.')
-export const AH_ERR_TOOL_CALL_INVALID = define('AH_ERR_TOOL_CALL_INVALID', 500, 'Invalid tool call: %s',
+export const AH_ERR_TOOL_CALL_INVALID = defineInternal('AH_ERR_TOOL_CALL_INVALID', 500, 'Invalid tool call: %s',
   'Raised to the agent: `host.tools.call()` got something that is not a ToolCall (`tool`, `action`, `args`, `timeout` in seconds, `retry_on_failure`). A refused or failed call is not an error: it answers `success: false`.')
 
 // Boot
-export const AH_ERR_AUDIT_KEY_MISSING = define('AH_ERR_AUDIT_KEY_MISSING', 500, 'The audit log is signed with audit key %s, and AUDIT_KEY is not set: set it (the same key, or a new one to rotate to) before starting',
+export const AH_ERR_AUDIT_KEY_MISSING = defineInternal('AH_ERR_AUDIT_KEY_MISSING', 500, 'The audit log is signed with audit key %s, and AUDIT_KEY is not set: set it (the same key, or a new one to rotate to) before starting',
   'At boot: the audit log\'s rows are signed (HMAC) with an audit key and this process has none, so its rows would break the chain. Set `AUDIT_KEY`.')
-export const AH_ERR_STORAGE_SCHEMA_TOO_NEW = define('AH_ERR_STORAGE_SCHEMA_TOO_NEW', 500, 'Database %s has schema version %s but this code knows only up to %s: upgrade agent-host',
-  'Boot: the database was written by a newer agent-host; this one refuses to touch it.')
-export const AH_ERR_CONFIG_INVALID = define('AH_ERR_CONFIG_INVALID', 500, 'Invalid configuration: %s',
-  'Boot: an environment setting is missing or malformed.')
+export const AH_ERR_STORAGE_SCHEMA_TOO_NEW = defineInternal('AH_ERR_STORAGE_SCHEMA_TOO_NEW', 500, 'Database %s has schema version %s but this code knows only up to %s: upgrade agent-host',
+  'Boot: the database was written by a newer agent-host; this one refuses to open it.')
+export const AH_ERR_CONFIG_INVALID = defineInternal('AH_ERR_CONFIG_INVALID', 500, 'Invalid configuration: %s',
+  'Boot: an environment setting is missing or malformed; the message names it.')
 
 /** Why an agent's signal fired (`signal.reason.kind`). */
 export type AbortKind = 'client_disconnected' | 'slow_consumer' | 'cancelled' | 'shutdown' | 'timeout' | 'agent_error' | 'agent_failed' |
   'contract_violation' | 'output_too_large' | 'storage_busy' | 'lease_lost'
 
 /** The `signal.reason` of an aborted run: `name` is `AbortError`, as for any aborted fetch. */
-export const AH_ERR_RUN_ABORTED = class RunAbortedError extends define('AH_ERR_RUN_ABORTED', 500, 'The run was aborted: %s',
-  'Raised to the agent as `signal.reason`: its run was aborted; `kind` says why (client gone, cancelled, shutdown, timeout, ...).') {
+export const AH_ERR_RUN_ABORTED = class RunAbortedError extends defineInternal('AH_ERR_RUN_ABORTED', 500, 'The run was aborted: %s',
+  'Raised to the agent as `signal.reason`: its run was aborted (`name` is `AbortError`); `kind` says why (client gone, cancelled, shutdown, timeout, lease lost, ...).') {
   readonly kind: AbortKind
   constructor (kind: AbortKind) {
     super(kind)
@@ -139,7 +153,7 @@ export const AH_ERR_RUN_ABORTED = class RunAbortedError extends define('AH_ERR_R
  * `expose: true`) when the message is meant for the user; other errors are reported as "The agent
  * failed" so that internals never leak. Agents import it as `SafeAgentError`.
  */
-export const AH_ERR_AGENT_SAFE = class SafeAgentError extends define('AH_ERR_AGENT_SAFE', 500, '%s',
+export const AH_ERR_AGENT_SAFE = class SafeAgentError extends defineInternal('AH_ERR_AGENT_SAFE', 500, '%s',
   'Thrown by an agent (`SafeAgentError`): its message and `details` are shown to the client in the `agent_failed` StreamError.') {
   readonly expose = true
   readonly details: Record<string, unknown> | undefined
@@ -150,7 +164,7 @@ export const AH_ERR_AGENT_SAFE = class SafeAgentError extends define('AH_ERR_AGE
   }
 }
 
-/** The stream error codes a backend failure carries (documented in the README's stream error table). */
+/** The stream error codes a backend failure carries (see STREAM_ERROR_CODES). */
 export type BackendStreamCode = 'backend_unavailable' | 'backend_timeout' | 'backend_failed'
 
 /**
@@ -159,7 +173,7 @@ export type BackendStreamCode = 'backend_unavailable' | 'backend_timeout' | 'bac
  * ERROR `{ code: streamCode, severity }`: TRANSIENT when a retry may help, else FATAL. Agents
  * import it as `BackendError`.
  */
-export const AH_ERR_BACKEND_FAILED = class BackendError extends define('AH_ERR_BACKEND_FAILED', 502, '%s',
+export const AH_ERR_BACKEND_FAILED = class BackendError extends defineInternal('AH_ERR_BACKEND_FAILED', 502, '%s',
   'Raised to agent code (`BackendError`): a backend failed (provider error, stall, local agent crash); an agent that lets it propagate ends its response with the backend stream error.') {
   readonly expose = true
   readonly streamCode: BackendStreamCode
@@ -173,13 +187,13 @@ export const AH_ERR_BACKEND_FAILED = class BackendError extends define('AH_ERR_B
     if (details !== undefined) this.details = details
   }
 }
-export const AH_ERR_BACKEND_CONFIG = define('AH_ERR_BACKEND_CONFIG', 500, '%s',
-  'A local agent setting is unusable (a workspace outside DATA_DIR/workspaces, a bad session id).')
-export const AH_ERR_REMOTE_CALL_INVALID = define('AH_ERR_REMOTE_CALL_INVALID', 500, 'Invalid A2A call: %s',
-  'Raised to the agent: `host.a2a.call()` was called with something that is not a call (an agent or capability that is not a name, a payload that is not an object, a timeout that is not 1 to 86400 seconds, a bad callback_url, signal or onUpdate); refusals of a well-formed call are `failure` answers instead.')
+export const AH_ERR_BACKEND_CONFIG = defineInternal('AH_ERR_BACKEND_CONFIG', 500, '%s',
+  'Raised to agent code: a local agent setting is unusable (a workspace outside `DATA_DIR/workspaces`, a bad session id).')
+export const AH_ERR_REMOTE_CALL_INVALID = defineInternal('AH_ERR_REMOTE_CALL_INVALID', 500, 'Invalid A2A call: %s',
+  'Raised to the agent: `host.a2a.call()` was called with something that is not a call (an agent or capability that is not a name, a payload that is not an object, a timeout that is not 1 to 86400 seconds, a bad `callback_url`, `signal` or `onUpdate`); refusals of a well-formed call are `failure` answers instead.')
 
 /** A failure a task agent reports on purpose (seed S34): why, and whether trying again may help. Agents import it as `AgentError`. */
-export const AH_ERR_TASK_AGENT_FAILED = class AgentError extends define('AH_ERR_TASK_AGENT_FAILED', 500, '%s',
+export const AH_ERR_TASK_AGENT_FAILED = class AgentError extends defineInternal('AH_ERR_TASK_AGENT_FAILED', 500, '%s',
   'Thrown by a task agent (`AgentError`): the task failed for `reason`; `retryable` says whether another attempt may help.') {
   readonly reason: string
   readonly retryable: boolean
@@ -192,12 +206,12 @@ export const AH_ERR_TASK_AGENT_FAILED = class AgentError extends define('AH_ERR_
     this.details = options.details
   }
 }
-export const AH_ERR_TASK_LOCK_COMPROMISED = define('AH_ERR_TASK_LOCK_COMPROMISED', 500, 'the lock on %s was compromised; the change was not written',
+export const AH_ERR_TASK_LOCK_COMPROMISED = defineInternal('AH_ERR_TASK_LOCK_COMPROMISED', 500, 'the lock on %s was compromised; the change was not written',
   'The task graph file\'s lock was taken by another process while held (it judged it stale): the write was not made.')
 
 // Authentication internals
-export const AH_ERR_AUTH_UNKNOWN_KEY = define('AH_ERR_AUTH_UNKNOWN_KEY', 401, 'the token\'s key id (kid) %s is not one of ours',
-  'AUTH_MODE=jwt: a token names a key id the JWKS file does not hold (answered as 401 `AH_ERR_AUTH_REQUIRED`, audited as `unknown_key`).')
+export const AH_ERR_AUTH_UNKNOWN_KEY = defineInternal('AH_ERR_AUTH_UNKNOWN_KEY', 401, 'the token\'s key id (kid) %s is not one of ours',
+  '`AUTH_MODE=jwt`: a token names a key id the JWKS file does not hold (answered as 401 `AH_ERR_AUTH_REQUIRED`, audited as `unknown_key`).')
 
 /** Instance types of the errors agent code meets, by the names agents know them by. */
 export type SafeAgentError = InstanceType<typeof AH_ERR_AGENT_SAFE>
@@ -208,23 +222,24 @@ export type AgentError = InstanceType<typeof AH_ERR_TASK_AGENT_FAILED>
 export const ERROR_CATALOGUE: readonly ErrorEntry[] = catalogue
 
 /**
- * Stable snake_case codes carried in `StreamError.code` (ERROR packets and the JSON transcript).
+ * Stable snake_case codes carried in `StreamError.code` (ERROR packets and the JSON transcript), each
+ * with its meaning for users (the error reference's stream table).
  */
 export const STREAM_ERROR_CODES = {
-  agent_error: 'The agent reported an error with `response.error()`; WARNING when recoverable, else FATAL.',
-  agent_failed: 'The agent threw; its message is hidden unless the error is marked safe (`expose: true`).',
-  agent_contract_violation: 'The agent broke its own manifest: `result()` did not match the capability\'s `outputs` schema.',
-  stream_aborted: 'The agent aborted one of its streams with `stream.abort(reason)`.',
-  shutting_down: 'The server is shutting down (TRANSIENT: retry).',
-  run_interrupted: 'The process running the request died before it finished; the journal ends here (FATAL).',
-  resume_gap: 'The resume cursor points into a journal that has been pruned (older than JOURNAL_RETENTION_MS) (FATAL).',
-  slow_consumer: 'The client read too slowly and the server\'s send buffer for it filled up (TRANSIENT).',
-  output_too_large: 'The run produced more than `RUN_MAX_OUTPUT_BYTES` (the packets\' JSON, journaled); it was stopped, and what it produced up to there is kept (FATAL).',
+  agent_error: 'The agent reported an error with `response.error()`: WARNING when recoverable, else FATAL and every stream closes `"aborted"`.',
+  agent_failed: 'The agent threw (FATAL). The message is "The agent failed" unless the error is marked safe (`expose: true`, as `SafeAgentError` is).',
+  agent_contract_violation: 'The agent broke its own manifest: `result()` did not match the capability\'s `outputs` schema (FATAL).',
+  stream_aborted: 'The agent aborted one of its streams with `stream.abort(reason)` (FATAL for that stream only).',
+  shutting_down: 'The server is shutting down (TRANSIENT: retry, elsewhere or once it is back).',
+  run_interrupted: 'The server running the request stopped (or froze past `RUN_LEASE_MS`) before it finished; a re-POST gets the journal up to there, then this (FATAL).',
+  resume_gap: 'A `Last-Event-ID` for a request the journal no longer holds (older than `JOURNAL_RETENTION_MS`) (FATAL).',
+  slow_consumer: 'The client stopped reading: its backlog passed `SSE_MAX_BUFFER_BYTES`, or its socket stayed full for `SSE_STALL_TIMEOUT_MS` (TRANSIENT; recorded in the transcript, since the client is gone).',
+  output_too_large: 'The run produced more than `RUN_MAX_OUTPUT_BYTES` (the packets\' JSON, journaled); it was stopped, and what it produced up to there is kept and answered (FATAL).',
   storage_busy: 'The run could not write its journal within `DB_WRITE_BUDGET_MS` because another process held the database\'s write lock; it was stopped (TRANSIENT: retry).',
-  run_timeout: 'The run went on longer than its timeout (`RUN_TIMEOUT_MS`, or a shorter `payload.metadata.timeout_ms`) and was stopped (TRANSIENT).',
+  run_timeout: 'The run passed its timeout (`RUN_TIMEOUT_MS`, or the shorter `payload.metadata.timeout_ms` the request asked for) and was stopped; the agent\'s signal fires with kind `timeout` (TRANSIENT).',
   backend_unavailable: 'The agent\'s backend (LLM provider or local agent) is not configured or cannot be reached (FATAL).',
-  backend_timeout: 'The backend sent nothing for longer than its timeout; the request or subprocess was stopped (TRANSIENT).',
-  backend_failed: 'The backend answered with an error or died mid-stream: TRANSIENT when retrying may help (rate limit, 5xx, crash), else FATAL.'
+  backend_timeout: 'The backend sent nothing for `LLM_TIMEOUT_MS` / `CLI_AGENT_TIMEOUT_MS`; the provider request or the subprocess was stopped (TRANSIENT).',
+  backend_failed: 'The provider answered with an error or the local agent died mid-stream: TRANSIENT when a retry may help (429, 5xx, a crash), else FATAL (`details` has the status or exit code).'
 } as const
 export type StreamErrorCode = keyof typeof STREAM_ERROR_CODES
 

@@ -14,7 +14,8 @@ export interface SseMetrics {
   gone(why: 'client_disconnected' | 'slow_consumer'): void
 }
 
-const PREFIX = 'agent_host_'
+/** What every metric's name starts with, prom-client's default process metrics' too. */
+export const METRIC_PREFIX = 'agent_host_'
 const DURATION_BUCKETS = [0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1, 2.5, 5, 10, 30, 60, 300]
 const HTTP_ERROR_CODES: ReadonlySet<string> = new Set(ERROR_CATALOGUE.map((e) => e.code))
 /**
@@ -29,9 +30,9 @@ export const MAX_MODELS = 32
  */
 export class HostMetrics {
   readonly registry = new Registry()
-  readonly requests = new Counter({ name: `${PREFIX}http_requests_total`, help: 'HTTP requests by route, method and status', labelNames: ['route', 'method', 'status'], registers: [this.registry] })
+  readonly requests = new Counter({ name: `${METRIC_PREFIX}http_requests_total`, help: 'HTTP requests by route, method and status', labelNames: ['route', 'method', 'status'], registers: [this.registry] })
   readonly assistDuration = new Histogram({
-    name: `${PREFIX}assist_duration_seconds`,
+    name: `${METRIC_PREFIX}assist_duration_seconds`,
     help: 'Time from the start of a /v1/assist run to its end, by agent and delivery mode',
     labelNames: ['agent', 'mode'],
     buckets: DURATION_BUCKETS,
@@ -39,21 +40,21 @@ export class HostMetrics {
   })
 
   readonly firstPacket = new Histogram({
-    name: `${PREFIX}assist_first_packet_seconds`,
+    name: `${METRIC_PREFIX}assist_first_packet_seconds`,
     help: 'Time from the start of a /v1/assist run to its first packet journaled and handed to its clients, by agent and delivery mode',
     labelNames: ['agent', 'mode'],
     buckets: DURATION_BUCKETS,
     registers: [this.registry]
   })
 
-  readonly tokens = new Counter({ name: `${PREFIX}tokens_total`, help: 'Tokens used by /v1/assist runs, by agent, model and direction (input, output); model "unknown" when the agent reported them itself or its backend names none', labelNames: ['agent', 'model', 'direction'], registers: [this.registry] })
-  readonly cost = new Counter({ name: `${PREFIX}cost_usd_total`, help: 'Cost of the tokens of /v1/assist runs in US dollars (LLM_PRICES, or as the agent reported it), by agent and model', labelNames: ['agent', 'model'], registers: [this.registry] })
-  readonly errors = new Counter({ name: `${PREFIX}errors_total`, help: 'Errors by code: AH_ERR_* answers over HTTP (source http) and runs that ended with an ERROR packet, by its stream error code (source run)', labelNames: ['code', 'source'], registers: [this.registry] })
+  readonly tokens = new Counter({ name: `${METRIC_PREFIX}tokens_total`, help: 'Tokens used by /v1/assist runs, by agent, model and direction (input, output); model "unknown" when the agent reported them itself or its backend names none', labelNames: ['agent', 'model', 'direction'], registers: [this.registry] })
+  readonly cost = new Counter({ name: `${METRIC_PREFIX}cost_usd_total`, help: 'Cost of the tokens of /v1/assist runs in US dollars (LLM_PRICES, or as the agent reported it), by agent and model', labelNames: ['agent', 'model'], registers: [this.registry] })
+  readonly errors = new Counter({ name: `${METRIC_PREFIX}errors_total`, help: 'Errors by code: AH_ERR_* answers over HTTP (source http) and runs that ended with an ERROR packet, by its stream error code (source run)', labelNames: ['code', 'source'], registers: [this.registry] })
 
-  readonly runs = new Counter({ name: `${PREFIX}assist_runs_total`, help: 'Runs of /v1/assist by agent, mode and how they ended', labelNames: ['agent', 'mode', 'end'], registers: [this.registry] })
+  readonly runs = new Counter({ name: `${METRIC_PREFIX}assist_runs_total`, help: 'Runs of /v1/assist by agent, mode and how they ended', labelNames: ['agent', 'mode', 'end'], registers: [this.registry] })
   /** Per agent, over the last ten minutes: what `GET /v1/agents/:id/metrics` reports as p50/p95/p99. */
   readonly agentLatency = new Summary({
-    name: `${PREFIX}agent_latency_seconds`,
+    name: `${METRIC_PREFIX}agent_latency_seconds`,
     help: 'Run latency by agent over a sliding ten minutes (quantiles 0.5, 0.95, 0.99)',
     labelNames: ['agent'],
     percentiles: [0.5, 0.95, 0.99],
@@ -62,18 +63,18 @@ export class HostMetrics {
     registers: [this.registry]
   })
 
-  readonly openStreams = new Gauge({ name: `${PREFIX}sse_open_streams`, help: 'SSE responses open now', registers: [this.registry] })
-  readonly packets = new Counter({ name: `${PREFIX}sse_packets_sent_total`, help: 'SSE events written to clients', registers: [this.registry] })
-  readonly heartbeats = new Counter({ name: `${PREFIX}sse_heartbeats_total`, help: 'SSE heartbeat comments written', registers: [this.registry] })
-  readonly disconnects = new Counter({ name: `${PREFIX}sse_disconnects_total`, help: 'SSE clients gone before their response ended, by why', labelNames: ['why'], registers: [this.registry] })
-  readonly claims = new Counter({ name: `${PREFIX}task_claims_total`, help: 'Tasks claimed (first attempts)', registers: [this.registry] })
-  readonly reclaims = new Counter({ name: `${PREFIX}task_reclaims_total`, help: 'Tasks claimed again after a failure or an expired lease', registers: [this.registry] })
-  readonly staleCompletions = new Counter({ name: `${PREFIX}task_stale_completions_total`, help: 'Heartbeats, completions and failures refused because the claim had moved on', labelNames: ['operation'], registers: [this.registry] })
-  readonly overloads = new Counter({ name: `${PREFIX}overloaded_total`, help: 'Requests refused with 503 AH_ERR_OVERLOADED, by the limit passed', labelNames: ['type'], registers: [this.registry] })
-  readonly rateLimited = new Counter({ name: `${PREFIX}rate_limited_total`, help: 'Requests refused by a limit: caller, agent or auth_failures (429 AH_ERR_RATE_LIMITED), caller_streams or total_streams (AH_ERR_TOO_MANY_STREAMS)', labelNames: ['limit'], registers: [this.registry] })
-  readonly busPublished = new Counter({ name: `${PREFIX}bus_events_published_total`, help: 'Publications to the event bus: stored, or duplicates of a live event with the same key', labelNames: ['duplicate'], registers: [this.registry] })
-  readonly busDeliveries = new Counter({ name: `${PREFIX}bus_deliveries_total`, help: 'Event bus deliveries this process handled, by outcome: handled, retried, dead_lettered, expired (dropped unhandled past the TTL)', labelNames: ['outcome'], registers: [this.registry] })
-  readonly leaseExpiries = new Counter({ name: `${PREFIX}task_lease_expiries_total`, help: 'Claims whose lease expired (found by the reaper)', registers: [this.registry] })
+  readonly openStreams = new Gauge({ name: `${METRIC_PREFIX}sse_open_streams`, help: 'SSE responses open now', registers: [this.registry] })
+  readonly packets = new Counter({ name: `${METRIC_PREFIX}sse_packets_sent_total`, help: 'SSE events written to clients', registers: [this.registry] })
+  readonly heartbeats = new Counter({ name: `${METRIC_PREFIX}sse_heartbeats_total`, help: 'SSE heartbeat comments written', registers: [this.registry] })
+  readonly disconnects = new Counter({ name: `${METRIC_PREFIX}sse_disconnects_total`, help: 'SSE clients gone before their response ended, by why', labelNames: ['why'], registers: [this.registry] })
+  readonly claims = new Counter({ name: `${METRIC_PREFIX}task_claims_total`, help: 'Tasks claimed (first attempts)', registers: [this.registry] })
+  readonly reclaims = new Counter({ name: `${METRIC_PREFIX}task_reclaims_total`, help: 'Tasks claimed again after a failure or an expired lease', registers: [this.registry] })
+  readonly staleCompletions = new Counter({ name: `${METRIC_PREFIX}task_stale_completions_total`, help: 'Heartbeats, completions and failures refused because the claim had moved on', labelNames: ['operation'], registers: [this.registry] })
+  readonly overloads = new Counter({ name: `${METRIC_PREFIX}overloaded_total`, help: 'Requests refused with 503 AH_ERR_OVERLOADED, by the limit passed', labelNames: ['type'], registers: [this.registry] })
+  readonly rateLimited = new Counter({ name: `${METRIC_PREFIX}rate_limited_total`, help: 'Requests refused by a limit: caller, agent or auth_failures (429 AH_ERR_RATE_LIMITED), caller_streams or total_streams (AH_ERR_TOO_MANY_STREAMS)', labelNames: ['limit'], registers: [this.registry] })
+  readonly busPublished = new Counter({ name: `${METRIC_PREFIX}bus_events_published_total`, help: 'Publications to the event bus: stored, or duplicates of a live event with the same key', labelNames: ['duplicate'], registers: [this.registry] })
+  readonly busDeliveries = new Counter({ name: `${METRIC_PREFIX}bus_deliveries_total`, help: 'Event bus deliveries this process handled, by outcome: handled, retried, dead_lettered, expired (dropped unhandled past the TTL)', labelNames: ['outcome'], registers: [this.registry] })
+  readonly leaseExpiries = new Counter({ name: `${METRIC_PREFIX}task_lease_expiries_total`, help: 'Claims whose lease expired (found by the reaper)', registers: [this.registry] })
 
   readonly #models = new Set<string>()
 
@@ -116,10 +117,10 @@ export class HostMetrics {
    * @param sources read at each scrape: the task graph (tasks by status) and the audit log's size
    */
   constructor (sources: { tasks: () => TaskStore, auditRows: () => number | Promise<number> }) {
-    collectDefaultMetrics({ register: this.registry, prefix: PREFIX })
+    collectDefaultMetrics({ register: this.registry, prefix: METRIC_PREFIX })
     const registry = this.registry
     new Gauge({ // eslint-disable-line no-new
-      name: `${PREFIX}tasks`,
+      name: `${METRIC_PREFIX}tasks`,
       help: 'Tasks in the graph by status',
       labelNames: ['status'],
       registers: [registry],
@@ -130,7 +131,7 @@ export class HostMetrics {
       }
     })
     new Gauge({ // eslint-disable-line no-new
-      name: `${PREFIX}audit_rows`,
+      name: `${METRIC_PREFIX}audit_rows`,
       help: 'Rows in the audit log',
       registers: [registry],
       async collect () { this.set(await sources.auditRows()) }

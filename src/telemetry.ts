@@ -21,6 +21,32 @@ export interface Telemetry {
   shutdown(): Promise<void>
 }
 
+/** One standard OpenTelemetry variable as this server honours it. */
+export interface OtelSetting {
+  name: string
+  /** As the reference shows it: `''` for none. */
+  default: string
+  /** What it does here, for users (docs/reference/configuration.md). */
+  description: string
+}
+
+/**
+ * The `OTEL_*` variables that shape this server's traces. They are not settings of `ConfigSchema`:
+ * {@link traceExporters} reads a few, the SDK and the exporter read the rest from `process.env`
+ * themselves, and none of them stops the boot when it is wrong.
+ */
+export const OTEL_SETTINGS: readonly OtelSetting[] = [
+  { name: 'OTEL_EXPORTER_OTLP_ENDPOINT', default: '', description: 'a collector\'s OTLP/HTTP address (`/v1/traces` is added); setting it turns trace export on' },
+  { name: 'OTEL_EXPORTER_OTLP_TRACES_ENDPOINT', default: '', description: 'the same for traces only, the whole URL; it also turns export on' },
+  { name: 'OTEL_TRACES_EXPORTER', default: '', description: '`otlp`, `console` (spans on stdout), both (comma-separated), or `none` (off, whatever the endpoint)' },
+  { name: 'OTEL_SDK_DISABLED', default: 'false', description: '`true`: no telemetry, whatever else is set' },
+  { name: 'OTEL_SERVICE_NAME', default: 'agent-host', description: 'the spans\' `service.name`; `OTEL_RESOURCE_ATTRIBUTES` adds more (`deployment.environment.name=prod`)' },
+  { name: 'OTEL_EXPORTER_OTLP_HEADERS', default: '', description: 'headers of every export (`authorization=Bearer ...`); `OTEL_EXPORTER_OTLP_TIMEOUT` (`10000` ms) and `OTEL_EXPORTER_OTLP_COMPRESSION` (`gzip` or `none`) too, and each has a `_TRACES_` form' },
+  { name: 'OTEL_EXPORTER_OTLP_PROTOCOL', default: 'http/protobuf', description: 'the only protocol here: another (here or in `OTEL_EXPORTER_OTLP_TRACES_PROTOCOL`) is warned about at boot and not used' },
+  { name: 'OTEL_TRACES_SAMPLER', default: 'parentbased_always_on', description: '`always_on`, `always_off`, `traceidratio`, `parentbased_always_off`, `parentbased_traceidratio`; `OTEL_TRACES_SAMPLER_ARG` is the ratio. A caller\'s unsampled `traceparent` (flags `00`) records nothing under the default' },
+  { name: 'OTEL_BSP_SCHEDULE_DELAY', default: '5000', description: 'ms between batch exports; `OTEL_BSP_MAX_QUEUE_SIZE` (`2048`), `OTEL_BSP_MAX_EXPORT_BATCH_SIZE` (`512`) and `OTEL_BSP_EXPORT_TIMEOUT` (`30000` ms) too' }
+]
+
 /** Variables' values as the OpenTelemetry specification reads them: trimmed, case-insensitive. */
 function read (env: Record<string, string | undefined>, name: string): string {
   return (env[name] ?? '').trim().toLowerCase()

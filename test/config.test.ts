@@ -70,14 +70,15 @@ t.test('.env.example lists every key with its default, and nothing else', async 
   for (const [key, schema] of Object.entries(properties)) t.equal(entries[key], String(schema.default), key)
 })
 
-t.test('the README configuration table lists every key with its default', async (t) => {
-  const readme = readFileSync(new URL('../README.md', import.meta.url), 'utf8')
-  const properties = ConfigSchema.properties as unknown as Record<string, { default: unknown }>
+t.test('the configuration reference lists every key with its default and a meaning', async (t) => {
+  const reference = readFileSync(new URL('../docs/reference/configuration.md', import.meta.url), 'utf8')
+  const properties = ConfigSchema.properties as unknown as Record<string, { default: unknown, description?: string }>
   for (const [key, schema] of Object.entries(properties)) {
-    const row = readme.split('\n').find((l) => l.startsWith(`| \`${key}\` |`))
+    const row = reference.split('\n').find((l) => l.startsWith(`| \`${key}\` |`))
     t.ok(row, key)
-    const shown = row?.split('|')[2]?.trim()
-    t.equal(shown, schema.default === '' ? '*(empty)*' : `\`${String(schema.default)}\``, `${key} default`)
+    const cells = row?.split(' | ')
+    t.equal(cells?.[1], schema.default === '' ? '*(empty)*' : `\`${String(schema.default)}\``, `${key} default`)
+    t.ok((schema.description ?? '').length > 10, `${key} is described in the schema`)
   }
 })
 

@@ -5,7 +5,13 @@ import { fileURLToPath } from 'node:url'
 import * as errors from '../src/errors.js'
 import { ERROR_CATALOGUE, STREAM_ERROR_CODES } from '../src/errors.js'
 
-const readme = readFileSync(new URL('../README.md', import.meta.url), 'utf8')
+const reference = readFileSync(new URL('../docs/reference/errors.md', import.meta.url), 'utf8')
+
+/** The rows of the reference's table under `heading`, as trimmed cells. */
+function rows (heading: string): string[][] {
+  const section = reference.split(/^## /m).find((s) => s.startsWith(`${heading}\n`)) ?? ''
+  return section.split('\n').filter((line) => line.startsWith('| `')).map((line) => line.slice(1, -1).split(' | ').map((c) => c.trim()))
+}
 
 t.test('error codes are unique and prefixed AH_ERR_', async (t) => {
   const codes = ERROR_CATALOGUE.map((e) => e.code)
@@ -17,27 +23,38 @@ t.test('error codes are unique and prefixed AH_ERR_', async (t) => {
   }
 })
 
-t.test('every HTTP error code is in the README table with its status', async (t) => {
-  for (const e of ERROR_CATALOGUE) {
-    const row = readme.split('\n').find((line) => line.startsWith(`| \`${e.code}\` |`))
-    t.ok(row, `${e.code} has a row`)
-    if (row === undefined) continue
-    const cells = row.split('|').map((c) => c.trim())
-    if (cells.length === 5) t.equal(cells[2]?.split(' / ')[0], String(e.statusCode), `${e.code} status`)
+t.test('a second status is an HTTP code\'s, another error status than its first', async (t) => {
+  const two = ERROR_CATALOGUE.filter((e) => e.otherStatusCode !== undefined)
+  t.same(two.map((e) => e.code), ['AH_ERR_TOO_MANY_STREAMS'], 'the codes answered with two statuses')
+  for (const e of two) {
+    t.ok(e.http, `${e.code} is an HTTP answer`)
+    t.ok(e.otherStatusCode !== e.statusCode && (e.otherStatusCode ?? 0) >= 400 && (e.otherStatusCode ?? 0) < 600, `${e.code}: ${e.statusCode} and ${String(e.otherStatusCode)}`)
   }
 })
 
-t.test('every stream error code is snake_case and in the README', async (t) => {
+t.test('every HTTP error code is in the error reference with its status, both where it has two; every other code in the table of those raised at boot or to agent code', async (t) => {
+  const http = new Map(rows('HTTP errors').map(([code, status]) => [code, status]))
+  const internal = new Set(rows('Raised at boot or to agent code').map(([code]) => code))
+  for (const e of ERROR_CATALOGUE) {
+    const code = `\`${e.code}\``
+    if (!e.http) { t.ok(internal.has(code) && !http.has(code), `${e.code} is among those raised at boot or to agent code`); continue }
+    t.equal(http.get(code), e.otherStatusCode === undefined ? String(e.statusCode) : `${e.statusCode} / ${e.otherStatusCode}`, `${e.code} status`)
+  }
+  t.equal(http.size + internal.size, ERROR_CATALOGUE.length, 'no other row')
+})
+
+t.test('every stream error code is snake_case and in the error reference', async (t) => {
+  const documented = new Set(rows('Stream errors').map(([code]) => code))
   for (const code of Object.keys(STREAM_ERROR_CODES)) {
     t.match(code, /^[a-z][a-z0-9_]*$/)
-    t.ok(readme.includes(`| \`${code}\` |`), `${code} documented`)
+    t.ok(documented.has(`\`${code}\``), `${code} documented`)
   }
 })
 
-t.test('the README documents no code the catalogue lacks', async (t) => {
+t.test('the error reference documents no code the catalogue lacks', async (t) => {
   const known = new Set<string>([...ERROR_CATALOGUE.map((e) => e.code), ...Object.keys(STREAM_ERROR_CODES)])
-  const documented = [...readme.matchAll(/^\| `([A-Za-z_]+)` \|/gm)].map((m) => m[1] as string)
-    .filter((c) => c.startsWith('AH_ERR_') || (/^[a-z]+_[a-z_]+$/.test(c) && !c.startsWith('agent_host_')))
+  const documented = [...reference.matchAll(/^\| `([A-Za-z_]+)` \|/gm)].map((m) => m[1] as string)
+  t.ok(documented.length >= known.size, 'the rows are found')
   for (const code of documented) t.ok(known.has(code), `${code} exists`)
 })
 

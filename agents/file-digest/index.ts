@@ -1,7 +1,7 @@
 import { defineAgent, SafeAgentError } from '../../src/agents/index.js'
 
 /**
- * `file-digest`: the README's A2A and MCP example. It reads a file through the filesystem tool
+ * `file-digest`: the A2A and MCP example of docs/a2a-and-mcp.md. It reads a file through the filesystem tool
  * (`host.tools`: the MCP server the operator registered as `fs`, within its path scope) and asks
  * another agent for a summary over A2A (`host.a2a`: the agent the operator registered as
  * `summarizer`), then answers with both. Without `MCP_SERVERS_FILE` and `A2A_AGENTS_FILE` it says

@@ -45,7 +45,7 @@ async function docs (app: FastifyInstance): Promise<void> {
       info: {
         title: 'agent-host',
         version: pkg.version,
-        description: 'Hosts AI agents behind the Coreason Agent Protocol (CAP). See the README for the wire contract.\n\n' +
+        description: 'Hosts AI agents behind the Coreason Agent Protocol (CAP). The wire contract, field by field, is docs/protocol.md in the repository.\n\n' +
           '*Try it out* on `POST /v1/assist` runs the bundled echo agent as it is. Swagger UI shows an SSE response only once it ends: watch streams live in the playground ([/playground](/playground)) or with `curl -N`.'
       },
       tags: [

@@ -291,7 +291,7 @@ const a2aRoutes: FastifyPluginAsyncTypebox = async (app) => {
   const pushConfigsUrl = '/a2a/:agent_id/rest/tasks/:task/pushNotificationConfigs'
 
   app.post(pushConfigsUrl, {
-    schema: restSchema('a2aRestCreatePushConfig', 'A2A HTTP+JSON: register a URL the task\'s updates are pushed to (signed; see the README\'s "Push notifications")', {
+    schema: restSchema('a2aRestCreatePushConfig', 'A2A HTTP+JSON: register a URL the task\'s updates are pushed to (signed; see docs/a2a-and-mcp.md, "Push notifications")', {
       params: PushParams,
       body: A2ABody,
       response: { 201: A2AAnswer, ...REST_ERRORS }

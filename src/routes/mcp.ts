@@ -18,7 +18,7 @@ const DESCRIPTION = [
   '',
   'An MCP client does all of this itself: `initialize` (no `Mcp-Session-Id`; the answer carries one), then every later request with that `Mcp-Session-Id` header, `Accept: application/json, text/event-stream`, and the same key as `initialize` (a session is its key\'s: any other gets 404). Answers to requests are `text/event-stream` (progress and logging notifications, then the JSON-RPC response); notifications and responses are answered 202.',
   '',
-  'The MCP transport\'s own refusals (an `Accept` without both media types: 406; an unsupported `MCP-Protocol-Version`: 400; a session already initialized: 400) are JSON-RPC error objects, as the MCP specification has them. See the README\'s "MCP server".'
+  'The MCP transport\'s own refusals (an `Accept` without both media types: 406; an unsupported `MCP-Protocol-Version`: 400; a session already initialized: 400) are JSON-RPC error objects, as the MCP specification has them. See docs/a2a-and-mcp.md, "MCP server".'
 ].join('\n')
 
 const sessionNotFound = errorResponse('The `Mcp-Session-Id` names no open MCP session of this key (closed, expired, or another key\'s): initialize again', new AH_ERR_MCP_SESSION_NOT_FOUND(EXAMPLE_SESSION))

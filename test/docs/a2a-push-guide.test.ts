@@ -1,6 +1,5 @@
 import t from 'tap'
 import { spawn } from 'node:child_process'
-import { readFileSync } from 'node:fs'
 import { connect, createServer, type AddressInfo } from 'node:net'
 import { randomUUID } from 'node:crypto'
 import { fileURLToPath } from 'node:url'
@@ -8,18 +7,17 @@ import { setTimeout as sleep } from 'node:timers/promises'
 import { Role, type SendMessageRequest, type Task } from '@a2a-js/sdk'
 import { ClientFactory } from '@a2a-js/sdk/client'
 import { harnessFreeEnv } from '../child-env.js'
+import { docBlocks } from './doc-blocks.js'
 import { listen } from '../helper.js'
 
-// The README's "Push notifications" receiver, run as written (only its port changes), against what
+// The "Push notifications" receiver of docs/a2a-and-mcp.md, run as written (only its port changes), against what
 // the host sends: it takes the updates signed with its token, and refuses those signed with another.
 
-const README = readFileSync(new URL('../../README.md', import.meta.url), 'utf8')
 const GATED = 'f0000000-0000-4000-8000-0000000000a2'
 
 function receiverCode (): string {
-  const start = README.indexOf('### Push notifications')
-  const code = /```js\n([\s\S]*?)```/.exec(README.slice(start, README.indexOf('\n### ', start + 1)))?.[1]
-  if (code === undefined) throw new Error('no js block in the README\'s "Push notifications"')
+  const [code] = docBlocks('docs/a2a-and-mcp.md', '### Push notifications', 'js')
+  if (code === undefined) throw new Error('no js block in "Push notifications" of docs/a2a-and-mcp.md')
   return code
 }
 
@@ -39,7 +37,7 @@ async function eventually (what: string, check: () => boolean | Promise<boolean>
   }
 }
 
-t.test('the README\'s receiver takes the updates the host signs with its token, and refuses those another token signed', async (t) => {
+t.test('the guide\'s receiver takes the updates the host signs with its token, and refuses those another token signed', async (t) => {
   const code = receiverCode()
   t.match(code, /\.listen\(8080\)/, 'it listens on 8080')
   const port = await freePort()

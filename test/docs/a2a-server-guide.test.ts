@@ -4,16 +4,16 @@ import { fileURLToPath } from 'node:url'
 import { harnessFreeEnv } from '../child-env.js'
 import { startServer } from '../server-child.js'
 import { tempDataDir } from '../helper.js'
-import { readmeShellBlocks } from './readme-blocks.js'
+import { docBlocks } from './doc-blocks.js'
 
-// The README's "A2A server" section, run as written (only the port changes): curl on both bindings,
+// The "A2A server" section of docs/a2a-and-mcp.md, run as written (only the port changes): curl on both bindings,
 // then the official SDK client from a node one-liner in the repository.
 
 const ROOT = fileURLToPath(new URL('../../', import.meta.url))
 
-t.test('the README\'s A2A section works as written: the card, SendMessage over JSON-RPC, a stream over HTTP+JSON, the SDK client', { timeout: 120_000 }, async (t) => {
+t.test('the A2A server section of docs/a2a-and-mcp.md works as written: the card, SendMessage over JSON-RPC, a stream over HTTP+JSON, the SDK client', { timeout: 120_000 }, async (t) => {
   const server = await startServer(t, { DATA_DIR: tempDataDir(t), WORKERS_PER_TYPE: '0' })
-  const [curls, client] = readmeShellBlocks('### A2A server')
+  const [curls, client] = docBlocks('docs/a2a-and-mcp.md', '### A2A server')
   t.ok(curls !== undefined && client !== undefined, 'two shell blocks')
   const run = async (script: string): Promise<string> => await new Promise((resolve, reject) => {
     execFile('bash', ['-euo', 'pipefail', '-c', script.replaceAll('http://127.0.0.1:3000', server.url)], { cwd: ROOT, env: harnessFreeEnv(), timeout: 60_000 }, (error, stdout, stderr) => {

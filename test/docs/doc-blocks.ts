@@ -1,28 +1,41 @@
 import { readFileSync } from 'node:fs'
+import { join } from 'node:path'
 import { fileURLToPath } from 'node:url'
 
-const README = fileURLToPath(new URL('../../README.md', import.meta.url))
+const ROOT = fileURLToPath(new URL('../../', import.meta.url))
 
 /**
- * The `sh` blocks of the README's section under `heading` (`### Walkthrough: ...`), in order: from
- * the heading to the next heading of its level or above (a `#` line inside a code block is a shell
- * comment, not a heading). The README's examples are tested as written.
+ * The text of the section under `heading` (a whole line, `### A2A server`) of the page `file` (from
+ * the repository's root, `docs/a2a-and-mcp.md`): from the heading to the next heading of its level
+ * or above. A `#` line inside a code block is a shell comment, not a heading. The docs' examples are
+ * tested as written, so a test finds them by the heading a reader sees.
  */
-export function readmeShellBlocks (heading: string): string[] {
-  const lines = readFileSync(README, 'utf8').split('\n')
+export function docSection (file: string, heading: string): string {
+  const lines = readFileSync(join(ROOT, file), 'utf8').split('\n')
   const first = lines.indexOf(heading)
-  if (first < 0) throw new Error(`the README has no section "${heading}"`)
+  if (first < 0) throw new Error(`${file} has no section "${heading}"`)
   const level = /^#+/.exec(heading)?.[0].length ?? 2
+  const section = [heading]
+  let fenced = false
+  for (const line of lines.slice(first + 1)) {
+    if (line.startsWith('```')) fenced = !fenced
+    else if (!fenced && /^#+ /.test(line) && (/^#+/.exec(line)?.[0].length ?? 0) <= level) break
+    section.push(line)
+  }
+  return section.join('\n')
+}
+
+/** The fenced blocks marked `lang` (`sh`, `json`, `js`) of that section, in order, each ending in a newline. */
+export function docBlocks (file: string, heading: string, lang = 'sh'): string[] {
   const blocks: string[] = []
   let block: string[] | undefined
   let other = false
-  for (const line of lines.slice(first + 1)) {
+  for (const line of docSection(file, heading).split('\n')) {
     if (block !== undefined) {
       if (line.startsWith('```')) { blocks.push(block.join('\n') + '\n'); block = undefined } else block.push(line)
     } else if (other) other = !line.startsWith('```')
-    else if (line === '```sh') block = []
+    else if (line === '```' + lang) block = []
     else if (line.startsWith('```')) other = true
-    else if (/^#+ /.test(line) && (/^#+/.exec(line)?.[0].length ?? 0) <= level) break
   }
   return blocks
 }

@@ -6,9 +6,9 @@ import { join } from 'node:path'
 import { fileURLToPath } from 'node:url'
 import { startServer } from '../server-child.js'
 import { until } from '../socket.js'
-import { readmeShellBlocks } from './readme-blocks.js'
+import { docBlocks } from './doc-blocks.js'
 
-// The README's contract-agent walkthrough, run as written (only the port changes) against a server
+// The contract-agent walkthrough of docs/task-graph-and-bus.md, run as written (only the port changes) against a server
 // in its own process whose working directory is a scratch folder, so the agent the walkthrough
 // writes and edits lands there and not in this repository's agents/.
 
@@ -17,9 +17,9 @@ const hasJq = ((): boolean => { try { execFileSync('jq', ['--version']); return 
 // CI installs jq (.ci/run); elsewhere say what is missing instead of failing
 const skip = hasJq || process.env.CI !== undefined ? false : 'no jq (apt-get install -y jq)'
 
-/** The shell blocks of the README's walkthrough: the bus follower, then the steps. */
+/** The shell blocks of the walkthrough: the bus follower, then the steps. */
 function walkthrough (): { follow: string, steps: string } {
-  const blocks = readmeShellBlocks('### Walkthrough: review a new agent')
+  const blocks = docBlocks('docs/task-graph-and-bus.md', '### Walkthrough: review a new agent')
   t.equal(blocks.length, 2, 'the walkthrough is two shell blocks')
   return { follow: blocks[0] as string, steps: blocks[1] as string }
 }

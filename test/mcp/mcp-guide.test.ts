@@ -1,30 +1,25 @@
 import t from 'tap'
 import { execFile } from 'node:child_process'
-import { readFileSync } from 'node:fs'
-import { fileURLToPath } from 'node:url'
 import { harnessFreeEnv } from '../child-env.js'
+import { docBlocks } from '../docs/doc-blocks.js'
 import { listen } from '../helper.js'
 
-// The README's "MCP server" section, run as written (only the port changes): its client configuration
+// The "MCP server" section of docs/a2a-and-mcp.md, run as written (only the port changes): its client configuration
 // is JSON, and its curl sequence works against a server that wants a key.
 
-const README = readFileSync(fileURLToPath(new URL('../../README.md', import.meta.url)), 'utf8')
 const KEY = 'readme-mcp-key-0123456789abcdefghij'
 
 function section (): { json: string[], sh: string[] } {
-  const start = README.indexOf('### MCP server')
-  const rest = README.slice(start + 1)
-  const text = README.slice(start, start + 1 + rest.search(/\n#{2,3} /))
-  const blocks = (lang: string): string[] => [...text.matchAll(new RegExp('```' + lang + '\\n([\\s\\S]*?)```', 'g'))].map((m) => m[1] as string)
+  const blocks = (lang: string): string[] => docBlocks('docs/a2a-and-mcp.md', '### MCP server', lang)
   return { json: blocks('json'), sh: blocks('sh') }
 }
 
-t.test('the README\'s MCP section: the client configuration is an mcpServers entry for /mcp with a bearer header', async (t) => {
+t.test('the guide\'s MCP section: the client configuration is an mcpServers entry for /mcp with a bearer header', async (t) => {
   const [config] = section().json
   t.match(JSON.parse(config as string), { mcpServers: { 'agent-host': { type: 'http', url: 'http://127.0.0.1:3000/mcp', headers: { Authorization: 'Bearer $' + '{AGENT_HOST_KEY}' } } } })
 })
 
-t.test('the README\'s MCP section works as written: initialize, tools/list, tools/call of echo and echo-stream, DELETE', async (t) => {
+t.test('the guide\'s MCP section works as written: initialize, tools/list, tools/call of echo and echo-stream, DELETE', async (t) => {
   const { url } = await listen(t, { AUTH_MODE: 'apikey', API_KEYS: JSON.stringify([{ name: 'mcp', key: KEY, scopes: ['assist:invoke'] }]) })
   const [script] = section().sh
   t.ok(script, 'a shell block')

@@ -1,7 +1,7 @@
 import t, { type Test } from 'tap'
 import { execFileSync } from 'node:child_process'
 import { randomUUID } from 'node:crypto'
-import { existsSync, mkdirSync, mkdtempSync, readFileSync, rmSync } from 'node:fs'
+import { existsSync, mkdirSync, mkdtempSync, rmSync } from 'node:fs'
 import { tmpdir } from 'node:os'
 import { join } from 'node:path'
 import { createServer } from 'node:http'
@@ -13,6 +13,7 @@ import { loadConfig } from '../../src/config.js'
 import errorHandler from '../../src/plugins/error-handler.js'
 import playgroundRoutes, { clientDir } from '../../src/routes/playground.js'
 import type { StreamPacket } from '../../src/protocol/packets.js'
+import { docBlocks } from '../docs/doc-blocks.js'
 import { AGENTS, build, FIXTURE_AGENTS_DIR, listen, SCRIPTED } from '../helper.js'
 
 const ROOT = fileURLToPath(new URL('../..', import.meta.url))
@@ -168,9 +169,9 @@ t.test('a page on another origin: a listed one may call the API (a real prefligh
     if (allowed) t.match(result, { status: 200, body: { output: { echo: 'from another origin' } } }, `${from} may: ${JSON.stringify(result)}`)
     else t.match(result, { failed: /Failed to fetch/ }, `${from} may not`)
     if (!allowed) continue
-    // the README's streaming snippet, as pasted into that page
-    const snippet = /### From a page on another origin[\s\S]*?```js\n([\s\S]*?)```/.exec(readFileSync(join(ROOT, 'README.md'), 'utf8'))?.[1]
-    t.ok(snippet, 'the README has the snippet')
+    // the streaming snippet of docs/front-ends.md, as pasted into that page
+    const snippet = docBlocks('docs/front-ends.md', '## From a page on another origin', 'js')[0]
+    t.ok(snippet, 'the guide has the snippet')
     const session = randomUUID()
     const envelope = JSON.stringify({
       request_id: randomUUID(),

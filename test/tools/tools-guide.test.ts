@@ -1,27 +1,25 @@
 import t from 'tap'
 import { execFile } from 'node:child_process'
-import { mkdirSync, readFileSync, writeFileSync } from 'node:fs'
+import { mkdirSync, writeFileSync } from 'node:fs'
 import { join } from 'node:path'
 import { fileURLToPath } from 'node:url'
 import { loadToolServers } from '../../src/tools/servers-file.js'
 import { harnessFreeEnv } from '../child-env.js'
+import { docSection } from '../docs/doc-blocks.js'
 import { tempDataDir } from '../helper.js'
 import { startServer } from '../server-child.js'
 import { tempDir } from '../fixtures/tools/servers.js'
 
-// The README's "MCP tools for agents" section, run as written (only its /tmp paths and the port
+// The "MCP tools for agents" section of docs/a2a-and-mcp.md, run as written (only its /tmp paths and the port
 // change): the example servers file is valid, and the server it names starts and lists its actions.
 
 const ROOT = fileURLToPath(new URL('../../', import.meta.url))
 
 function section (): string {
-  const readme = readFileSync(join(ROOT, 'README.md'), 'utf8')
-  const start = readme.indexOf('### MCP tools for agents')
-  const ends = [readme.indexOf('\n## ', start), readme.indexOf('\n### ', start + 1)].filter((i) => i > 0)
-  return readme.slice(start, Math.min(...ends))
+  return docSection('docs/a2a-and-mcp.md', '### MCP tools for agents')
 }
 
-t.test('the README\'s example servers file is valid', async (t) => {
+t.test('the guide\'s example servers file is valid', async (t) => {
   const [json] = [...section().matchAll(/```json\n([\s\S]*?)```/g)].map((m) => m[1] as string)
   const dir = tempDir(t)
   const file = join(dir, 'servers.json')
@@ -30,7 +28,7 @@ t.test('the README\'s example servers file is valid', async (t) => {
   t.same(loadToolServers(file, { GIT_MCP_TOKEN: 'x' }).map((s) => s.name), ['fs', 'git'])
 })
 
-t.test('the README\'s MCP tools section works as written: a servers file, the server started with it, GET /v1/tools?start=true', { timeout: 120_000 }, async (t) => {
+t.test('the guide\'s MCP tools section works as written: a servers file, the server started with it, GET /v1/tools?start=true', { timeout: 120_000 }, async (t) => {
   const dir = tempDir(t)
   const paths = (script: string): string => script.replaceAll('/tmp/repo', join(dir, 'repo')).replaceAll('/tmp/mcp-servers.json', join(dir, 'mcp-servers.json'))
   const [setup, curl] = [...section().matchAll(/```sh\n([\s\S]*?)```/g)].map((m) => m[1] as string)
