@@ -12,7 +12,11 @@ const abortOf = (sessionId: string) => observed.aborts.find((a) => a.sessionId =
 
 t.test('a heartbeat comment is sent on an idle stream, after the retry line', async (t) => {
   const { url } = await listen(t, { AGENTS_DIR: FIXTURE_AGENTS_DIR, SSE_HEARTBEAT_MS: '40', SSE_RETRY_MS: '1500' })
-  const s = await open(url, envelope(SCRIPTED, { script: [{ op: 'sleep', ms: 220 }, { op: 'markdown', content: 'after the pause' }] }))
+  // the agent stays idle until three pings came (a loaded machine's timers run late, not never)
+  const gate = `idle-${Date.now()}`
+  const s = await open(url, envelope(SCRIPTED, { script: [{ op: 'wait', name: gate }, { op: 'markdown', content: 'after the pause' }] }))
+  await until('three pings', () => (s.text().match(/^: ping$/gm) ?? []).length >= 3, 10_000, 5)
+  observed.released.add(gate)
   await s.ended
   t.ok(s.text().startsWith('retry: 1500\n\n'), 'retry is advertised once, first')
   const parsed = parseSse(s.text())

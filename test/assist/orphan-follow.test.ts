@@ -29,7 +29,8 @@ t.test('a client following an orphan recovers it; while the lock is held elsewhe
 
   await holder.lock()
   const cut = await open(url, body)
-  await cut.ended
+  // bounded, so that a hang says where it was (one run beside a CPU hog timed out at tap's 180 s)
+  await until('the response cut short while the lock is held', () => cut.res.readableEnded || cut.res.destroyed, 30_000, 20)
   const partial = parseSse(cut.text().slice(0, cut.text().lastIndexOf('\n\n') + 2), false).packets
   t.ok(partial.length >= 3, 'the journal was replayed')
   t.notOk(partial.some((p) => p.op === 'CLOSE' && p.stream_id === partial[0]?.stream_id), 'but the response was cut before any end, so the client knows to come back')
@@ -37,7 +38,7 @@ t.test('a client following an orphan recovers it; while the lock is held elsewhe
 
   await holder.release()
   const again = await open(url, body)
-  await again.ended
+  await until('the recovered run\'s response to end', () => again.res.readableEnded || again.res.destroyed, 30_000, 20)
   const packets = parseSse(again.text()).packets
   assertStreamRules(packets)
   t.match(packets.at(-3)?.p, { code: 'run_interrupted', severity: 'FATAL' }, 'the follower recovered it')

@@ -10,9 +10,9 @@ import type { ResponseHandler } from '../../src/agents/contract.js'
 function protocol (fake: FakeProvider, options: { maxHistory?: number } = {}): LlmProtocol {
   return new LlmProtocol({
     name: 'test',
-    transport: new OpenAiTransport({ baseUrl: `${fake.url}/v1`, apiKey: 'k', model: 'test-model', maxTokens: 50, maxRetries: 0, timeoutMs: 2000 }),
+    transport: new OpenAiTransport({ baseUrl: `${fake.url}/v1`, apiKey: 'k', model: 'test-model', maxTokens: 50, maxRetries: 0, timeoutMs: 30_000 }),
     prices: {},
-    timeoutMs: 2000,
+    timeoutMs: 30_000,
     maxTurns: 4,
     ...options
   })
