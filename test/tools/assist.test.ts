@@ -83,6 +83,9 @@ t.test('a malformed call throws to the agent (here it ends the run with the mess
 
 t.test('the run\'s end aborts its call in flight: a run timeout stops the tool call, which is recorded as aborted', async (t) => {
   const { app, log } = await setup(t)
+  // the tool's server started and connected first (a call of its own): the run's 3 s are then the
+  // call's, not a loaded machine's time to spawn the server, which once took them all
+  t.match((await assist(app, TOOL_USER, [{ tool: 'fx', action: 'pid', args: {} }])).body.output, { responses: [{ success: true }] })
   const { status, body, requestId } = await assist(app, TOOL_USER, [{ tool: 'fx', action: 'sleep', args: { ms: 60_000 }, timeout: 120 }], { agentRequest: { metadata: { timeout_ms: 3000 } } })
   t.equal(status, 504)
   t.match(checkErrorBody(body), { code: 'AH_ERR_RUN_TIMEOUT' })
