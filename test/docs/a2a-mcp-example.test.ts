@@ -42,6 +42,6 @@ t.test('the A2A and MCP example of docs/a2a-and-mcp.md: file-digest reads a doc 
   t.match(tools.tools, [{ name: 'fs', status: 'running' }])
   const audit = await (await fetch(`${again.url}/v1/audit?limit=100`)).json() as { rows: Array<{ action: string }> }
   t.ok(audit.rows.some((r) => r.action === 'tool.call') && audit.rows.some((r) => r.action === 'a2a.call'), 'both calls audited')
-  const outside = await run((call as string).replace('"a2a-and-mcp.md"', '"../package.json"').replace('66666666-6666-4666-8666-666666666666', '66666666-6666-4666-8666-666666666667'))
+  const outside = await run((call as string).replace('"a2a-and-mcp.md"', '"../package.json"').replace('99999999-9999-4999-8999-999999999999', '99999999-9999-4999-8999-999999999998'))
   t.match(outside, /scope_violation/, 'a path out of the scope is refused')
 })
