@@ -41,8 +41,11 @@ t.test('SIGTERM: the open stream gets the shutdown packets and the process exits
   await ended
   const [code] = await once(child, 'exit') as [number | null]
   const took = Date.now() - sent
-  t.equal(code, 0, 'clean exit')
-  t.ok(took < 4000, `exited ${took} ms after SIGTERM`)
+  // close-with-grace exits 1 (after "killed by timeout") when the close outlasts CLOSE_GRACE_MS, so
+  // a 0 is a close within it; the time to exit after that (the coverage a test child writes as it
+  // ends) is the machine's, and a CPU hog beside the suite once made it 4.1 s
+  t.equal(code, 0, `a clean exit, within CLOSE_GRACE_MS (${took} ms after SIGTERM)`)
+  t.notMatch(stdout, /killed by timeout/)
   const { packets } = parseSse(text())
   t.same(packets.slice(-3).map((p) => [p.op, p.p]), [
     ['ERROR', { code: 'shutting_down', message: 'The server is shutting down; retry the request', severity: 'TRANSIENT' }],
