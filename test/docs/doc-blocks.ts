@@ -1,6 +1,8 @@
+import { execFile } from 'node:child_process'
 import { readFileSync } from 'node:fs'
 import { join } from 'node:path'
 import { fileURLToPath } from 'node:url'
+import { harnessFreeEnv } from '../child-env.js'
 
 const ROOT = fileURLToPath(new URL('../../', import.meta.url))
 
@@ -38,4 +40,17 @@ export function docBlocks (file: string, heading: string, lang = 'sh'): string[]
     else if (line.startsWith('```')) other = true
   }
   return blocks
+}
+
+/**
+ * Run a docs block (or part of one) with bash in the repository's root, as a reader pastes it, with
+ * `-euo pipefail`: its stdout; a failure rejects with its stderr.
+ */
+export async function runShell (script: string): Promise<string> {
+  return await new Promise((resolve, reject) => {
+    execFile('bash', ['-euo', 'pipefail', '-c', script], { cwd: ROOT, env: harnessFreeEnv(), timeout: 60_000 }, (error, stdout, stderr) => {
+      if (error !== null) reject(new Error(`${error.message}\n${stderr}`))
+      else resolve(stdout)
+    })
+  })
 }

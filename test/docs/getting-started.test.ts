@@ -1,33 +1,19 @@
 import t from 'tap'
-import { execFile } from 'node:child_process'
-import { fileURLToPath } from 'node:url'
-import { harnessFreeEnv } from '../child-env.js'
 import { listen } from '../helper.js'
 import { parseSse } from '../sse.js'
-import { docBlocks } from './doc-blocks.js'
+import { docBlocks, runShell } from './doc-blocks.js'
 
 // docs/getting-started.md as a reader follows it after the README's first calls: the README's two
 // calls in the other mode (the header the page says to add), then every endpoint of its block,
 // each line run as written (only the port changes) and checked against what its comment says.
 
-const ROOT = fileURLToPath(new URL('../../', import.meta.url))
-
-async function bash (script: string): Promise<string> {
-  return await new Promise((resolve, reject) => {
-    execFile('bash', ['-euo', 'pipefail', '-c', script], { cwd: ROOT, env: harnessFreeEnv(), timeout: 60_000 }, (error, stdout, stderr) => {
-      if (error !== null) reject(new Error(`${error.message}\n${stderr}`))
-      else resolve(stdout)
-    })
-  })
-}
-
 t.test('one agent, either mode: the README\'s JSON call as a stream, its SSE call as a JSON transcript', async (t) => {
   const { url } = await listen(t)
   const [json, sse] = docBlocks('README.md', '## A first call, in JSON and in SSE').map((b) => b.replaceAll('http://127.0.0.1:3000', url))
   const header = (block: string | undefined, value: string): string => (block as string).replace(" -H 'content-type: application/json'", ` -H 'content-type: application/json' -H 'accept: ${value}'`)
-  const streamed = parseSse(await bash(header(json, 'text/event-stream'))).packets
+  const streamed = parseSse(await runShell(header(json, 'text/event-stream'))).packets
   t.match(streamed.find((p) => p.op === 'EVENT' && p.p.type === 'RESULT'), { p: { data: { echo: 'hello world' } } }, 'the echo agent\'s result, as a RESULT event')
-  const transcript = JSON.parse(await bash(header(sse, 'application/json').replace('"query": "hello streaming world" }', '"query": "hello streaming world", "delay_ms": 0 }'))) as { output: Record<string, unknown> }
+  const transcript = JSON.parse(await runShell(header(sse, 'application/json').replace('"query": "hello streaming world" }', '"query": "hello streaming world", "delay_ms": 0 }'))) as { output: Record<string, unknown> }
   t.same(Object.keys(transcript.output).sort(), ['errors', 'events', 'streams', 'text'], 'output: { text, events, streams, errors }')
   t.equal(transcript.output.text, 'hello streaming world ')
 })
@@ -35,7 +21,7 @@ t.test('one agent, either mode: the README\'s JSON call as a stream, its SSE cal
 t.test('the endpoints around a run answer as their comments say', async (t) => {
   const { url } = await listen(t)
   const lines = (docBlocks('docs/getting-started.md', '## One agent, either mode, and the endpoints around it')[0] as string).trim().split('\n')
-  const run = async (i: number): Promise<string> => await bash((lines[i] as string).replaceAll('http://127.0.0.1:3000', url))
+  const run = async (i: number): Promise<string> => await runShell((lines[i] as string).replaceAll('http://127.0.0.1:3000', url))
   t.equal(lines.length, 7, 'seven endpoints')
   t.ok((JSON.parse(await run(0)) as { agents: Array<{ metadata: { name: string } }> }).agents.some((m) => m.metadata.name === 'echo'), 'every manifest, echo among them')
   t.match(JSON.parse(await run(1)), { metadata: { id: '8a1f7d2e-3c4b-4e5f-9a6b-0c1d2e3f4a01', name: 'echo' } }, 'one, by name')

@@ -1,28 +1,17 @@
 import t from 'tap'
-import { execFile } from 'node:child_process'
 import { mkdtempSync, rmSync, symlinkSync, readFileSync } from 'node:fs'
 import { tmpdir } from 'node:os'
 import { join } from 'node:path'
 import { fileURLToPath } from 'node:url'
 import { main } from '../../src/commands.js'
-import { harnessFreeEnv } from '../child-env.js'
 import { listen } from '../helper.js'
 import { parseSse } from '../sse.js'
-import { docBlocks } from './doc-blocks.js'
+import { docBlocks, runShell } from './doc-blocks.js'
 
 // The README's first calls, run as written against a server (only the port changes), and its first
 // agent's commands held against what the scaffold prints (test/scaffold.test.ts runs them).
 
 const ROOT = fileURLToPath(new URL('../../', import.meta.url))
-
-async function bash (script: string): Promise<string> {
-  return await new Promise((resolve, reject) => {
-    execFile('bash', ['-euo', 'pipefail', '-c', script], { cwd: ROOT, env: harnessFreeEnv(), timeout: 60_000 }, (error, stdout, stderr) => {
-      if (error !== null) reject(new Error(`${error.message}\n${stderr}`))
-      else resolve(stdout)
-    })
-  })
-}
 
 t.test('the README\'s JSON call answers what it shows; sent again, the same answer; with a new request id, calls is 2', async (t) => {
   const { url } = await listen(t)
@@ -32,15 +21,15 @@ t.test('the README\'s JSON call answers what it shows; sent again, the same answ
   const expected = JSON.parse(shown as string) as { request_id: string, output: unknown, metrics: Record<string, unknown> }
   const script = (call as string).replaceAll('http://127.0.0.1:3000', url)
 
-  const answer = JSON.parse(await bash(script)) as typeof expected & { created_at: string }
+  const answer = JSON.parse(await runShell(script)) as typeof expected & { created_at: string }
   t.same(Object.keys(answer), Object.keys(expected), 'the fields it shows')
   t.equal(answer.request_id, expected.request_id)
   t.same(answer.output, expected.output, 'the output it shows')
   t.same(Object.keys(answer.metrics), Object.keys(expected.metrics))
   t.equal(answer.metrics.packets, expected.metrics.packets)
 
-  t.same(JSON.parse(await bash(script)), answer, 'sent again: the stored answer, the same created_at and calls: 1')
-  const fresh = JSON.parse(await bash(script.replace(expected.request_id, '11111111-1111-4111-8111-111111111112'))) as { output: { calls: number } }
+  t.same(JSON.parse(await runShell(script)), answer, 'sent again: the stored answer, the same created_at and calls: 1')
+  const fresh = JSON.parse(await runShell(script.replace(expected.request_id, '11111111-1111-4111-8111-111111111112'))) as { output: { calls: number } }
   t.equal(fresh.output.calls, 2, 'a new request id in the same session: calls says 2')
 })
 
@@ -50,7 +39,7 @@ t.test('the README\'s SSE call streams what it says: a thought, a second stream 
   // the words 100 ms apart, as the README says; a test need not wait for them
   const script = (call as string).replaceAll('http://127.0.0.1:3000', url).replace('"query": "hello streaming world" }', '"query": "hello streaming world", "delay_ms": 0 }')
   t.not(script, (call as string).replaceAll('http://127.0.0.1:3000', url), 'the query is where the test expects it')
-  const { packets, retry } = parseSse(await bash(script))
+  const { packets, retry } = parseSse(await runShell(script))
   t.equal(retry, 3000, 'a retry: line')
   const main = packets.at(-1)?.stream_id
   const words = packets.filter((p) => p.op === 'DELTA')

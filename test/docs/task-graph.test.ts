@@ -1,25 +1,11 @@
 import t from 'tap'
-import { execFile } from 'node:child_process'
-import { fileURLToPath } from 'node:url'
-import { harnessFreeEnv } from '../child-env.js'
 import { listen } from '../helper.js'
 import { until } from '../socket.js'
-import { docBlocks } from './doc-blocks.js'
+import { docBlocks, runShell } from './doc-blocks.js'
 
 // The task graph example of docs/task-graph-and-bus.md, each command run as written (only the port
 // changes) in order, with the moments a reader waits (the tasks to finish, the narrator to speak)
 // waited for, and each answer checked against what its comment says.
-
-const ROOT = fileURLToPath(new URL('../../', import.meta.url))
-
-async function bash (script: string): Promise<string> {
-  return await new Promise((resolve, reject) => {
-    execFile('bash', ['-euo', 'pipefail', '-c', script], { cwd: ROOT, env: harnessFreeEnv(), timeout: 60_000 }, (error, stdout, stderr) => {
-      if (error !== null) reject(new Error(`${error.message}\n${stderr}`))
-      else resolve(stdout)
-    })
-  })
-}
 
 /** The block's commands: each starts with `curl`; the lines after it (a body, a comment) are its own. */
 function commands (block: string): string[] {
@@ -36,7 +22,7 @@ t.test('the task graph example works as written: the graph, its result, its even
   const [block] = docBlocks('docs/task-graph-and-bus.md', '## The task graph')
   const steps = commands(block as string).map((c) => c.replaceAll('http://127.0.0.1:3000', url))
   t.equal(steps.length, 9, 'nine commands')
-  const json = async (i: number): Promise<any> => JSON.parse(await bash(steps[i] as string))
+  const json = async (i: number): Promise<any> => JSON.parse(await runShell(steps[i] as string))
   const get = async (path: string): Promise<any> => await (await fetch(`${url}${path}`)).json()
 
   t.same((await json(0)).tasks.map((x: { id: string }) => x.id), ['count-a', 'count-b', 'sum'], 'three tasks made')
