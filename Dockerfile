@@ -1,5 +1,5 @@
 # syntax=docker/dockerfile:1
-# Node.js 24, the current LTS (the package also runs on Node 20: see "Supported runtimes" in the README).
+# Node.js 24 (24.18.1 in both stages), the current LTS (the package also runs on Node 20: see "Supported runtimes" in the README).
 # test/deploy/dockerfile.test.ts runs this file's steps outside Docker, so a broken step fails CI.
 
 # Build stage: the same steps as CI (npm ci, build), then drop the dev dependencies. Node 24.18.1 here,
@@ -15,13 +15,15 @@ COPY package.json package-lock.json ./
 COPY client/package.json ./client/package.json
 RUN npm ci
 COPY tsconfig.json tsconfig.build.json ./
+COPY scripts/build.ts ./scripts/build.ts
 COPY src ./src
 COPY agents ./agents
 COPY client ./client
 RUN npm run build && npm prune --omit=dev
 
 # Runtime stage: production dependencies, the compiled server and agents, and the playground, as a non-root user.
-FROM node:24-bookworm-slim
+# The same release as the build stage, which compiled better-sqlite3's addon against it.
+FROM node:24.18.1-bookworm-slim
 # tini is PID 1: it reaps the subprocesses agents spawn (cli-agent) and passes SIGTERM on to node
 RUN apt-get update \
  && apt-get install -y --no-install-recommends tini \

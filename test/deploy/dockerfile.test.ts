@@ -96,6 +96,13 @@ t.test('the image runs one Node.js major in every stage', async (t) => {
   t.equal(imageRuntime('FROM debian:12\n'), undefined)
 })
 
+t.test('the runtime stage runs the exact Node.js the build stage compiled the addon against, not a floating tag', async (t) => {
+  const tags = parseDockerfile(readFileSync(join(ROOT, 'Dockerfile'), 'utf8')).filter((i) => i.op === 'FROM').map((i) => i.args.split(' ')[0])
+  t.ok(tags.length >= 2, 'a build stage and a runtime stage')
+  for (const tag of tags) t.match(tag, /^node:\d+\.\d+\.\d+-/, `${String(tag)} names a release`)
+  t.equal(new Set(tags).size, 1, 'the same one in every stage')
+})
+
 t.test('the Dockerfile, built and run outside Docker', { skip: IMAGE_NODE === RUNTIME ? false : `the image runs Node.js ${IMAGE_NODE ?? '?'} and this is ${process.version}: its steps run in .ci/run's Node.js ${IMAGE_NODE ?? '?'} pass` }, async (t) => {
   const work = mkdtempSync(join(tmpdir(), 'agent-host-image-'))
   t.teardown(() => { rmSync(work, { recursive: true, force: true }) })

@@ -1,6 +1,6 @@
 import t from 'tap'
 import { execFile } from 'node:child_process'
-import { cpSync, existsSync, mkdirSync, mkdtempSync, readFileSync, renameSync, rmSync, symlinkSync, writeFileSync } from 'node:fs'
+import { cpSync, existsSync, mkdirSync, mkdtempSync, readFileSync, renameSync, rmSync, statSync, symlinkSync, writeFileSync } from 'node:fs'
 import { tmpdir } from 'node:os'
 import { join } from 'node:path'
 import { fileURLToPath, pathToFileURL } from 'node:url'
@@ -22,7 +22,7 @@ t.setTimeout(480_000)
 t.test('the build serves only the agents whose sources are there: a deleted and a renamed agent leave nothing behind', { timeout: 420_000 }, async (t) => {
   const copy = mkdtempSync(join(tmpdir(), 'agent-host-build-'))
   t.teardown(() => { rmSync(copy, { recursive: true, force: true }) })
-  for (const entry of ['src', 'agents', 'client', 'package.json', 'tsconfig.json', 'tsconfig.build.json']) {
+  for (const entry of ['src', 'agents', 'client', 'scripts', 'package.json', 'tsconfig.json', 'tsconfig.build.json']) {
     cpSync(join(ROOT, entry), join(copy, entry), { recursive: true, filter: (source) => !source.includes(`${join('client', 'dist')}`) && !source.endsWith('node_modules') })
   }
   symlinkSync(join(ROOT, 'node_modules'), join(copy, 'node_modules'), 'dir')
@@ -77,6 +77,23 @@ t.test('the build serves only the agents whose sources are there: a deleted and 
     const { stderr } = await run(process.execPath, ['--enable-source-maps', '--input-type=module', '-e', `import { loadConfig } from ${JSON.stringify(pathToFileURL(join(copy, 'dist/src/config.js')).href)}; try { loadConfig({ PORT: 'abc' }) } catch (err) { console.error(err.stack) }`], { cwd: copy })
     t.match(stderr, /src\/config\.ts:\d+:\d+/, 'src/config.ts:<line>:<column>')
     t.notMatch(stderr, /dist\/src\/config\.js/)
+  })
+
+  await t.test('a build on an unchanged tree compiles nothing (a second npm start is quick); a changed source is compiled again, a deleted one leaves nothing', async (t) => {
+    const outputs = ['dist/src/app.js', 'dist/agents/echo-renamed/index.js', 'client/dist/index.js'].map((file) => join(copy, file))
+    const before = outputs.map((file) => statSync(file).mtimeMs)
+    const again = await run('npm', ['run', 'build', '--', '--verbose'], { cwd: copy, env: { ...process.env, npm_config_loglevel: 'error' } })
+    t.match(again.stdout + again.stderr, /is up to date/, 'tsc -b found both projects up to date')
+    t.notMatch(again.stdout + again.stderr, /Building project/)
+    t.same(outputs.map((file) => statSync(file).mtimeMs), before, 'and wrote nothing')
+
+    const source = join(copy, 'agents/echo-renamed/index.ts')
+    writeFileSync(source, readFileSync(source, 'utf8').replace(/^/, '// the compiled copy must say this: changed-after-a-build\n'))
+    rmSync(join(copy, 'agents/summarize'), { recursive: true })
+    await run('npm', ['run', 'build'], { cwd: copy, env: { ...process.env, npm_config_loglevel: 'error' } })
+    t.match(readFileSync(join(copy, 'dist/agents/echo-renamed/index.js'), 'utf8'), 'changed-after-a-build', 'the changed agent was compiled again')
+    t.notOk(existsSync(join(copy, 'dist/agents/summarize')), 'the agent deleted after a build is gone from it')
+    t.ok(existsSync(join(copy, 'dist/src/app.js')))
   })
 })
 
