@@ -30,6 +30,7 @@ import a2aClient from './plugins/a2a-client.js'
 import runs from './plugins/runs.js'
 import tasks from './plugins/tasks.js'
 import a2aPush from './plugins/a2a-push.js'
+import homeRoutes from './routes/home.js'
 import healthRoutes from './routes/health.js'
 import metricsRoutes from './routes/metrics.js'
 import agentRoutes from './routes/v1/agents.js'
@@ -138,6 +139,7 @@ async function register (app: FastifyInstance, config: Config, tracerProvider: T
   await app.register(tasks)
   await app.register(a2aPush)
 
+  await app.register(homeRoutes)
   await app.register(healthRoutes)
   await app.register(metricsRoutes)
   await app.register(agentRoutes)
