@@ -1,4 +1,5 @@
-// The playground: pick an agent, fill its inputs, watch the run live, cancel it, reload and resume it.
+// The playground: pick an agent and capability, fill its inputs, watch the run live, cancel it,
+// reload and resume it; the session and what was typed survive a reload (sessionStorage).
 // Everything goes through the TypeScript client (client/, served at /playground/client/); markdown
 // is rendered with marked and sanitised with DOMPurify before it touches the page.
 import { AgentHostClient, buildEnvelope } from '/playground/client/index.js'
@@ -8,9 +9,11 @@ import DOMPurify from 'dompurify'
 const $ = (id) => document.getElementById(id)
 const RUN_KEY = 'agent-host.playground.run'
 const KEY_KEY = 'agent-host.playground.apiKey'
+const FORM_KEY = 'agent-host.playground.form'
+const SESSION_KEY = 'agent-host.playground.session'
 const MAX_SAVED_PACKETS = 5000
 
-const state = { agents: [], controller: undefined, run: undefined, rawJson: false, saveTimer: undefined }
+const state = { agents: [], controller: undefined, run: undefined, rawJson: false, saveTimer: undefined, sessionId: undefined }
 
 function client () {
   const apiKey = $('api-key').value.trim()
@@ -32,10 +35,24 @@ function describe (err) {
 
 // --- the request: agents, a form from the capability's inputs schema, or raw JSON ---
 
-function capability () {
-  const agent = state.agents.find((a) => a.metadata.id === $('agent').value)
-  return agent?.capabilities[0]
+function agent () {
+  return state.agents.find((a) => a.metadata.id === $('agent').value)
 }
+
+function capability () {
+  const capabilities = agent()?.capabilities ?? []
+  return capabilities.find((c) => c.name === $('capability').value) ?? capabilities[0]
+}
+
+/** The capability menu of the chosen agent, shown only when it has several. */
+function renderCapabilities () {
+  const capabilities = agent()?.capabilities ?? []
+  $('capability').replaceChildren(...capabilities.map((c) => new Option(`${c.name} — ${c.description}`, c.name)))
+  $('capability-box').hidden = capabilities.length < 2
+}
+
+// CAP.md §3: every capability answers in either mode (Accept decides); its delivery_mode is the default
+const defaultMode = (cap) => cap?.delivery_mode === 'server_sent_events' ? 'sse' : 'json'
 
 function field (name, schema, required) {
   const label = document.createElement('label')
@@ -81,8 +98,58 @@ function renderForm () {
   for (const [name, prop] of Object.entries(properties)) form.append(field(name, prop, required.has(name)))
   if (Object.keys(properties).length === 0) form.append(Object.assign(document.createElement('p'), { className: 'hint', textContent: 'This capability declares no fields: use Raw JSON.' }))
   $('inputs-json').value = JSON.stringify(formValues(), null, 2)
-  const mode = cap?.delivery_mode === 'json' ? 'json' : 'sse'
+  const mode = defaultMode(cap)
   document.querySelector(`input[name=mode][value=${mode}]`).checked = true
+  for (const input of document.querySelectorAll('input[name=mode]')) input.parentElement.querySelector('.mode-default').textContent = input.value === mode ? ' (the default)' : ''
+}
+
+function chooseAgent () {
+  renderCapabilities()
+  renderForm()
+}
+
+// --- what was typed, and the session: kept for this tab, so that a reload shows them again ---
+
+function saveForm () {
+  const fields = {}
+  for (const input of $('inputs-form').querySelectorAll('[name]')) fields[input.name] = input.type === 'checkbox' ? input.checked : input.value
+  sessionStorage.setItem(FORM_KEY, JSON.stringify({
+    agent: $('agent').value,
+    capability: $('capability').value,
+    fields,
+    json: $('inputs-json').value,
+    raw: state.rawJson,
+    mode: document.querySelector('input[name=mode]:checked').value,
+    keepSession: $('keep-session').checked
+  }))
+}
+
+function restoreForm () {
+  const saved = JSON.parse(sessionStorage.getItem(FORM_KEY) ?? 'null')
+  if (saved === null || !state.agents.some((a) => a.metadata.id === saved.agent)) return
+  $('agent').value = saved.agent
+  renderCapabilities()
+  if (agent().capabilities.some((c) => c.name === saved.capability)) $('capability').value = saved.capability
+  renderForm()
+  for (const input of $('inputs-form').querySelectorAll('[name]')) {
+    const value = saved.fields?.[input.name]
+    if (value === undefined) continue
+    if (input.type === 'checkbox') input.checked = value === true
+    else input.value = value
+  }
+  showTab(saved.raw === true)
+  if (typeof saved.json === 'string') $('inputs-json').value = saved.json
+  const mode = document.querySelector(`input[name=mode][value=${saved.mode}]`)
+  if (mode !== null) mode.checked = true
+  $('keep-session').checked = saved.keepSession !== false
+}
+
+/** The session the next run continues (`undefined`: a new one), shown with its id. */
+function setSession (sessionId) {
+  state.sessionId = sessionId
+  if (sessionId === undefined) sessionStorage.removeItem(SESSION_KEY)
+  else sessionStorage.setItem(SESSION_KEY, sessionId)
+  $('session-id').textContent = sessionId ?? 'a new one at the next run'
 }
 
 function formValues () {
@@ -237,6 +304,7 @@ async function follow (envelope, resumeFrom) {
   try {
     const packets = client().stream(envelope, { signal: state.controller.signal, ...(resumeFrom !== undefined ? { resumeFrom } : {}), onResume: (cursor, attempt) => { setStatus(`Connection lost; resuming after ${cursor} (attempt ${attempt})…`) } })
     for await (const packet of packets) {
+      if (packet.op === 'CLOSE' && packet.p !== 'done') state.run.closed ??= packet.p
       if (state.run.packets.length < MAX_SAVED_PACKETS) state.run.packets.push(packet)
       state.run.cursor = `${packet.stream_id}:${packet.seq}`
       render(packet)
@@ -244,7 +312,7 @@ async function follow (envelope, resumeFrom) {
       setStatus(`Running ${envelope.request_id}: ${state.run.packets.length} packets`)
     }
     state.run.done = true
-    setStatus(`Done: ${state.run.packets.length} packets`, 'ok')
+    ended(`${state.run.packets.length} packets`)
   } catch (err) {
     setStatus(describe(err), 'failed')
   } finally {
@@ -253,14 +321,31 @@ async function follow (envelope, resumeFrom) {
   }
 }
 
+/** The status of a run that ended: done, or closed early (cancelled, shut down, aborted), which is no success. */
+function ended (what) {
+  const reason = state.run.closed ?? (state.run.cancelRequested ? 'cancelled' : undefined)
+  if (reason === undefined) setStatus(`Done: ${what}`, 'ok')
+  else if (reason === 'cancelled') setStatus(`Cancelled: ${what}`, 'cancelled')
+  else setStatus(`Closed (${reason}): ${what}`, 'failed')
+}
+
 async function run () {
   let envelope
   try {
-    envelope = buildEnvelope({ agentId: $('agent').value, input: inputs() })
+    const cap = capability()
+    const keep = $('keep-session').checked && state.sessionId !== undefined
+    envelope = buildEnvelope({
+      agentId: $('agent').value,
+      input: inputs(),
+      ...(cap !== undefined ? { metadata: { capability: cap.name } } : {}),
+      ...(keep ? { sessionId: state.sessionId } : {})
+    })
   } catch (err) {
     setStatus(`Inputs: ${describe(err)}`, 'failed')
     return
   }
+  setSession(envelope.context.session_id)
+  saveForm()
   resetOutput()
   state.run = { envelope, packets: [], cursor: undefined, done: false }
   const mode = document.querySelector('input[name=mode]:checked').value
@@ -276,7 +361,7 @@ async function run () {
     const answer = await client().assist(envelope, { signal: state.controller.signal })
     $('answer').textContent = JSON.stringify(answer, null, 2)
     $('answer-box').open = true
-    setStatus('Done', 'ok')
+    ended('the JSON answer')
   } catch (err) {
     setStatus(describe(err), 'failed')
   } finally {
@@ -289,7 +374,10 @@ async function cancel () {
   if (requestId === undefined) return
   try {
     await client().cancel(requestId)
-    setStatus(`Cancelled ${requestId}`)
+    state.run.cancelRequested = true
+    // the run's end says "Cancelled"; until then, say that it is asked
+    if (!$('run').disabled) return
+    setStatus(`Cancelling ${requestId}…`, 'cancelled')
   } catch (err) {
     // a JSON run, or a run that already ended: stop waiting for it here
     state.controller?.abort()
@@ -309,14 +397,21 @@ async function resumeSaved () {
 
 async function start () {
   $('api-key').value = sessionStorage.getItem(KEY_KEY) ?? ''
-  $('api-key').addEventListener('change', () => { sessionStorage.setItem(KEY_KEY, $('api-key').value.trim()); loadAgents().catch(fail) })
-  $('agent').addEventListener('change', renderForm)
-  $('tab-form').addEventListener('click', () => { showTab(false) })
-  $('tab-json').addEventListener('click', () => { showTab(true) })
+  // a session belongs to the key that started it: another key starts its own
+  $('api-key').addEventListener('change', () => { sessionStorage.setItem(KEY_KEY, $('api-key').value.trim()); setSession(undefined); loadAgents().catch(fail) })
+  $('agent').addEventListener('change', chooseAgent)
+  $('capability').addEventListener('change', renderForm)
+  $('tab-form').addEventListener('click', () => { showTab(false); saveForm() })
+  $('tab-json').addEventListener('click', () => { showTab(true); saveForm() })
+  $('request').addEventListener('input', saveForm)
+  $('request').addEventListener('change', saveForm)
+  $('new-session').addEventListener('click', () => { setSession(undefined) })
   $('run').addEventListener('click', () => { run().catch(fail) })
   $('cancel').addEventListener('click', () => { cancel().catch(fail) })
   addEventListener('pagehide', () => { save(true) })
+  setSession(sessionStorage.getItem(SESSION_KEY) ?? undefined)
   await loadAgents()
+  restoreForm()
   await resumeSaved()
 }
 
@@ -329,10 +424,10 @@ async function loadAgents () {
   }
   const select = $('agent')
   const chosen = select.value
-  select.replaceChildren(...state.agents.map((a) => new Option(`${a.metadata.name} — ${a.capabilities[0]?.description ?? ''}`, a.metadata.id)))
+  select.replaceChildren(...state.agents.map((a) => new Option(`${a.metadata.name} — ${a.capabilities.length > 1 ? `${a.capabilities.length} capabilities` : a.capabilities[0]?.description ?? ''}`, a.metadata.id)))
   if (state.agents.some((a) => a.metadata.id === chosen)) select.value = chosen
   // the same agent again (a new key): keep what was typed
-  if (select.value !== chosen || $('inputs-form').childElementCount === 0) renderForm()
+  if (select.value !== chosen || $('inputs-form').childElementCount === 0) chooseAgent()
   setStatus(`${state.agents.length} agents`)
   document.body.dataset.ready = 'true'
 }

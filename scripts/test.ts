@@ -34,6 +34,7 @@ export const HEAVY = [
   'test/assist/{lease-recovery,orphan-follow,paused-owner,shutdown-stuck-agent,foreign-lock,join-race}.test.ts',
   'test/tools/{calls,tools-guide,servers-file}.test.ts',
   'test/bus/bus-http.test.ts',
+  'test/plugins/swagger-ui.test.ts',
   'test/measure/preload.test.ts'
 ]
 

@@ -26,6 +26,38 @@ function withGenericErrors (response: Record<string, unknown>, scope: string | u
   return out
 }
 
+/** A request as Swagger UI hands it to its `requestInterceptor`. */
+export interface SwaggerRequest { url?: string, method?: string, headers?: Record<string, string>, body?: unknown }
+
+/**
+ * Swagger UI's `requestInterceptor`: on `POST /v1/assist`, a body whose `request_id` is the
+ * example's placeholder (`ASSIST_EXAMPLE.request_id`) is sent with a new random one, so that each
+ * *Execute* is a new run: the same id again would replay the first answer, and an edited query with
+ * it would be a 409. An id the user typed is sent as it is, and so is a resume (`Last-Event-ID`),
+ * which must repeat its envelope. Swagger UI gets this function as source text and runs it in the
+ * page, so it closes over nothing (the placeholder is written out; a test checks it is the example's).
+ */
+export function freshRequestId (request: SwaggerRequest): SwaggerRequest {
+  const placeholder = '0c6f4e2a-9b1d-4f3e-8a57-2d9e6b1c4a01'
+  if (request.method?.toUpperCase() !== 'POST' || !/\/v1\/assist(?:[?#]|$)/.test(request.url ?? '') || typeof request.body !== 'string') return request
+  if (Object.keys(request.headers ?? {}).some((name) => name.toLowerCase() === 'last-event-id')) return request
+  let body: { request_id?: unknown }
+  try {
+    body = JSON.parse(request.body) as { request_id?: unknown }
+  } catch {
+    return request
+  }
+  if (body === null || typeof body !== 'object' || body.request_id !== placeholder) return request
+  // crypto.randomUUID exists only in secure contexts; /docs may be served over plain HTTP to another host
+  const bytes = crypto.getRandomValues(new Uint8Array(16))
+  bytes[6] = ((bytes[6] as number) & 0x0f) | 0x40
+  bytes[8] = ((bytes[8] as number) & 0x3f) | 0x80
+  const hex = Array.from(bytes, (b) => b.toString(16).padStart(2, '0')).join('')
+  body.request_id = `${hex.slice(0, 8)}-${hex.slice(8, 12)}-${hex.slice(12, 16)}-${hex.slice(16, 20)}-${hex.slice(20)}`
+  request.body = JSON.stringify(body)
+  return request
+}
+
 /**
  * The OpenAPI 3.1 document at `/openapi.json` (and `/docs/json`), and Swagger UI at `/docs`.
  *
@@ -90,7 +122,7 @@ async function docs (app: FastifyInstance): Promise<void> {
       return doc as never
     }
   })
-  await app.register(swaggerUi, { routePrefix: '/docs' })
+  await app.register(swaggerUi, { routePrefix: '/docs', uiConfig: { requestInterceptor: freshRequestId } })
   app.get('/openapi.json', { schema: { hide: true } }, async () => app.swagger())
 }
 

@@ -110,7 +110,8 @@ export const EXAMPLE_SESSION_ID = '3f9c2a71-5b8e-4d0c-9a12-6e4b7d8c0f21'
 /**
  * The example envelope of `POST /v1/assist`, which Swagger UI pre-fills: it asks the echo agent,
  * so that *Try it out* → *Execute* answers 200 (in JSON and in SSE mode). Sent again unchanged it
- * joins (replays) the same run; changed, it needs a new `request_id`.
+ * joins (replays) the same run; changed, it needs a new `request_id`. Swagger UI replaces this
+ * `request_id` with a new one on each *Execute* (`plugins/swagger.ts:freshRequestId`).
  */
 export const ASSIST_EXAMPLE = {
   request_id: '0c6f4e2a-9b1d-4f3e-8a57-2d9e6b1c4a01',
@@ -190,7 +191,7 @@ const ASSIST_DESCRIPTION = [
   '',
   '**JSON or SSE** (CAP.md §3): the agent\'s capability decides by its `delivery_mode` (`request_response`: JSON, `server_sent_events`: SSE), unless the `Accept` header names exactly one of `application/json` and `text/event-stream`. In Swagger UI, the *Media type* list of the 200 response below sets `Accept` (until you pick one it sends `Accept: */*`, and the agent\'s mode applies).',
   '',
-  '**Try it out**: the example asks the bundled echo agent and answers 200. A `request_id` names one run: executing the same body again replays that run\'s answer, and a changed body with the same `request_id` is a 409, so change `request_id` (any new UUID) whenever you change the question. With AUTH_MODE=apikey or jwt, *Authorize* first; a session belongs to the key that started it (another key gets 404 for it).',
+  '**Try it out**: the example asks the bundled echo agent and answers 200. A `request_id` names one run: the same body again replays that run\'s answer, and a changed body with the same `request_id` is a 409. So Swagger UI sends the example\'s placeholder `request_id` as a new random one on each *Execute* (each try is a new run, edited or not); a `request_id` you type in is sent as it is. With AUTH_MODE=apikey or jwt, *Authorize* first; a session belongs to the key that started it (another key gets 404 for it).',
   '',
   '**Streams**: Swagger UI reads the whole response before it shows it, so in SSE mode you see the packets only once the stream ends. To watch them arrive, use the playground at [/playground](/playground), or `curl -N -H \'content-type: application/json\' -H \'accept: text/event-stream\' -d @envelope.json http://127.0.0.1:3000/v1/assist`. To resume a cut stream, send the same envelope again with `Last-Event-ID`.'
 ].join('\n')

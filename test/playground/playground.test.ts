@@ -1,48 +1,38 @@
 import t, { type Test } from 'tap'
 import { execFileSync } from 'node:child_process'
 import { randomUUID } from 'node:crypto'
-import { existsSync, mkdirSync, mkdtempSync, rmSync } from 'node:fs'
+import { mkdirSync, mkdtempSync, rmSync } from 'node:fs'
 import { tmpdir } from 'node:os'
 import { join } from 'node:path'
 import { createServer } from 'node:http'
 import { once } from 'node:events'
 import { fileURLToPath, pathToFileURL } from 'node:url'
 import Fastify from 'fastify'
-import { chromium, type Browser, type Page } from 'playwright-core'
+import type { Browser, Page } from 'playwright-core'
 import { loadConfig } from '../../src/config.js'
 import errorHandler from '../../src/plugins/error-handler.js'
 import playgroundRoutes, { clientDir } from '../../src/routes/playground.js'
 import type { StreamPacket } from '../../src/protocol/packets.js'
 import { docBlocks } from '../docs/doc-blocks.js'
+import { launchBrowser, openPage, skipWithoutBrowser } from '../browser.js'
 import { AGENTS, build, FIXTURE_AGENTS_DIR, listen, SCRIPTED } from '../helper.js'
 
+/** The fixture agent with two capabilities, `inspect` and `strict` (test/fixtures/agents/inspect). */
+const INSPECT = 'f0000000-0000-4000-8000-000000000001'
+
 const ROOT = fileURLToPath(new URL('../..', import.meta.url))
-const CHROMIUM = process.env.CHROMIUM_PATH ?? '/usr/bin/chromium'
-// CI installs Debian's chromium (.ci/run); elsewhere say what is missing instead of failing
-const skip = existsSync(CHROMIUM) || process.env.CI !== undefined ? false : `no browser at ${CHROMIUM} (apt-get install -y chromium)`
+const skip = skipWithoutBrowser
 
 let browser: Browser | undefined
 t.before(async () => {
   if (skip !== false) return
   // the page runs the built client (client/dist), as `npm start` serves it
   execFileSync(process.execPath, [fileURLToPath(import.meta.resolve('typescript/bin/tsc')), '-p', 'client/tsconfig.json'], { cwd: ROOT, stdio: 'inherit' })
-  browser = await chromium.launch({ executablePath: CHROMIUM, headless: true, args: ['--no-sandbox', '--disable-gpu', '--disable-background-networking'] })
+  browser = await launchBrowser()
 })
 t.teardown(async () => { await browser?.close() })
 
-/** A fresh page that records every request it makes and every console error. */
-async function open (t: Test, url: string): Promise<{ page: Page, requests: string[], errors: string[] }> {
-  const context = await (browser as Browser).newContext()
-  t.teardown(async () => { await context.close() })
-  const page = await context.newPage()
-  const requests: string[] = []
-  const errors: string[] = []
-  page.on('request', (r) => { requests.push(r.url()) })
-  page.on('console', (m) => { if (m.type() === 'error') errors.push(m.text()) })
-  page.on('pageerror', (e) => { errors.push(e.message) })
-  await page.goto(url)
-  return { page, requests, errors }
-}
+const open = async (t: Test, url: string): ReturnType<typeof openPage> => await openPage(t, browser as Browser, url)
 
 async function choose (page: Page, agentId: string, inputs: Record<string, unknown>): Promise<void> {
   await page.waitForSelector('body[data-ready=true]')
@@ -62,6 +52,16 @@ function assertNoGapNoDuplicate (t: Test, packets: StreamPacket[]): void {
   for (const p of packets) seqs.set(p.stream_id, [...(seqs.get(p.stream_id) ?? []), p.seq])
   for (const [id, list] of seqs) t.same(list, list.map((_, i) => i + 1), `stream ${id.slice(0, 8)}: seq 1..${list.length}`)
 }
+
+/** Runs once and waits for the run to end; the JSON answer when the run was in JSON mode. */
+async function runToEnd (page: Page): Promise<{ request_id: string, output: Record<string, unknown> } | undefined> {
+  await page.click('#run')
+  await page.waitForSelector('#run:not([disabled])')
+  const answer = await page.locator('#answer').textContent() ?? ''
+  return answer === '' ? undefined : JSON.parse(answer)
+}
+
+const UUID = /^[0-9a-f]{8}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{12}$/
 
 const words = (n: number): string => Array.from({ length: n }, (_, i) => `w${i + 1}`).join(' ')
 
@@ -91,23 +91,101 @@ t.test('a run is cancelled from the page: its streams close "cancelled" and the 
   await choose(page, AGENTS.echoStream, { query: words(40), delay_ms: 200 })
   await page.click('#run')
   await page.locator('article.stream:nth-child(2) .delta', { hasText: 'w2' }).waitFor()
+  const cancelled = page.waitForResponse((r) => r.url().endsWith('/cancel'))
   await page.click('#cancel')
   await page.waitForSelector('article.stream:first-child[data-closed=cancelled]')
   t.ok((await streamText(page, 'Echo Response')).split(' ').length < 40, 'it stopped early')
+  await page.waitForSelector('#run:not([disabled])')
   t.equal(await page.locator('#cancel').isDisabled(), true)
+  await cancelled
+  // regression: the stream ended (closed "cancelled") and the status said "Done", in green
+  t.match(await page.locator('#status').textContent(), /^Cancelled/, 'the status says the run was cancelled')
+  t.equal(await page.locator('#status').getAttribute('class'), 'cancelled', 'not styled as a success')
 })
 
 t.test('a reload in the middle of a run resumes it: every word once, in order', { skip }, async (t) => {
   const { url } = await listen(t, { WORKERS_PER_TYPE: '0' })
   const { page, errors } = await open(t, `${url}/playground/`)
   await choose(page, AGENTS.echoStream, { query: words(15), delay_ms: 150 })
+  t.not(await page.locator('#agent option').first().getAttribute('value'), AGENTS.echoStream, 'echo-stream is not the agent a fresh page shows')
   await page.click('#run')
   await page.locator('article.stream:nth-child(2) .delta', { hasText: 'w3' }).waitFor()
+  const session = await page.locator('#session-id').textContent()
   await page.reload()
   await page.waitForSelector('article.stream:nth-child(2)[data-closed=done]', { timeout: 30_000 })
   t.equal(await streamText(page, 'Echo Response'), words(15) + ' ')
   t.match(await page.locator('#status').textContent(), /Done/)
   assertNoGapNoDuplicate(t, await packetsOf(page))
+  // regression: the run resumed, but the menu showed the first agent and its empty inputs
+  t.equal(await page.locator('#agent').inputValue(), AGENTS.echoStream, 'the agent is the one that ran')
+  t.equal(await page.locator('#tab-json').getAttribute('aria-selected'), 'true', 'still on Raw JSON')
+  t.same(JSON.parse(await page.locator('#inputs-json').inputValue()), { query: words(15), delay_ms: 150 }, 'the inputs are the ones typed')
+  t.equal(await page.locator('#session-id').textContent(), session, 'the session is the same')
+  t.same(errors, [])
+})
+
+t.test('the answer mode follows the capability: JSON for a request_response agent, a stream for a server_sent_events one', { skip }, async (t) => {
+  const { url } = await listen(t, { WORKERS_PER_TYPE: '0' })
+  const { page } = await open(t, `${url}/playground/`)
+  await page.waitForSelector('body[data-ready=true]')
+  const mode = async (): Promise<string | null> => await page.locator('input[name=mode]:checked').getAttribute('value')
+  // regression: the page tested delivery_mode === 'json', which no manifest says, so echo was offered as a stream
+  await page.selectOption('#agent', AGENTS.echo)
+  t.equal(await mode(), 'json', 'echo (request_response) answers in JSON by default')
+  t.match(await page.locator('label', { has: page.locator('input[name=mode][value=json]') }).textContent(), /default/, 'and JSON is marked as its default')
+  await page.selectOption('#agent', AGENTS.echoStream)
+  t.equal(await mode(), 'sse', 'echo-stream (server_sent_events) streams by default')
+  t.match(await page.locator('label', { has: page.locator('input[name=mode][value=sse]') }).textContent(), /default/)
+  t.notMatch(await page.locator('label', { has: page.locator('input[name=mode][value=json]') }).textContent(), /default/)
+})
+
+t.test('the session is kept across runs (session memory works), New session starts another, and unkept every run has its own', { skip }, async (t) => {
+  const { url } = await listen(t, { WORKERS_PER_TYPE: '0' })
+  const { page, errors } = await open(t, `${url}/playground/`)
+  await choose(page, AGENTS.echo, { query: 'again' })
+  await page.check('input[name=mode][value=json]')
+  t.equal(await page.locator('#keep-session').isChecked(), true, 'kept by default')
+  // echo counts its calls in the session: 1, 2 in one session, 1 in a new one
+  t.match(await runToEnd(page), { output: { echo: 'again', calls: 1 } })
+  const first = await page.locator('#session-id').textContent() ?? ''
+  t.match(first, UUID, 'the session id is shown')
+  t.match(await runToEnd(page), { output: { calls: 2 } }, 'the second run continued the session')
+  t.equal(await page.locator('#session-id').textContent(), first)
+  await page.click('#new-session')
+  t.match(await runToEnd(page), { output: { calls: 1 } }, 'New session: a new conversation')
+  const second = await page.locator('#session-id').textContent() ?? ''
+  t.match(second, UUID)
+  t.not(second, first)
+  await page.uncheck('#keep-session')
+  t.match(await runToEnd(page), { output: { calls: 1 } }, 'not kept: a new session each run')
+  t.not(await page.locator('#session-id').textContent(), second)
+  t.same(errors, [])
+})
+
+t.test('an agent with several capabilities: the user chooses one, and a reload keeps the agent, capability, inputs and session', { skip }, async (t) => {
+  const { url } = await listen(t, { WORKERS_PER_TYPE: '0', AGENTS_DIR: FIXTURE_AGENTS_DIR })
+  const { page, errors } = await open(t, `${url}/playground/`)
+  await page.waitForSelector('body[data-ready=true]')
+  await page.selectOption('#agent', INSPECT)
+  t.same(await page.locator('#capability option').evaluateAll((options) => options.map((o) => (o as { value: string }).value)), ['inspect', 'strict'], 'both capabilities are offered')
+  await page.selectOption('#capability', 'strict')
+  t.same(await page.locator('#inputs-form [name]').evaluateAll((inputs) => inputs.map((i) => (i as { name: string }).name)), ['query', 'bad'], 'the form is the chosen capability\'s')
+  await page.click('#tab-json')
+  await page.fill('#inputs-json', JSON.stringify({ query: 'chosen' }))
+  t.match(await runToEnd(page), { output: { ok: true } }, 'the run used the chosen capability (inspect would have answered the request)')
+  const session = await page.locator('#session-id').textContent()
+  await page.click('#tab-form')
+  await page.fill('#inputs-form [name=query]', 'typed after the run')
+  await page.check('#inputs-form [name=bad]')
+  await page.reload()
+  await page.waitForSelector('body[data-ready=true]')
+  t.equal(await page.locator('#agent').inputValue(), INSPECT)
+  t.equal(await page.locator('#capability').inputValue(), 'strict')
+  t.equal(await page.locator('#inputs-form [name=query]').inputValue(), 'typed after the run')
+  t.equal(await page.locator('#inputs-form [name=bad]').isChecked(), true)
+  t.equal(await page.locator('#session-id').textContent(), session)
+  await page.selectOption('#agent', SCRIPTED)
+  t.equal(await page.locator('#capability').isVisible(), false, 'one capability: no menu')
   t.same(errors, [])
 })
 
@@ -115,6 +193,7 @@ t.test('markdown from an agent is rendered and sanitised', { skip }, async (t) =
   const { url } = await listen(t, { WORKERS_PER_TYPE: '0', AGENTS_DIR: FIXTURE_AGENTS_DIR })
   const { page } = await open(t, `${url}/playground/`)
   await choose(page, SCRIPTED, { script: [{ op: 'markdown', content: '**bold** and <img src="x" onerror="window.pwned = 1"> <script>window.pwned = 2</script> [link](javascript:window.pwned=3)' }] })
+  await page.check('input[name=mode][value=sse]') // the scripted agent answers in JSON by default
   await page.click('#run')
   await page.waitForSelector('article.stream[data-closed=done]')
   const block = page.locator('.markdown')

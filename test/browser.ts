@@ -1,0 +1,28 @@
+import { existsSync } from 'node:fs'
+import type { Test } from 'tap'
+import { chromium, type Browser, type Page } from 'playwright-core'
+
+/** Debian's chromium (CI installs it: .ci/run); playwright-core drives it and never downloads one. */
+export const CHROMIUM = process.env.CHROMIUM_PATH ?? '/usr/bin/chromium'
+
+/** A page test's `skip`: outside CI, a machine without the browser says what is missing instead of failing. */
+export const skipWithoutBrowser: string | false = existsSync(CHROMIUM) || process.env.CI !== undefined ? false : `no browser at ${CHROMIUM} (apt-get install -y chromium)`
+
+/** One headless browser for a whole test file (a launch costs a second or more of CPU). */
+export async function launchBrowser (): Promise<Browser> {
+  return await chromium.launch({ executablePath: CHROMIUM, headless: true, args: ['--no-sandbox', '--disable-gpu', '--disable-background-networking'] })
+}
+
+/** A fresh page in a context of its own that records every request it makes and every console error. */
+export async function openPage (t: Test, browser: Browser, url: string): Promise<{ page: Page, requests: string[], errors: string[] }> {
+  const context = await browser.newContext()
+  t.teardown(async () => { await context.close() })
+  const page = await context.newPage()
+  const requests: string[] = []
+  const errors: string[] = []
+  page.on('request', (r) => { requests.push(r.url()) })
+  page.on('console', (m) => { if (m.type() === 'error') errors.push(m.text()) })
+  page.on('pageerror', (e) => { errors.push(e.message) })
+  await page.goto(url)
+  return { page, requests, errors }
+}
