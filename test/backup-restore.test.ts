@@ -1,5 +1,5 @@
 import t from 'tap'
-import { execFile, execFileSync } from 'node:child_process'
+import { execFile } from 'node:child_process'
 import { randomBytes, randomUUID } from 'node:crypto'
 import { chmodSync, copyFileSync, existsSync, mkdirSync, readdirSync, readFileSync, writeFileSync } from 'node:fs'
 import { join } from 'node:path'
@@ -10,6 +10,7 @@ import pg from 'pg'
 import { main, type CommandIo } from '../src/commands.js'
 import type { BackupManifest } from '../src/backup.js'
 import { openDatabase } from '../src/storage/database.js'
+import { needsPrograms } from './host-programs.js'
 import { harnessFreeEnv } from './child-env.js'
 import { docBlocks } from './docs/doc-blocks.js'
 import { AGENTS, build, envelope, tempDataDir } from './helper.js'
@@ -25,7 +26,7 @@ import { until } from './socket.js'
 // check; and its PostgreSQL blocks against a test database.
 
 const ROOT = fileURLToPath(new URL('..', import.meta.url))
-const hasSqlite3 = ((): boolean => { try { execFileSync('sqlite3', ['--version']); return true } catch { return false } })()
+const noSqlite3 = needsPrograms(['sqlite3'])
 
 /** A folder whose `agent-host` runs this checkout's command line as the test's own processes do: the guide's commands run as written. */
 function agentHostOnPath (scratch: string): string {
@@ -109,7 +110,7 @@ t.test('a backup taken under load restores: the audit chain verifies, every answ
   const ended = performance.now()
   t.equal(backup.code, 0, `the guide's backup command: ${backup.stderr}`)
   t.ok(answers.some((a) => a.at > began && a.at < ended), 'requests were answered while the backup ran')
-  if (hasSqlite3) {
+  if (noSqlite3 === false) {
     const [handBlock] = docBlocks('docs/backups.md', '### By hand')
     const handBegan = performance.now()
     const hand = await bash(handBlock as string, scratch, shell)
@@ -121,7 +122,7 @@ t.test('a backup taken under load restores: the audit chain verifies, every answ
     copy.close()
     t.same(answers.filter((a) => a.at < handBegan && !held.has(a.body.request_id)).map((a) => a.body.request_id), [], 'the copy by hand holds every answer acknowledged before it')
   } else {
-    t.comment('SKIPPED the guide\'s backup by hand: no sqlite3 (apt-get install -y sqlite3)')
+    t.comment(`the guide's backup by hand: ${noSqlite3}`)
   }
   halt.abort()
   await load

@@ -1,12 +1,12 @@
-import { existsSync } from 'node:fs'
 import type { Test } from 'tap'
 import { chromium, type Browser, type Page } from 'playwright-core'
+import { needsPrograms } from './host-programs.js'
 
 /** Debian's chromium (CI installs it: .ci/run); playwright-core drives it and never downloads one. */
 export const CHROMIUM = process.env.CHROMIUM_PATH ?? '/usr/bin/chromium'
 
-/** A page test's `skip`: outside CI, a machine without the browser says what is missing instead of failing. */
-export const skipWithoutBrowser: string | false = existsSync(CHROMIUM) || process.env.CI !== undefined ? false : `no browser at ${CHROMIUM} (apt-get install -y chromium)`
+/** A page test's `skip`: a machine without the browser says what is missing instead of failing (test/host-programs.ts). */
+export const skipWithoutBrowser: string | false = needsPrograms(['chromium'], { ...process.env, CHROMIUM_PATH: CHROMIUM })
 
 /** One headless browser for a whole test file (a launch costs a second or more of CPU). */
 export async function launchBrowser (): Promise<Browser> {

@@ -1,9 +1,10 @@
 import t from 'tap'
-import { execFileSync, spawn } from 'node:child_process'
+import { spawn } from 'node:child_process'
 import { existsSync, mkdirSync, mkdtempSync, rmSync } from 'node:fs'
 import { tmpdir } from 'node:os'
 import { join } from 'node:path'
 import { fileURLToPath } from 'node:url'
+import { needsPrograms } from '../host-programs.js'
 import { startServer } from '../server-child.js'
 import { until } from '../socket.js'
 import { docBlocks } from './doc-blocks.js'
@@ -13,9 +14,7 @@ import { docBlocks } from './doc-blocks.js'
 // writes and edits lands there and not in this repository's agents/.
 
 const ROOT = fileURLToPath(new URL('../../', import.meta.url))
-const hasJq = ((): boolean => { try { execFileSync('jq', ['--version']); return true } catch { return false } })()
-// CI installs jq (.ci/run); elsewhere say what is missing instead of failing
-const skip = hasJq || process.env.CI !== undefined ? false : 'no jq (apt-get install -y jq)'
+const skip = needsPrograms(['jq'])
 
 /** The shell blocks of the walkthrough: the bus follower, then the steps. */
 function walkthrough (): { follow: string, steps: string } {
