@@ -81,13 +81,15 @@ const STYLES = [
 t.test('every style is made lint-clean and typed, and its generated test passes under tap', { timeout: 170_000 }, async (t) => {
   const dir = project(t)
   const made: string[] = []
+  let printed: string[] | undefined
   for (const style of STYLES) {
     const { code, out, err } = await scaffold(dir, ['agent', style.name, ...style.flags], { USER: 'ada' })
     t.equal(code, 0, err)
     const id = /id ([0-9a-f-]{36}):/.exec(out)?.[1]
     t.match(out, `made ${style.made}`)
     t.match(out, `agents/${style.name}/index.ts\n  test/agents/${style.name}.test.ts`)
-    t.match(out, `npx tap test/agents/${style.name}.test.ts`)
+    t.match(out, `npx tap --disable-coverage test/agents/${style.name}.test.ts`)
+    printed ??= /^ {2}npx tap (.*) test\/agents\//m.exec(out)?.[1]?.split(' ')
     t.match(out, style.name === 'number-stats' ? `curl -s http://127.0.0.1:3000/v1/tasks/${style.name}-1` : `"agent_id":"${id ?? 'no id printed'}"`, 'the curl calls the new agent')
     t.match(readFileSync(join(dir, 'agents', style.name, 'index.ts'), 'utf8'), style.name === 'number-stats' ? `readonly agentType = '${style.name}'` : `id: '${id ?? ''}'`)
     made.push(`test/agents/${style.name}.test.ts`)
@@ -101,7 +103,8 @@ t.test('every style is made lint-clean and typed, and its generated test passes 
   t.match(readFileSync(join(dir, 'test/agents/far-greeter.test.ts'), 'utf8'), 'new URL(\'../../lib/agents/\', import.meta.url)')
   made.push('test/agents/far-greeter.test.ts')
 
-  const tap = run('npx', ['tap', '--disable-coverage', '--reporter=tap', ...made], dir)
+  // the command the scaffold printed, as an author runs it (with the project's .taprc and its coverage gate)
+  const tap = run('npx', ['tap', ...(printed ?? []), '--reporter=tap', ...made], dir)
   const checked = typeCheck(dir, ['agents', 'lib', 'test/agents'])
   const lint = await new ESLint({ cwd: dir, overrideConfigFile: join(ROOT, 'eslint.config.js') }).lintFiles(['agents', 'lib', 'test/agents'])
   t.equal(checked.files.length, made.length * 2, `every generated file was typechecked: ${checked.files.join(', ')}`)
