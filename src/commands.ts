@@ -35,6 +35,7 @@ import { newAgent } from './scaffold.js'
 import { backupDataDir, backupRefusal, BACKUP_MANIFEST, type BackupManifest } from './backup.js'
 import type { Progress } from './terminal-progress.js'
 import pkg from '../package.json' with { type: 'json' }
+import { AH_ERR_KEY_NAME_AMBIGUOUS, AH_ERR_KEY_NAME_TAKEN } from './errors.js'
 
 export const USAGE = `usage: agent-host <command>
        agent-host --version | -v                print the version
@@ -64,7 +65,8 @@ commands:
                                                 expiry, state (active, expired, or revoked and when; never
                                                 the key); columns aligned on a terminal, tab-separated when
                                                 piped; --json: one JSON array
-  keys revoke ID|NAME                           revoke a key
+  keys revoke ID|NAME                           revoke a key, by its id or its name (a name is one key's
+                                                among those not revoked: keys create refuses a name taken)
                                                 (keys live in DATABASE_URL's database when it is set, else
                                                 in DATA_DIR's; every change is audited)
   new agent NAME [--stream | --task | --contract]
@@ -373,6 +375,10 @@ async function keys (sub: string | undefined, target: string | undefined, values
     if (revoked === 0) { io.err(`no active key with id or name "${target ?? ''}"`); return 1 }
     io.out(`revoked ${revoked} key(s)`)
     return 0
+  } catch (err) {
+    // a name already taken, or shared by keys made before names were unique: nothing changed, and the message says what to do
+    if (err instanceof AH_ERR_KEY_NAME_TAKEN || err instanceof AH_ERR_KEY_NAME_AMBIGUOUS) { io.err((err as Error).message); return 1 }
+    throw err
   } finally {
     await store.close()
   }
