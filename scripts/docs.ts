@@ -228,9 +228,11 @@ export function cliPage (): string {
     `For whoever administers an agent-host installation from a shell: the ${code(name)} command and its commands, which ` +
       'work on the same data as the server (its `DATA_DIR`, or its `DATABASE_URL`).',
     '## Running it',
-    `${code(name)} is the package's command (package.json's \`bin\`: ${code(path)}), built by \`npm run build\`. In the ` +
-      `project folder run \`npx ${name} <command>\`; anywhere else, and in the container image, \`node ${path} <command>\` ` +
-      `(for example \`docker exec <container> node ${path} keys list\`). It reads its settings from the environment as the ` +
+    `${code(name)} is the package's command (package.json's \`bin\`: ${code(path)}), built by \`npm run build\`. Run it ` +
+      `as \`node ${path} <command>\`, in the project folder as in the container image (for example \`docker exec <container> ` +
+      `node ${path} keys list\`): it starts at once, and SIGTERM or Ctrl-C reaches it, so a \`worker\` stops cleanly. Not ` +
+      `\`npx ${name}\`: in the project folder npx first installs the checkout into its cache (seconds for every command), and ` +
+      'it does not pass SIGTERM on, so a worker stopped through it is left running. It reads its settings from the environment as the ' +
       'server does, but not from `.env` ([configuration.md](configuration.md)). `--help` prints the usage below; no ' +
       'command, an unknown one or a malformed one prints it too and exits 2.',
     '## Usage',

@@ -34,8 +34,12 @@ import { SCOPES } from './auth/scopes.js'
 import { newAgent } from './scaffold.js'
 import { backupDataDir, backupRefusal, BACKUP_MANIFEST, type BackupManifest } from './backup.js'
 import type { Progress } from './terminal-progress.js'
+import pkg from '../package.json' with { type: 'json' }
+import { AH_ERR_KEY_NAME_AMBIGUOUS, AH_ERR_KEY_NAME_TAKEN } from './errors.js'
 
 export const USAGE = `usage: agent-host <command>
+       agent-host --version | -v                print the version
+       agent-host --help | -h                   print this
 
 commands:
   audit verify [--data-dir DIR] [--checkpoint JSON]... [--checkpoint-file FILE]...
@@ -58,9 +62,11 @@ commands:
   keys create --name N --scopes s1,s2 [--agents a,b] [--expires 30d|ISO date]
                                                 make an API key and print it (once: only its hash is kept)
   keys list [--json]                            the keys, under a header: id, name, scopes, agents, created,
-                                                expiry, state (never the key); columns aligned on a terminal,
-                                                tab-separated when piped; --json: one JSON array
-  keys revoke ID|NAME                           revoke a key
+                                                expiry, state (active, expired, or revoked and when; never
+                                                the key); columns aligned on a terminal, tab-separated when
+                                                piped; --json: one JSON array
+  keys revoke ID|NAME                           revoke a key, by its id or its name (a name is one key's
+                                                among those not revoked: keys create refuses a name taken)
                                                 (keys live in DATABASE_URL's database when it is set, else
                                                 in DATA_DIR's; every change is audited)
   new agent NAME [--stream | --task | --contract]
@@ -108,9 +114,15 @@ function table (header: string[], rows: string[][], io: CommandIo): void {
   for (const row of [header, ...rows]) io.out(row.map((cell, i) => i === row.length - 1 ? cell : cell.padEnd(widths[i] ?? 0)).join('  '))
 }
 
-/** A key as `keys list --json` prints it: the record's fields, named, never its hash. */
-function keyJson (k: ApiKeyRecord): Pick<ApiKeyRecord, 'id' | 'name' | 'scopes' | 'agents' | 'created_at' | 'expires_at' | 'revoked_at'> {
-  return { id: k.id, name: k.name, scopes: k.scopes, agents: k.agents, created_at: k.created_at, expires_at: k.expires_at, revoked_at: k.revoked_at }
+/** Whether a key works at `now`: revoked (whatever its expiry), expired, or active. */
+function keyState (k: ApiKeyRecord, now: Date): 'active' | 'expired' | 'revoked' {
+  if (k.revoked_at !== null) return 'revoked'
+  return k.expires_at !== null && Date.parse(k.expires_at) <= now.getTime() ? 'expired' : 'active'
+}
+
+/** A key as `keys list --json` prints it: the record's fields, named, and its state, never its hash. */
+function keyJson (k: ApiKeyRecord, now: Date): Pick<ApiKeyRecord, 'id' | 'name' | 'scopes' | 'agents' | 'created_at' | 'expires_at' | 'revoked_at'> & { state: ReturnType<typeof keyState> } {
+  return { id: k.id, name: k.name, scopes: k.scopes, agents: k.agents, created_at: k.created_at, expires_at: k.expires_at, revoked_at: k.revoked_at, state: keyState(k, now) }
 }
 
 async function worker (type: string | undefined, concurrency: number, env: Record<string, string | undefined>, io: CommandIo): Promise<number> {
@@ -352,9 +364,10 @@ async function keys (sub: string | undefined, target: string | undefined, values
     }
     if (sub === 'list') {
       const listed = await store.list()
-      if (values.json === true) { io.out(JSON.stringify(listed.map(keyJson))); return 0 }
+      const now = new Date()
+      if (values.json === true) { io.out(JSON.stringify(listed.map((k) => keyJson(k, now)))); return 0 }
       table(['ID', 'NAME', 'SCOPES', 'AGENTS', 'CREATED', 'EXPIRES', 'STATE'], listed.map((k) => [
-        k.id, k.name, k.scopes.join(','), k.agents?.join(',') ?? '*', k.created_at, k.expires_at ?? 'never', k.revoked_at === null ? 'active' : `revoked ${k.revoked_at}`
+        k.id, k.name, k.scopes.join(','), k.agents?.join(',') ?? '*', k.created_at, k.expires_at ?? 'never', k.revoked_at === null ? keyState(k, now) : `revoked ${k.revoked_at}`
       ]), io)
       return 0
     }
@@ -362,6 +375,10 @@ async function keys (sub: string | undefined, target: string | undefined, values
     if (revoked === 0) { io.err(`no active key with id or name "${target ?? ''}"`); return 1 }
     io.out(`revoked ${revoked} key(s)`)
     return 0
+  } catch (err) {
+    // a name already taken, or shared by keys made before names were unique: nothing changed, and the message says what to do
+    if (err instanceof AH_ERR_KEY_NAME_TAKEN || err instanceof AH_ERR_KEY_NAME_AMBIGUOUS) { io.err((err as Error).message); return 1 }
+    throw err
   } finally {
     await store.close()
   }
@@ -462,7 +479,8 @@ export async function main (argv: string[], env: Record<string, string | undefin
         stream: { type: 'boolean' },
         task: { type: 'boolean' },
         contract: { type: 'boolean' },
-        help: { type: 'boolean', short: 'h' }
+        help: { type: 'boolean', short: 'h' },
+        version: { type: 'boolean', short: 'v' }
       }
     })
   } catch (e) {
@@ -470,6 +488,7 @@ export async function main (argv: string[], env: Record<string, string | undefin
     return 2
   }
   const [command, sub] = parsed.positionals
+  if (parsed.values.version === true) { io.out(pkg.version); return 0 }
   if (parsed.values.help === true || command === undefined) {
     io.out(USAGE)
     return command === undefined && parsed.values.help !== true ? 2 : 0

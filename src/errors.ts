@@ -209,6 +209,12 @@ export const AH_ERR_TASK_AGENT_FAILED = class AgentError extends defineInternal(
 export const AH_ERR_TASK_LOCK_COMPROMISED = defineInternal('AH_ERR_TASK_LOCK_COMPROMISED', 500, 'the lock on %s was compromised; the change was not written',
   'The task graph file\'s lock was taken by another process while held (it judged it stale): the write was not made.')
 
+// API keys (the command line's `keys`)
+export const AH_ERR_KEY_NAME_TAKEN = defineInternal('AH_ERR_KEY_NAME_TAKEN', 409, 'A key named "%s" already exists and is not revoked (id %s): revoke it first, or choose another name',
+  '`agent-host keys create`: a key that is not revoked (expired or not) already has that name; a name is one key\'s, so that `keys revoke NAME` revokes only it. Nothing was made.')
+export const AH_ERR_KEY_NAME_AMBIGUOUS = defineInternal('AH_ERR_KEY_NAME_AMBIGUOUS', 409, 'The name "%s" is shared by %s keys that are not revoked (ids %s): revoke one by its id',
+  '`agent-host keys revoke NAME`: in a database from before names were unique, more than one key that is not revoked has that name. Nothing was revoked; give the id of the key to revoke (`keys list` shows them).')
+
 // Authentication internals
 export const AH_ERR_AUTH_UNKNOWN_KEY = defineInternal('AH_ERR_AUTH_UNKNOWN_KEY', 401, 'the token\'s key id (kid) %s is not one of ours',
   '`AUTH_MODE=jwt`: a token names a key id the JWKS file does not hold (answered as 401 `AH_ERR_AUTH_REQUIRED`, audited as `unknown_key`).')

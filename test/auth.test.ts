@@ -2,6 +2,7 @@ import t from 'tap'
 import type { FastifyInstance } from 'fastify'
 import { loadConfig, parseApiKeys } from '../src/config.js'
 import { main } from '../src/commands.js'
+import { openDatabase } from '../src/storage/database.js'
 import { ROUTE_SCOPES, SCOPES } from '../src/auth/scopes.js'
 import { AGENTS, build, envelope, FIXTURE_AGENTS_DIR, tempDataDir } from './helper.js'
 import { checkErrorBody } from './sse.js'
@@ -187,6 +188,45 @@ t.test('agent-host keys create / list / revoke', async (t) => {
   t.equal(await main(['keys', 'create', '--scopes', 'admin'], env, io), 2, 'a name is needed')
   t.equal(await main(['keys', 'create', '--name', 'x', '--scopes', 'admin', '--expires', 'tomorrow'], env, io), 2, 'bad expiry')
   t.equal(await main(['keys', 'shred'], env, io), 2)
+})
+
+// regression (issue 31): two keys could be named alike, and `keys revoke NAME` revoked both (one was an admin key)
+t.test('agent-host keys: a name taken is refused (exit 1, nothing made); revoke takes an id; a name two old keys share revokes nothing', async (t) => {
+  const dataDir = tempDataDir(t)
+  const env = { DATA_DIR: dataDir }
+  const run = async (...args: string[]): Promise<{ code: number, out: string[], err: string[] }> => {
+    const out: string[] = []
+    const err: string[] = []
+    const code = await main(args, env, { out: (l) => { out.push(l) }, err: (l) => { err.push(l) } })
+    return { code, out, err }
+  }
+  const web = await run('keys', 'create', '--name', 'web', '--scopes', 'agents:read')
+  t.equal(web.code, 0)
+  const webId = (web.out[0] as string).slice(4, 20)
+  const again = await run('keys', 'create', '--name', 'web', '--scopes', 'admin')
+  t.equal(again.code, 1, 'refused')
+  t.same(again.out, [], 'no key printed')
+  t.match(again.err, [new RegExp(`^A key named "web" already exists and is not revoked \\(id ${webId}\\): revoke it first, or choose another name$`)])
+  const listed = await run('keys', 'list', '--json')
+  t.same((JSON.parse(listed.out[0] as string) as Array<{ id: string }>).map((k) => k.id), [webId], 'nothing made')
+
+  // a database from before the rule: two keys that are not revoked share a name
+  const admin = await run('keys', 'create', '--name', 'web-admin', '--scopes', 'admin')
+  const adminId = (admin.out[0] as string).slice(4, 20)
+  const db = openDatabase(dataDir)
+  db.prepare("UPDATE api_keys SET name = 'web' WHERE id = ?").run(adminId)
+  db.close()
+  const ambiguous = await run('keys', 'revoke', 'web')
+  t.equal(ambiguous.code, 1, 'refused')
+  t.match(ambiguous.err, [/^The name "web" is shared by 2 keys that are not revoked \(ids [0-9a-f, ]+\): revoke one by its id$/])
+  t.ok(ambiguous.err[0]?.includes(webId) === true && ambiguous.err[0]?.includes(adminId), 'naming both ids')
+  const states = async (): Promise<string[]> => (JSON.parse((await run('keys', 'list', '--json')).out[0] as string) as Array<{ state: string }>).map((k) => k.state)
+  t.same(await states(), ['active', 'active'], 'nothing revoked')
+  t.equal((await run('keys', 'revoke', adminId)).code, 0, 'by id')
+  t.same(await states(), ['active', 'revoked'])
+  t.equal((await run('keys', 'revoke', 'web')).code, 0, 'the name is now one key\'s')
+  t.same(await states(), ['revoked', 'revoked'])
+  t.equal((await run('keys', 'create', '--name', 'web', '--scopes', 'agents:read')).code, 0, 'and free to use again')
 })
 
 t.test('sessions belong to the key that made them: another key gets 404; admin sees all', async (t) => {

@@ -7,6 +7,8 @@ import { openDatabase } from '../src/storage/database.js'
 import { MIGRATIONS } from '../src/storage/migrations.js'
 import { AUDIT_PROGRESS_ROWS, AuditLog } from '../src/storage/audit.js'
 import { terminalProgress } from '../src/terminal-progress.js'
+import { SqliteKeyStore } from '../src/auth/keys.js'
+import pkg from '../package.json' with { type: 'json' }
 import { tempDataDir, type Teardown } from './helper.js'
 
 const ROOT = fileURLToPath(new URL('..', import.meta.url))
@@ -91,14 +93,47 @@ t.test('keys list --json: an array of the keys, with neither the key nor its has
   t.equal(out.length, 1, 'one JSON document, even on a terminal')
   const listed = JSON.parse(out[0] as string) as Array<Record<string, unknown>>
   t.equal(listed.length, 2)
-  for (const k of listed) t.same(Object.keys(k).sort(), ['agents', 'created_at', 'expires_at', 'id', 'name', 'revoked_at', 'scopes'])
-  t.match(listed[0], { name: 'web', scopes: ['assist:invoke', 'agents:read'], agents: ['echo'], created_at: /^\d{4}-/, expires_at: /^\d{4}-/, revoked_at: /^\d{4}-/ })
-  t.match(listed[1], { name: 'ops-admin', scopes: ['admin'], agents: null, expires_at: null, revoked_at: null })
+  for (const k of listed) t.same(Object.keys(k).sort(), ['agents', 'created_at', 'expires_at', 'id', 'name', 'revoked_at', 'scopes', 'state'])
+  t.match(listed[0], { name: 'web', scopes: ['assist:invoke', 'agents:read'], agents: ['echo'], created_at: /^\d{4}-/, expires_at: /^\d{4}-/, revoked_at: /^\d{4}-/, state: 'revoked' })
+  t.match(listed[1], { name: 'ops-admin', scopes: ['admin'], agents: null, expires_at: null, revoked_at: null, state: 'active' })
   const stored = openDatabase(dir)
   const hashes = (stored.prepare('SELECT hash, salt FROM api_keys').all() as Array<{ hash: string, salt: string }>).flatMap((r) => [r.hash, r.salt])
   stored.close()
   t.equal(hashes.length, 4)
   for (const secret of [...hashes, ...keys]) t.notOk((out[0] as string).includes(secret), 'nothing secret')
+})
+
+// regression (issue 31): a key past its expiry was listed as active
+t.test('keys list: a key past its expiry is expired, a revoked one revoked (even when also expired), in the table and the JSON', async (t) => {
+  const dir = tempDataDir(t)
+  const db = openDatabase(dir)
+  const store = new SqliteKeyStore(db)
+  const past = new Date(Date.now() - 60_000)
+  store.create({ name: 'lapsed', scopes: ['agents:read'], expiresAt: past })
+  store.create({ name: 'gone', scopes: ['agents:read'], expiresAt: past })
+  store.create({ name: 'live', scopes: ['agents:read'], expiresAt: new Date(Date.now() + 86_400_000) })
+  store.revoke('gone')
+  db.close()
+  const { io, out } = capture(false)
+  t.equal(await main(['keys', 'list'], { DATA_DIR: dir }, io), 0)
+  // made in the same millisecond, the keys are listed in their ids' order: read them by name
+  const rows = new Map(out.slice(1).map((l) => l.split('\t')).map((cells) => [cells[1], cells]))
+  t.match(rows.get('lapsed'), [String, 'lapsed', String, String, String, past.toISOString(), 'expired'])
+  t.match(rows.get('gone'), [String, 'gone', String, String, String, past.toISOString(), /^revoked \d{4}-/])
+  t.match(rows.get('live'), [String, 'live', String, String, String, /^\d{4}-/, 'active'])
+  const json = capture(false)
+  t.equal(await main(['keys', 'list', '--json'], { DATA_DIR: dir }, json.io), 0)
+  t.same(Object.fromEntries((JSON.parse(json.out[0] as string) as Array<{ name: string, state: string }>).map((k) => [k.name, k.state])), { lapsed: 'expired', gone: 'revoked', live: 'active' })
+})
+
+// regression (issue 31): `agent-host --version` was "unknown option"
+t.test('--version and -v print the package\'s version alone and exit 0', async (t) => {
+  for (const flag of ['--version', '-v']) {
+    const { io, out, err } = capture(false)
+    t.equal(await main([flag], {}, io), 0, flag)
+    t.same(out, [pkg.version], flag)
+    t.same(err, [])
+  }
 })
 
 t.test('keys list with no keys: the header alone, or []', async (t) => {

@@ -52,6 +52,9 @@ const cases: Array<[string, string, RegExp]> = [
   ['extra metadata key', plain(manifest({}, { colour: 'red' })), /metadata\/colour must NOT have additional properties/],
   ['extra top-level key', plain(manifest({ agentType: 'x' })), /manifest\/agentType must NOT have additional properties/],
   ['bad delivery mode', plain(manifest({ capabilities: [{ name: 'm', description: 'd', delivery_mode: 'SSE' }] })), /delivery_mode/],
+  // regression (issue 31): the message was Ajv's "must be equal to constant" twice and "must match a schema in anyOf"
+  ['delivery mode "json"', plain(manifest({ capabilities: [{ name: 'm', description: 'd', delivery_mode: 'json' }] })), /: manifest\/capabilities\/0\/delivery_mode must be one of "request_response", "server_sent_events"$/],
+  ['bad status', plain(manifest({ status: 'live' })), /: manifest\/status must be one of "draft", "published"$/],
   ['temperature 3', plain(manifest({ config: { model_config: { model: 'm', temperature: 3 } } })), /temperature must be <= 2/],
   ['no capabilities', plain(manifest({ capabilities: [] })), /capabilities must NOT have fewer than 1/],
   ['duplicate capability', plain(manifest({ capabilities: [{ name: 'm', description: 'd' }, { name: 'm', description: 'e' }] })), /capability name "m" is used twice/],

@@ -52,8 +52,29 @@ export function lazySchema<T = unknown> (schema: object, ajv: () => Ajv = () => 
   return validate
 }
 
-/** An error's message, without a long regular expression a reader cannot use (the semantic version's above all). */
+/** Values as a reader writes them: `"a", "b"`. */
+function quoted (values: readonly unknown[]): string {
+  return values.map((v) => JSON.stringify(v)).join(', ')
+}
+
+/** The values a `const` or `enum` error allows (none for other keywords). */
+function allowedValues (e: ErrorObject): unknown[] {
+  if (e.keyword === 'const') return [(e.params as { allowedValue: unknown }).allowedValue]
+  if (e.keyword === 'enum') return (e.params as { allowedValues: unknown[] }).allowedValues
+  return []
+}
+
+/** "must be" the one value, or "must be one of" the values. */
+function mustBe (values: readonly unknown[]): string {
+  return values.length === 1 ? `must be ${quoted(values)}` : `must be one of ${quoted(values)}`
+}
+
+/**
+ * An error's message, naming the allowed values of a `const` or `enum`, and without a long regular
+ * expression a reader cannot use (the semantic version's above all).
+ */
 function readable (e: ErrorObject): string {
+  if (e.keyword === 'const' || e.keyword === 'enum') return mustBe(allowedValues(e))
   if (e.keyword !== 'pattern') return e.message ?? 'is invalid'
   const pattern = String((e.params as { pattern: string }).pattern)
   if (pattern === (SemVer as { pattern?: string }).pattern) return 'must be a semantic version such as 1.0.0 (MAJOR.MINOR.PATCH, an optional -pre-release and +build)'
@@ -63,9 +84,32 @@ function readable (e: ErrorObject): string {
 /** The typed common events' `data` validators (seed 003 `EVENTS`), by event type: one compiled set for the contract check and the bus. */
 export const COMMON_EVENT_DATA: ReadonlyMap<string, ValidateFunction> = new Map(Object.entries(COMMON_EVENTS).map(([type, schema]) => [type, lazySchema(schema)]))
 
-/** Turn Ajv errors into `{ path, message }` pairs, `path` a JSON Pointer under `root`. */
+/**
+ * A choice of values (an `anyOf` or `oneOf` whose every branch failed only by its `const`, `enum` or
+ * `type` at the choice's own place, as a TypeBox union of literals does) as one error naming all the
+ * values, in place of Ajv's one error per branch and one for the choice.
+ */
+function collapseChoices (errors: ErrorObject[]): ErrorObject[] {
+  const dropped = new Set<ErrorObject>()
+  const replaced = new Map<ErrorObject, ErrorObject>()
+  for (const choice of errors) {
+    if (choice.keyword !== 'anyOf' && choice.keyword !== 'oneOf') continue
+    const branches = errors.filter((e) => e.schemaPath.startsWith(`${choice.schemaPath}/`))
+    const values = branches.flatMap(allowedValues)
+    if (values.length === 0 || branches.some((e) => e.instancePath !== choice.instancePath || !['const', 'enum', 'type'].includes(e.keyword))) continue
+    for (const e of branches) dropped.add(e)
+    const allowed = [...new Set(values)]
+    replaced.set(choice, { ...choice, keyword: 'enum', params: { allowedValues: allowed }, message: mustBe(allowed) })
+  }
+  return errors.filter((e) => !dropped.has(e)).map((e) => replaced.get(e) ?? e)
+}
+
+/**
+ * Turn Ajv errors into `{ path, message }` pairs, `path` a JSON Pointer under `root`; a `const`,
+ * an `enum` and a choice of values say which values are allowed (`must be one of "a", "b"`).
+ */
 export function toIssues (errors: ErrorObject[] | null | undefined, root = ''): SchemaIssue[] {
-  return (errors ?? []).map((e) => {
+  return collapseChoices(errors ?? []).map((e) => {
     let path = root + e.instancePath
     if (e.keyword === 'required') path += '/' + String((e.params as { missingProperty: string }).missingProperty)
     if (e.keyword === 'additionalProperties') path += '/' + String((e.params as { additionalProperty: string }).additionalProperty)

@@ -1,6 +1,6 @@
 import type { Statement } from 'better-sqlite3'
 import type { Db } from '../storage/database.js'
-import { BOOTSTRAP_KEY_NAME, checkKey, ConfigKeys, newKeyRow, splitKey, toRecord, type ApiKeyRecord, type ConfigKey, type Identity, type KeyRefusal, type KeyRow, type KeyStore as KeyStoreContract, type NewKey } from '../storage/api-keys.js'
+import { BOOTSTRAP_KEY_NAME, checkKey, ConfigKeys, nameFree, namedKey, newKeyRow, splitKey, toRecord, type ApiKeyRecord, type ConfigKey, type Identity, type KeyRefusal, type KeyRow, type KeyStore as KeyStoreContract, type NewKey } from '../storage/api-keys.js'
 
 export { BOOTSTRAP_KEY_NAME, type ApiKeyRecord, type ConfigKey, type Identity, type KeyRefusal, type KeyStoreContract, type NewKey }
 
@@ -22,14 +22,26 @@ export class SqliteKeyStore implements KeyStoreContract {
 
   create (options: NewKey): { key: string, record: ApiKeyRecord } {
     const { key, row } = newKeyRow(options)
-    this.#db.prepare(`INSERT INTO api_keys (id, name, salt, hash, scopes, agents, created_at, expires_at, revoked_at)
-      VALUES (@id, @name, @salt, @hash, @scopes, @agents, @created_at, @expires_at, @revoked_at)`).run(row)
+    // immediate: another process's create of the same name waits for this one's commit
+    this.#db.transaction(() => {
+      nameFree(row.name, this.#holders(row.name))
+      this.#db.prepare(`INSERT INTO api_keys (id, name, salt, hash, scopes, agents, created_at, expires_at, revoked_at)
+        VALUES (@id, @name, @salt, @hash, @scopes, @agents, @created_at, @expires_at, @revoked_at)`).run(row)
+    }).immediate()
     return { key, record: toRecord(row) }
   }
 
+  /** The ids of the keys not revoked named `name`, oldest first. */
+  #holders (name: string): string[] {
+    return (this.#db.prepare('SELECT id FROM api_keys WHERE name = ? AND revoked_at IS NULL ORDER BY created_at, id').all(name) as Array<{ id: string }>).map((r) => r.id)
+  }
+
   bootstrap (key: string): ApiKeyRecord | undefined {
-    if (this.#db.prepare('SELECT 1 FROM api_keys WHERE name = ?').get(BOOTSTRAP_KEY_NAME) !== undefined) return undefined
-    return this.create({ name: BOOTSTRAP_KEY_NAME, scopes: ['admin'], key }).record
+    // one transaction: a process booting beside this one finds the key made, not a name taken
+    return this.#db.transaction(() => {
+      if (this.#db.prepare('SELECT 1 FROM api_keys WHERE name = ?').get(BOOTSTRAP_KEY_NAME) !== undefined) return undefined
+      return this.create({ name: BOOTSTRAP_KEY_NAME, scopes: ['admin'], key }).record
+    }).immediate()
   }
 
   usable (now = new Date()): number {
@@ -43,7 +55,14 @@ export class SqliteKeyStore implements KeyStoreContract {
   }
 
   revoke (idOrName: string): number {
-    return this.#db.prepare('UPDATE api_keys SET revoked_at = ? WHERE (id = ? OR name = ?) AND revoked_at IS NULL').run(new Date().toISOString(), idOrName, idOrName).changes
+    return this.#db.transaction(() => {
+      const revoke = this.#db.prepare('UPDATE api_keys SET revoked_at = ? WHERE id = ? AND revoked_at IS NULL')
+      const now = new Date().toISOString()
+      const byId = revoke.run(now, idOrName).changes
+      if (byId > 0) return byId
+      const id = namedKey(idOrName, this.#holders(idOrName))
+      return id === undefined ? 0 : revoke.run(now, id).changes
+    }).immediate()
   }
 
   verify (presented: string, now = new Date()): Identity | KeyRefusal {

@@ -1,5 +1,6 @@
 import { createHash, createHmac, randomBytes, timingSafeEqual } from 'node:crypto'
 import type { Awaitable } from './awaitable.js'
+import { AH_ERR_KEY_NAME_AMBIGUOUS, AH_ERR_KEY_NAME_TAKEN } from '../errors.js'
 
 /** A key as listed: never the key itself, which is shown once when it is made. */
 export interface ApiKeyRecord {
@@ -56,7 +57,9 @@ export interface KeyRefusal { refused: 'unknown' | 'revoked' | 'expired' }
 export interface KeyStore {
   /**
    * Make a key. Returns the key (show it once: only its hash is kept) and its record. `key` stores a
-   * key the operator chose instead of making one.
+   * key the operator chose instead of making one. A name is one key's among those not revoked
+   * (expired or not): another is refused with `AH_ERR_KEY_NAME_TAKEN`, checked and stored in one
+   * transaction.
    */
   create: (options: NewKey) => Awaitable<{ key: string, record: ApiKeyRecord }>
   /**
@@ -68,7 +71,11 @@ export interface KeyStore {
   usable: (now?: Date) => Awaitable<number>
   /** Every stored key (oldest first), then those of API_KEYS. */
   list: () => Awaitable<ApiKeyRecord[]>
-  /** Revoke a stored key by id or name. Returns how many keys were revoked. */
+  /**
+   * Revoke a stored key by id, or by name. Returns how many keys were revoked (0 or 1). A name that
+   * more than one key not revoked has (a database from before names were unique) revokes nothing:
+   * `AH_ERR_KEY_NAME_AMBIGUOUS`, naming their ids.
+   */
   revoke: (idOrName: string) => Awaitable<number>
   /** The identity a presented key stands for, or why it is refused (on every authenticated request). */
   verify: (presented: string, now?: Date) => Awaitable<Identity | KeyRefusal>
@@ -85,6 +92,17 @@ export interface KeyRow {
   created_at: string
   expires_at: string | null
   revoked_at: string | null
+}
+
+/** Refuse `name` when `holders` (the keys not revoked that have it) are any; `holders` are their ids. */
+export function nameFree (name: string, holders: readonly string[]): void {
+  if (holders.length > 0) throw new AH_ERR_KEY_NAME_TAKEN(name, holders.join(', '))
+}
+
+/** The one key not revoked that `name` stands for: undefined when none, refused when more than one. */
+export function namedKey (name: string, holders: readonly string[]): string | undefined {
+  if (holders.length > 1) throw new AH_ERR_KEY_NAME_AMBIGUOUS(name, holders.length, holders.join(', '))
+  return holders[0]
 }
 
 /** The name of the key BOOTSTRAP_ADMIN_KEY makes. */

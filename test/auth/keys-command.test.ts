@@ -31,13 +31,15 @@ t.test('agent-host keys create / list / revoke against PostgreSQL when DATABASE_
   t.match(JSON.parse(lines[0] as string), [{ name: 'ops', scopes: ['assist:invoke', 'agents:read'], revoked_at: null }])
   t.notOk(lines.join('\n').includes(key.slice(21)), 'list never prints a key')
 
+  t.equal(await main(['keys', 'create', '--name', 'ops', '--scopes', 'admin'], env, io), 1, 'a name taken is refused')
+  t.match(lines.at(-1), /^ERR A key named "ops" already exists and is not revoked/)
   t.equal(await main(['keys', 'revoke', 'ops'], env, io), 0)
   t.match(lines.at(-1), /revoked 1 key/)
   t.match(await server.verify(key, new Date(Date.now() + 1000)), { refused: 'revoked' }, 'and the instance refuses it (within 1 s: its cached row is read again)')
   t.equal(await main(['keys', 'revoke', 'ops'], env, io), 1, 'nothing left to revoke')
 
   const audit = await pool.query<{ action: string, actor: string, resource: string, key_id: string | null }>('SELECT action, actor, resource, key_id FROM audit_log ORDER BY audit_id')
-  t.match(audit.rows, [{ action: 'key.create', actor: /^cli:/, resource: key.slice(4, 20), key_id: /./ }, { action: 'key.revoke', resource: 'ops' }], 'audited (and signed), the empty revocation not')
+  t.match(audit.rows, [{ action: 'key.create', actor: /^cli:/, resource: key.slice(4, 20), key_id: /./ }, { action: 'key.revoke', resource: 'ops' }], 'audited (and signed), the refused creation and the empty revocation not')
 
   lines.length = 0
   await t.rejects(main(['keys', 'create', '--name', 'unsigned', '--scopes', 'admin'], { ...env, AUDIT_KEY: '' }, io), { code: 'AH_ERR_AUDIT_KEY_MISSING' }, 'the log is signed: a process without the key may not write to it')

@@ -14,18 +14,25 @@ const CHOSEN = 'operator-chosen-bootstrap-key-0123456789'
 
 type Maker = (t: Test, configKeys?: ConfigKey[]) => Promise<KeyStore | undefined>
 
+/** Each store's way to rename a key behind its back: the duplicate names a database made before names were unique holds. */
+const renameInDatabase = new WeakMap<KeyStore, (id: string, name: string) => Promise<void>>()
+
 const stores: Record<string, Maker> = {
   sqlite: async (t, configKeys) => {
     const db = openDatabase(tempDataDir(t))
     t.teardown(() => db.close())
-    return new SqliteKeyStore(db, configKeys)
+    const store = new SqliteKeyStore(db, configKeys)
+    renameInDatabase.set(store, async (id, name) => { db.prepare('UPDATE api_keys SET name = ? WHERE id = ?').run(name, id) })
+    return store
   },
   postgres: async (t, configKeys) => {
     const url = await pgDatabase(t)
     if (url === undefined) return undefined
     const pool = await openPostgres(url)
     t.teardown(async () => { await pool.end() })
-    return new PgKeyStore(pool, configKeys !== undefined ? { configKeys } : {})
+    const store = new PgKeyStore(pool, configKeys !== undefined ? { configKeys } : {})
+    renameInDatabase.set(store, async (id, name) => { await pool.query('UPDATE api_keys SET name = $1 WHERE id = $2', [name, id]) })
+    return store
   }
 }
 
@@ -103,12 +110,34 @@ for (const [kind, make] of Object.entries(stores)) {
       t.ok(listed.every((k) => k.revoked_at !== null), 'listed with the time of revocation')
     })
 
-    t.test('keys of the same name are revoked together', async (t) => {
+    // regression (issue 31): two keys could share a name, and revoking it revoked both (one was an admin key)
+    t.test('a name belongs to one key that is not revoked: a second is refused; revoked, the name is free again', async (t) => {
       const store = await make(t)
       if (store === undefined) return
-      await store.create({ name: 'twin', scopes: ['agents:read'] })
-      await store.create({ name: 'twin', scopes: ['admin'] })
-      t.equal(await store.revoke('twin'), 2)
+      const first = await store.create({ name: 'ci', scopes: ['agents:read'] })
+      await t.rejects(async () => await store.create({ name: 'ci', scopes: ['admin'] }), { code: 'AH_ERR_KEY_NAME_TAKEN', message: new RegExp(`"ci" .*${first.record.id}.*revoke it first`) })
+      t.same((await store.list()).map((k) => k.id), [first.record.id], 'nothing made')
+      const expired = await store.create({ name: 'old', scopes: ['agents:read'], expiresAt: new Date(Date.now() + 50) })
+      await t.rejects(async () => await store.create({ name: 'old', scopes: ['agents:read'] }), { code: 'AH_ERR_KEY_NAME_TAKEN' }, 'a key that is not revoked holds its name, expired or not')
+      t.equal(await store.revoke('ci'), 1)
+      const second = await store.create({ name: 'ci', scopes: ['admin'] })
+      t.not(second.record.id, first.record.id, 'a revoked key\'s name can be used again')
+      t.equal(await store.revoke(expired.record.id), 1)
+    })
+
+    t.test('a name two keys share (a database from before the rule) revokes nothing, naming their ids; each goes by its id', async (t) => {
+      const store = await make(t)
+      if (store === undefined) return
+      const reader = await store.create({ name: 'twin', scopes: ['agents:read'] })
+      const admin = await store.create({ name: 'twin-admin', scopes: ['admin'] })
+      await renameInDatabase.get(store)?.(admin.record.id, 'twin')
+      await t.rejects(async () => await store.revoke('twin'), { code: 'AH_ERR_KEY_NAME_AMBIGUOUS', message: new RegExp(`"twin" .*2 keys.*(${reader.record.id}.*${admin.record.id}|${admin.record.id}.*${reader.record.id}).*by its id`) })
+      t.equal(refused(await store.verify(reader.key)), undefined, 'neither is revoked')
+      t.equal(refused(await store.verify(admin.key)), undefined)
+      t.equal(await store.revoke(admin.record.id), 1, 'by id')
+      t.equal(refused(await store.verify(admin.key)), 'revoked')
+      t.equal(await store.revoke('twin'), 1, 'the name is now one key\'s')
+      t.equal(refused(await store.verify(reader.key)), 'revoked')
     })
 
     t.test('bootstrap: the chosen admin key is made once, and a revoked one is not made again', async (t) => {
@@ -233,6 +262,17 @@ t.test('postgres: instances booting together with BOOTSTRAP_ADMIN_KEY make the a
   const made = await Promise.all([found.a.bootstrap(CHOSEN), found.b.bootstrap(CHOSEN), found.a.bootstrap(CHOSEN), found.b.bootstrap(CHOSEN)])
   t.equal(made.filter((m) => m !== undefined).length, 1, 'one of four made it')
   t.equal((await found.a.list()).length, 1)
+})
+
+t.test('postgres: instances making keys of one name at once make one; the others are refused as taken', async (t) => {
+  const found = await twoInstances(t)
+  if (found === undefined) return
+  for (const name of ['n1', 'n2', 'n3']) {
+    const outcomes = await Promise.allSettled([found.a, found.b, found.a, found.b].map(async (store) => await store.create({ name, scopes: ['agents:read'] })))
+    t.equal(outcomes.filter((o) => o.status === 'fulfilled').length, 1, `${name}: one of four made it`)
+    t.same(outcomes.filter((o) => o.status === 'rejected').map((o) => (o.reason as { code: string }).code), ['AH_ERR_KEY_NAME_TAKEN', 'AH_ERR_KEY_NAME_TAKEN', 'AH_ERR_KEY_NAME_TAKEN'])
+  }
+  t.equal((await found.a.list()).length, 3)
 })
 
 t.test('postgres: createIn and revokeIn commit or roll back with the caller\'s transaction', async (t) => {

@@ -102,6 +102,20 @@ t.test('the documentation is found: README.md and every guide', async (t) => {
   for (const page of ['README.md', 'ARCHITECTURE.md', 'agents/README.md', 'docs/getting-started.md', 'docs/protocol.md']) t.ok(found.includes(page), page)
 })
 
+// regression (issue 31): the guides said `npx agent-host <command>`. In the project folder npx installs
+// the checkout into its cache first (some 5 s a command), and does not pass SIGTERM on: a worker
+// stopped through it was left running. test/layout/build.test.ts stops the documented command's worker.
+t.test('every page runs the command line as node dist/src/cli.js (package.json\'s bin), never through npx agent-host', async (t) => {
+  const pkg = JSON.parse(readFileSync(join(ROOT, 'package.json'), 'utf8')) as { bin: Record<string, string> }
+  t.equal(pkg.bin['agent-host'], 'dist/src/cli.js')
+  for (const page of pages()) {
+    const text = readFileSync(join(ROOT, page), 'utf8')
+    const through = text.split('\n').flatMap((line, i) => /npx agent-host\b/.test(line) && !line.includes('Not `npx agent-host`') ? [`${page}:${i + 1}: ${line.trim()}`] : [])
+    t.same(through, [], `${page} does not run it through npx`)
+  }
+  t.match(readFileSync(join(ROOT, 'docs/reference/cli.md'), 'utf8'), /Run it as `node dist\/src\/cli\.js <command>`, in the project folder as in the container image/, 'the command line reference says how to run it')
+})
+
 t.test('no relative link of any page is dead: every file and every heading it names is there', async (t) => {
   t.same(pages().flatMap((page) => brokenLinks(page)), [])
 })

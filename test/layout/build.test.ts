@@ -1,5 +1,6 @@
 import t from 'tap'
-import { execFile } from 'node:child_process'
+import { execFile, spawn } from 'node:child_process'
+import { once } from 'node:events'
 import { cpSync, existsSync, mkdirSync, mkdtempSync, readFileSync, renameSync, rmSync, statSync, symlinkSync, writeFileSync } from 'node:fs'
 import { tmpdir } from 'node:os'
 import { join } from 'node:path'
@@ -7,6 +8,7 @@ import { fileURLToPath, pathToFileURL } from 'node:url'
 import { promisify } from 'node:util'
 import ts from 'typescript'
 import { envelope } from '../helper.js'
+import { until } from '../socket.js'
 
 // Issue 17: after an agent's folder is deleted or renamed, the next build must not serve its old
 // compiled copy (a stale dist/agents/<name> stopped the boot, or doubled an id). The real build
@@ -77,6 +79,28 @@ t.test('the build serves only the agents whose sources are there: a deleted and 
     const { stderr } = await run(process.execPath, ['--enable-source-maps', '--input-type=module', '-e', `import { loadConfig } from ${JSON.stringify(pathToFileURL(join(copy, 'dist/src/config.js')).href)}; try { loadConfig({ PORT: 'abc' }) } catch (err) { console.error(err.stack) }`], { cwd: copy })
     t.match(stderr, /src\/config\.ts:\d+:\d+/, 'src/config.ts:<line>:<column>')
     t.notMatch(stderr, /dist\/src\/config\.js/)
+  })
+
+  // regression (issue 31): the guides said `npx agent-host worker`, and npx does not pass SIGTERM on (the
+  // worker was left running); they now say `node dist/src/cli.js` (package.json's bin), which this runs
+  await t.test('the documented command line, node dist/src/cli.js: --version, and a worker that SIGTERM stops cleanly', async (t) => {
+    const { bin, version } = JSON.parse(readFileSync(join(copy, 'package.json'), 'utf8')) as { bin: Record<string, string>, version: string }
+    const cli = bin['agent-host'] as string
+    // as a user runs it: no loader of the test runner's
+    const env = { ...process.env, NODE_OPTIONS: '', DATA_DIR: join(copy, 'data'), TASK_POLL_MS: '20' }
+    t.equal((await run(process.execPath, [cli, '--version'], { cwd: copy, env })).stdout, `${version}\n`, 'the built command reads its version')
+    const worker = spawn(process.execPath, [cli, 'worker', '--type', 'summarize'], { cwd: copy, env, stdio: ['ignore', 'pipe', 'pipe'] })
+    t.teardown(() => { worker.kill('SIGKILL') })
+    let output = ''
+    worker.stdout.on('data', (c: Buffer) => { output += c.toString() })
+    worker.stderr.on('data', (c: Buffer) => { output += c.toString() })
+    const exited = once(worker, 'exit') as Promise<[number | null, string | null]>
+    await until('the worker is ready', () => output.includes('worker ready') || worker.exitCode !== null, 60_000, 20)
+    t.match(output, /worker ready: type summarize/)
+    worker.kill('SIGTERM')
+    await until('the worker exits', () => worker.exitCode !== null || worker.signalCode !== null, 30_000, 20)
+    t.same(await exited, [0, null], 'it exits by itself, with code 0')
+    t.match(output, /worker stopped/)
   })
 
   await t.test('a build on an unchanged tree compiles nothing (a second npm start is quick); a changed source is compiled again, a deleted one leaves nothing', async (t) => {

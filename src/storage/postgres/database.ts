@@ -23,7 +23,9 @@ export const PG_LOCKS = {
   /** With a caller's hash as the second key: one acquire of that caller's stream slots at a time (stream-slots.ts). */
   streamQuota: 0x61680010,
   /** Held from an event's insert to its commit: events commit in seq order (postgres/events.ts). */
-  events: 0x61680011
+  events: 0x61680011,
+  /** With a key's name hashed as the second key: one create or revoke of that name at a time, so a name is one key's (postgres/keys.ts). */
+  keyName: 0x61680012
 } as const
 
 /** `int8` (bigint, counts) as a JavaScript number: every one this schema holds is below 2^53 (ids, milliseconds). */

@@ -1,5 +1,6 @@
 import type pg from 'pg'
-import { BOOTSTRAP_KEY_NAME, checkKey, ConfigKeys, newKeyRow, splitKey, toRecord, type ApiKeyRecord, type ConfigKey, type Identity, type KeyRefusal, type KeyRow, type KeyStore, type NewKey } from '../api-keys.js'
+import { inTransaction, PG_LOCKS } from './database.js'
+import { BOOTSTRAP_KEY_NAME, checkKey, ConfigKeys, nameFree, namedKey, newKeyRow, splitKey, toRecord, type ApiKeyRecord, type ConfigKey, type Identity, type KeyRefusal, type KeyRow, type KeyStore, type NewKey } from '../api-keys.js'
 
 export interface PgKeyStoreOptions {
   /** The keys of API_KEYS (held in memory, never stored). */
@@ -41,12 +42,17 @@ export class PgKeyStore implements KeyStore {
   }
 
   async create (options: NewKey): Promise<{ key: string, record: ApiKeyRecord }> {
-    return await this.createIn(this.#pool, options)
+    return await inTransaction(this.#pool, async (client) => await this.createIn(client, options))
   }
 
-  /** {@link create} on `client` (inside the caller's transaction, e.g. with the audit row that records it). */
-  async createIn (client: pg.ClientBase | pg.Pool, options: NewKey): Promise<{ key: string, record: ApiKeyRecord }> {
+  /**
+   * {@link create} on `client`, inside the caller's transaction (e.g. with the audit row that
+   * records it): the name's lock, taken here, is held until that transaction ends, so a create of
+   * the same name elsewhere waits for it and then finds the name taken.
+   */
+  async createIn (client: pg.ClientBase, options: NewKey): Promise<{ key: string, record: ApiKeyRecord }> {
     const { key, row } = newKeyRow(options)
+    nameFree(row.name, await holders(client, row.name))
     await client.query(`INSERT INTO api_keys (${COLUMNS}) VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9)`, values(row))
     return { key, record: toRecord(row) }
   }
@@ -79,14 +85,23 @@ export class PgKeyStore implements KeyStore {
   }
 
   async revoke (idOrName: string): Promise<number> {
-    return await this.revokeIn(this.#pool, idOrName)
+    return await inTransaction(this.#pool, async (client) => await this.revokeIn(client, idOrName))
   }
 
-  /** {@link revoke} on `client`. This instance forgets the rows it cached; the others within `cacheMs`. */
-  async revokeIn (client: pg.ClientBase | pg.Pool, idOrName: string): Promise<number> {
-    const result = await client.query('UPDATE api_keys SET revoked_at = $1 WHERE (id = $2 OR name = $2) AND revoked_at IS NULL', [new Date().toISOString(), idOrName])
+  /**
+   * {@link revoke} on `client`, inside the caller's transaction. This instance forgets the rows it
+   * cached; the others within `cacheMs`.
+   */
+  async revokeIn (client: pg.ClientBase, idOrName: string): Promise<number> {
+    const now = new Date().toISOString()
+    const byId = await client.query('UPDATE api_keys SET revoked_at = $1 WHERE id = $2 AND revoked_at IS NULL', [now, idOrName])
+    let revoked = Number(byId.rowCount)
+    if (revoked === 0) {
+      const id = namedKey(idOrName, await holders(client, idOrName))
+      if (id !== undefined) revoked = Number((await client.query('UPDATE api_keys SET revoked_at = $1 WHERE id = $2 AND revoked_at IS NULL', [now, id])).rowCount)
+    }
     this.#rows.clear()
-    return Number(result.rowCount)
+    return revoked
   }
 
   async verify (presented: string, now = new Date()): Promise<Identity | KeyRefusal> {
@@ -110,6 +125,16 @@ export class PgKeyStore implements KeyStore {
     row.then((found) => { if (found === undefined) forget() }, forget)
     return await row
   }
+}
+
+/**
+ * The ids of the keys not revoked named `name`, oldest first, under the name's lock (held to the end
+ * of `client`'s transaction: creates and revocations of one name take turns).
+ */
+async function holders (client: pg.ClientBase, name: string): Promise<string[]> {
+  await client.query('SELECT pg_advisory_xact_lock($1, hashtext($2))', [PG_LOCKS.keyName, name])
+  const { rows } = await client.query<{ id: string }>('SELECT id FROM api_keys WHERE name = $1 AND revoked_at IS NULL ORDER BY created_at COLLATE "C", id COLLATE "C"', [name])
+  return rows.map((r) => r.id)
 }
 
 function values (row: KeyRow): unknown[] {
