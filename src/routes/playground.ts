@@ -45,9 +45,9 @@ export default async function playgroundRoutes (app: FastifyInstance, options: {
   })
   const protocol = readFileSync(join(ROOT, 'docs', 'protocol.md'))
   app.get('/playground/protocol.md', hidden, async (_request, reply) => await secure(reply).type('text/plain; charset=utf-8').send(protocol))
-  await app.register(fastifyStatic, { root: join(ROOT, 'playground'), prefix: '/playground/', index: false, wildcard: true, decorateReply: false, setHeaders: (res) => { res.setHeader('x-content-type-options', 'nosniff') } })
+  await app.register(fastifyStatic, { root: join(ROOT, 'playground'), prefix: '/playground/', index: false, wildcard: true, decorateReply: false, setHeaders: (reply) => { reply.header('x-content-type-options', 'nosniff') } })
   if (client !== undefined) {
-    await app.register(fastifyStatic, { root: client, prefix: '/playground/client/', index: false, decorateReply: false, setHeaders: (res) => { res.setHeader('x-content-type-options', 'nosniff') } })
+    await app.register(fastifyStatic, { root: client, prefix: '/playground/client/', index: false, decorateReply: false, setHeaders: (reply) => { reply.header('x-content-type-options', 'nosniff') } })
   } else {
     app.log.warn('the playground needs the client built (client/dist): run npm run build')
     app.get('/playground/client/*', hidden, async () => { throw new AH_ERR_PLAYGROUND_UNBUILT() })
