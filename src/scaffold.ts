@@ -56,12 +56,12 @@ function scriptsOf (root: string): Record<string, string> {
   }
 }
 
-/** The one-line curl that calls the new agent on a server started with the defaults. */
-function curlOf (style: AgentStyle, name: string, id: string): string[] {
+/** The one-line curl that calls the new agent on a server started here (`base`: its address, with this shell's PORT). */
+function curlOf (style: AgentStyle, name: string, id: string, base: string): string[] {
   if (style === 'task') {
     return [
-      `curl -s http://127.0.0.1:3000/v1/tasks -H 'content-type: application/json' -d '${JSON.stringify({ id: `${name}-1`, type: name, inputs: { numbers: [4, 1, 7] } })}'`,
-      `curl -s http://127.0.0.1:3000/v1/tasks/${name}-1`
+      `curl -s ${base}/v1/tasks -H 'content-type: application/json' -d '${JSON.stringify({ id: `${name}-1`, type: name, inputs: { numbers: [4, 1, 7] } })}'`,
+      `curl -s ${base}/v1/tasks/${name}-1`
     ]
   }
   const session = randomUUID()
@@ -78,7 +78,7 @@ function curlOf (style: AgentStyle, name: string, id: string): string[] {
     },
     payload: { session_id: session, payload }
   }
-  return [`curl -s${style === 'stream' ? 'N' : ''} http://127.0.0.1:3000/v1/assist -H 'content-type: application/json' -d '${JSON.stringify(envelope)}'`]
+  return [`curl -s${style === 'stream' ? 'N' : ''} ${base}/v1/assist -H 'content-type: application/json' -d '${JSON.stringify(envelope)}'`]
 }
 
 /**
@@ -140,6 +140,9 @@ export async function newAgent (args: string[], flags: NewAgentFlags, place: New
   await writeFile(agentFile, AGENT_TEMPLATES[style](values), { flag: 'wx' })
   await writeFile(testFile, TEST_TEMPLATES[style](values), { flag: 'wx' })
 
+  // the port the server started from this shell listens on (the default unless PORT says otherwise)
+  const port = /^\d{1,5}$/.test(place.env.PORT ?? '') && Number(place.env.PORT) > 0 && Number(place.env.PORT) <= 65535 ? Number(place.env.PORT) : 3000
+  const base = `http://127.0.0.1:${port}`
   const serve = scriptsOf(root).dev !== undefined ? 'npm run dev' : 'npx tsx src/server.ts'
   const test = relative(root, testFile).split(sep).join('/')
   io.out(`made ${MADE[style]}${style === 'task' ? ` of type "${name}"` : `, id ${values.id}`}:`)
@@ -150,10 +153,10 @@ export async function newAgent (args: string[], flags: NewAgentFlags, place: New
   io.out('next:')
   io.out('  # run its test (npm test runs it with the others, and gates the coverage of the whole project)')
   io.out(`  npx tap --disable-coverage ${test}`)
-  io.out('  # serve it on http://127.0.0.1:3000 (with every agent of its folder)')
+  io.out(`  # serve it on ${base} (with every agent of its folder)`)
   io.out(`  ${serve}`)
   io.out('  # call it, from another terminal')
-  for (const line of curlOf(style, name, values.id)) io.out(`  ${line}`)
+  for (const line of curlOf(style, name, values.id, base)) io.out(`  ${line}`)
   io.out('')
   io.out('agents/README.md is the authors\' contract.')
   return 0

@@ -137,6 +137,18 @@ t.test('the serve step is npm run dev when the project has that script, else tsx
   }
 })
 
+t.test('the addresses it prints are the port the server started from this shell listens on: PORT, else 3000', async (t) => {
+  for (const [env, port] of [[{ PORT: '4100' }, 4100], [{}, 3000], [{ PORT: 'abc' }, 3000], [{ PORT: '0' }, 3000]] as const) {
+    for (const style of [[], ['--task']]) {
+      const made = await scaffold(project(t), ['agent', 'greeter', ...style], env)
+      t.equal(made.code, 0, made.err)
+      t.match(made.out, `# serve it on http://127.0.0.1:${port} `, JSON.stringify(env))
+      const urls = made.out.match(/http:\/\/127\.0\.0\.1:\d+/g) ?? []
+      t.ok(urls.length >= 2 && urls.every((u) => u === `http://127.0.0.1:${port}`), `every address says ${port}: ${urls.join(' ')}`)
+    }
+  }
+})
+
 t.test('refused: a name that is not lower-case kebab case, a wrong command line, contradictory flags', async (t) => {
   const dir = project(t)
   for (const name of ['Greeter', 'greeter_bot', 'greeter bot', 'greeter-', 'greet--er', '1greeter', '.greeter', '_shared', 'a'.repeat(65)]) {
