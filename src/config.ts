@@ -190,7 +190,8 @@ export function loadConfig (env: Record<string, string | undefined>, dotenv = fa
   return {
     ...raw,
     SUBPROCESS_ENV: subprocessEnv(raw.CLI_AGENT_ENV, env),
-    A2A_AGENTS: loadA2AAgents(raw.A2A_AGENTS_FILE, env),
+    // ${PORT} in the file is the port this server listens on, set or not (a card URL of its own)
+    A2A_AGENTS: loadA2AAgents(raw.A2A_AGENTS_FILE, { ...env, PORT: String(raw.PORT) }),
     MCP_SERVERS: loadToolServers(raw.MCP_SERVERS_FILE, env),
     DATA_DIR: resolve(raw.DATA_DIR),
     AGENTS_DIR: raw.AGENTS_DIR === '' ? BUNDLED_AGENTS_DIR : resolve(raw.AGENTS_DIR)

@@ -28,9 +28,9 @@ const REFERENCE = /\$\{([A-Za-z_][A-Za-z0-9_]*)\}/g
 const checkFile = lazySchema<A2AAgentsFile>(A2AAgentsFile)
 
 /**
- * Read A2A_AGENTS_FILE: the external A2A agents agents may call. `${NAME}` in `bearer_token` and
- * in header values is replaced by the environment variable NAME of `env` (the server's), here,
- * once. Every problem is reported, one line each, naming its place in the file.
+ * Read A2A_AGENTS_FILE: the external A2A agents agents may call. `${NAME}` in `card_url`,
+ * `bearer_token` and header values is replaced by the environment variable NAME of `env` (the
+ * server's, where `PORT` is the port it listens on, set or not), here, once. Every problem is reported, one line each, naming its place in the file.
  * @param path the file; empty: no external agents
  * @throws AH_ERR_CONFIG_INVALID listing every problem of the file
  */
@@ -53,14 +53,15 @@ export function loadA2AAgents (path: string, env: Record<string, string | undefi
 }
 
 function agentOf (name: string, entry: A2AAgentEntry, env: Record<string, string | undefined>, problem: (p: string) => void): A2AAgentConfig {
-  const url = parseUrl(entry.card_url)
-  if (url === undefined || !['http:', 'https:'].includes(url.protocol)) problem('card_url: must be an absolute http or https URL')
-  else if (url.username !== '' || url.password !== '') problem('card_url: must not carry credentials (use bearer_token or headers)')
   const resolve = (where: string, value: string): string => value.replace(REFERENCE, (_, variable: string) => {
     const found = env[variable]
     if (found === undefined || found === '') problem(`${where}: \${${variable}} is not set in the server's environment`)
     return found ?? ''
   })
+  const cardUrl = resolve('card_url', entry.card_url)
+  const url = parseUrl(cardUrl)
+  if (url === undefined || !['http:', 'https:'].includes(url.protocol)) problem('card_url: must be an absolute http or https URL')
+  else if (url.username !== '' || url.password !== '') problem('card_url: must not carry credentials (use bearer_token or headers)')
   const headers: Record<string, string> = {}
   for (const [header, value] of Object.entries(entry.headers ?? {})) {
     if (RESERVED_HEADERS.has(header.toLowerCase())) problem(`headers/${header}: the A2A client sets this header itself`)
@@ -77,7 +78,7 @@ function agentOf (name: string, entry: A2AAgentEntry, env: Record<string, string
   })
   return {
     name,
-    cardUrl: entry.card_url,
+    cardUrl,
     headers,
     capabilities: entry.capabilities,
     ...(entry.callers !== undefined ? { callers: entry.callers } : {}),

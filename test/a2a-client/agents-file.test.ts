@@ -18,6 +18,14 @@ t.test('no file, no external agents', async (t) => {
   t.same(loadConfig({}).A2A_AGENTS, [], 'the default')
 })
 
+t.test('${PORT} in a card URL is the port this server listens on, set or not: a card of its own', async (t) => {
+  const path = file(t, { agents: { self: { card_url: 'http://127.0.0.1:${PORT}/a2a/digest/.well-known/agent-card.json', capabilities: ['digest'] } } })
+  t.equal(loadConfig({ A2A_AGENTS_FILE: path }).A2A_AGENTS[0]?.cardUrl, 'http://127.0.0.1:3000/a2a/digest/.well-known/agent-card.json', 'PORT unset: the default port')
+  t.equal(loadConfig({ A2A_AGENTS_FILE: path, PORT: '4123' }).A2A_AGENTS[0]?.cardUrl, 'http://127.0.0.1:4123/a2a/digest/.well-known/agent-card.json')
+  const other = file(t, { agents: { far: { card_url: 'https://${CARD_HOST}/card.json', capabilities: ['x'] } } })
+  t.throws(() => loadConfig({ A2A_AGENTS_FILE: other }), { message: /\/agents\/far\/card_url: \$\{CARD_HOST\} is not set in the server's environment/ }, 'another variable must be set')
+})
+
 t.test('an entry is read with its defaults, its credentials resolved from the environment given', async (t) => {
   const path = file(t, {
     agents: {

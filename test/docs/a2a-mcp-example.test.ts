@@ -1,6 +1,8 @@
 import t from 'tap'
 import { execFile } from 'node:child_process'
-import { readFileSync, writeFileSync } from 'node:fs'
+import { once } from 'node:events'
+import { readFileSync } from 'node:fs'
+import { createServer, type AddressInfo } from 'node:net'
 import { join } from 'node:path'
 import { fileURLToPath } from 'node:url'
 import { harnessFreeEnv } from '../child-env.js'
@@ -9,7 +11,7 @@ import { tempDataDir } from '../helper.js'
 import { docBlocks } from './doc-blocks.js'
 
 // The example of both ways out of the host (docs/a2a-and-mcp.md), run as written against a server started with
-// the example's files (only the port changes: the A2A agents file names this server's own card).
+// the example's files as they are (only the curl's port changes).
 
 const ROOT = fileURLToPath(new URL('../../', import.meta.url))
 
@@ -17,14 +19,13 @@ t.test('the A2A and MCP example of docs/a2a-and-mcp.md: file-digest reads a doc 
   const [start, call] = docBlocks('docs/a2a-and-mcp.md', '### Example: a file read through a tool, summarized by another agent')
   t.match(start, /MCP_SERVERS_FILE=examples\/mcp-servers\.json A2A_AGENTS_FILE=examples\/a2a-agents\.json npm start/, 'the server is started with the example\'s two files')
   const dir = tempDataDir(t)
-  // the port is known once the server listens: its card URL is this server's own
-  const agentsFile = join(dir, 'a2a-agents.json')
-  writeFileSync(agentsFile, readFileSync(join(ROOT, 'examples/a2a-agents.json')))
-  const server = await startServer(t, { DATA_DIR: join(dir, 'data'), WORKERS_PER_TYPE: '0', MCP_SERVERS_FILE: join(ROOT, 'examples/mcp-servers.json'), A2A_AGENTS_FILE: agentsFile })
-  writeFileSync(agentsFile, readFileSync(join(ROOT, 'examples/a2a-agents.json'), 'utf8').replaceAll('http://127.0.0.1:3000', server.url))
-  server.child.kill('SIGTERM')
-  await server.exited
-  const again = await startServer(t, { DATA_DIR: join(dir, 'data'), WORKERS_PER_TYPE: '0', MCP_SERVERS_FILE: join(ROOT, 'examples/mcp-servers.json'), A2A_AGENTS_FILE: agentsFile, PORT: String(server.port) })
+  // the example's file as it is: its card URL names this server's own port, whatever PORT is (a
+  // port this test is given first, as a reader's server keeps the one it starts on)
+  const probe = createServer().listen(0, '127.0.0.1')
+  await once(probe, 'listening')
+  const port = (probe.address() as AddressInfo).port
+  await new Promise((resolve) => probe.close(resolve))
+  const again = await startServer(t, { DATA_DIR: join(dir, 'data'), WORKERS_PER_TYPE: '0', MCP_SERVERS_FILE: join(ROOT, 'examples/mcp-servers.json'), A2A_AGENTS_FILE: join(ROOT, 'examples/a2a-agents.json'), PORT: String(port) })
   const run = async (script: string): Promise<string> => await new Promise((resolve, reject) => {
     execFile('bash', ['-euo', 'pipefail', '-c', script.replaceAll('http://127.0.0.1:3000', again.url)], { cwd: ROOT, env: harnessFreeEnv(), timeout: 60_000 }, (error, stdout, stderr) => {
       if (error !== null) reject(new Error(`${error.message}\n${stderr}`))
