@@ -68,7 +68,9 @@ t.test('health checks are logged at debug, not as two info lines each; other req
     if (level === 'info') t.same(about('/health'), [], 'nothing at info')
     else t.match(about('/health'), [{ level: 20, msg: 'health check', url: '/health' }, { level: 20, msg: 'health check', url: '/health?probe=lb' }], 'one debug line each')
     await app.inject({ url: '/v1/agents' })
-    t.match(about('/v1/agents').map((l) => l.msg), ['incoming request', 'request completed'], `${level}: other requests are logged as before`)
+    t.same(about('/v1/agents').map((l) => l.msg), level === 'info' ? ['request completed'] : ['incoming request', 'request completed'], `${level}: other requests are logged, one line at info`)
+    const [done] = about('/v1/agents').filter((l) => l.msg === 'request completed')
+    t.match(done, { level: 30, req: { method: 'GET', url: '/v1/agents' }, res: { statusCode: 200 }, responseTime: Number }, 'that line names the request, its status and its time')
   }
 })
 
@@ -85,8 +87,8 @@ t.test('one trace id: without traceparent the envelope\'s trace.trace_id names t
     const res = await app.inject({ method: 'POST', url: '/v1/assist', headers: { accept }, payload: body })
     t.equal(res.statusCode, 200)
     t.match(String(res.headers.traceparent), new RegExp(`^00-${w3c}-[0-9a-f]{16}-01$`), `${accept}: the response header`)
-    const reqId = lines.find((l) => l.msg === 'incoming request')?.reqId
-    t.match(linesOf(reqId).map((l) => l.msg), ['incoming request', 'run ended', 'request completed'], `${accept}: the access log and the run's end`)
+    const reqId = lines.find((l) => l.msg === 'request completed')?.reqId
+    t.match(linesOf(reqId).map((l) => l.msg), ['run ended', 'request completed'], `${accept}: the run's end and the access log's one line`)
     t.same([...new Set(linesOf(reqId).map((l) => l.traceId))], [w3c], `${accept}: every line of the request`)
     const audit = (await app.inject({ url: `/v1/audit?request_id=${body.request_id}` })).json() as { rows: Array<{ action: string, trace_id: string }> }
     t.same(audit.rows.filter((e) => e.action === 'assist').map((e) => e.trace_id.replaceAll('-', '')), [w3c], `${accept}: the audit row`)
@@ -97,8 +99,8 @@ t.test('one trace id: without traceparent the envelope\'s trace.trace_id names t
   lines.length = 0
   const broken = await app.inject({ method: 'POST', url: '/v1/assist', headers: { 'content-type': 'application/json' }, payload: '{"not json' })
   t.equal(broken.statusCode, 400)
-  const reqId = lines.find((l) => l.msg === 'incoming request')?.reqId
-  t.same(linesOf(reqId).map((l) => l.msg), ['incoming request', 'request rejected', 'request completed'], 'a body that never parsed: the incoming line is still written, first')
+  const reqId = lines.find((l) => l.msg === 'request completed')?.reqId
+  t.same(linesOf(reqId).map((l) => l.msg), ['request rejected', 'request completed'], 'a body that never parsed: its refusal, then the access log\'s line')
   t.same([...new Set(linesOf(reqId).map((l) => l.traceId))], [String(broken.headers.traceparent).split('-')[1]], 'with the trace id of its response')
 
   const continued = '4bf92f3577b34da6a3ce929d0e0e4736'

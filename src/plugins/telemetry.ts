@@ -54,7 +54,7 @@ export class TraceparentPropagator implements TextMapPropagator {
 const owed = new WeakSet<IncomingMessage>()
 
 function writeOwed (request: FastifyRequest): void {
-  if (owed.delete(request.raw)) request.log.info({ req: request }, 'incoming request')
+  if (owed.delete(request.raw)) request.log.debug({ req: request }, 'incoming request')
 }
 
 /**
@@ -63,9 +63,9 @@ function writeOwed (request: FastifyRequest): void {
  * of such a request waits for it, so that it carries the trace id every other line carries.
  */
 export class TelemetryLogController extends TraceLogController {
-  override incomingRequest (request: FastifyRequest, reply: FastifyReply): void {
+  override incomingRequest (request: FastifyRequest): void {
     if (request.routeOptions.config.traceFromEnvelope !== true && !traceContext(request.raw).settled && !this.isLogDisabled(request)) owed.add(request.raw)
-    else super.incomingRequest(request, reply)
+    else super.incomingRequest(request)
   }
 
   override requestCompleted (error: Error | null | undefined, request: FastifyRequest, reply: FastifyReply): void {

@@ -93,23 +93,28 @@ const deferred = new WeakSet<IncomingMessage>()
 
 /** Write a request's deferred `incoming request` line now (before anything else it logs), if it is still owed. */
 export function logIncoming (request: FastifyRequest): void {
-  if (deferred.delete(request.raw)) request.log.info({ req: request }, 'incoming request')
+  if (deferred.delete(request.raw)) request.log.debug({ req: request }, 'incoming request')
 }
 
 /**
- * Fastify's access log, with the `incoming request` line of a `traceFromEnvelope` route written once
- * its trace id is known (after the body is read), or before `request completed` if the request ended
- * sooner (refused before its body was read), so both lines carry the trace id the response names.
+ * The access log: one line per request at info, `request completed` (or `request errored`), naming
+ * the request (method, URL, host, remote address), its answer's status and its time. The
+ * `incoming request` line is debug; on a `traceFromEnvelope` route it is written once the trace id
+ * is known (after the body is read), or before the last line if the request ended sooner (refused
+ * before its body was read), so every line carries the trace id the response names.
  */
 export class TraceLogController extends LogController {
-  override incomingRequest (request: FastifyRequest, reply: FastifyReply): void {
-    if (request.routeOptions.config.traceFromEnvelope === true && !traceContext(request.raw).settled && !this.isLogDisabled(request)) deferred.add(request.raw)
-    else super.incomingRequest(request, reply)
+  override incomingRequest (request: FastifyRequest): void {
+    if (this.isLogDisabled(request)) return
+    if (request.routeOptions.config.traceFromEnvelope === true && !traceContext(request.raw).settled) deferred.add(request.raw)
+    else request.log.debug({ req: request }, 'incoming request')
   }
 
   override requestCompleted (error: Error | null | undefined, request: FastifyRequest, reply: FastifyReply): void {
     logIncoming(request)
-    super.requestCompleted(error, request, reply)
+    if (this.isLogDisabled(request)) return
+    if (error !== null && error !== undefined) reply.log.error({ req: request, res: reply, err: error, responseTime: reply.elapsedTime }, 'request errored')
+    else reply.log.info({ req: request, res: reply, responseTime: reply.elapsedTime }, 'request completed')
   }
 }
 
