@@ -35,6 +35,28 @@ function toHostError (err: FastifyError, request: FastifyRequest): HostError {
   return new AH_ERR_INTERNAL({ cause: err })
 }
 
+/** How much of a refused body is read and thrown away, as a multiple of the route's body limit, before the connection is cut. */
+const DISCARD_FACTOR = 16
+
+/**
+ * A body the content-type parser refused before its end (larger than the route's body limit): read
+ * the rest and throw it away, up to {@link DISCARD_FACTOR} times the limit, then cut the connection.
+ * Fastify asks for `Connection: close`, and Node then closes the socket as soon as the answer is
+ * written: a client still sending its body (curl, with or without `Expect: 100-continue`) is reset
+ * and never reads the 413. Read to its end, the request leaves the connection usable.
+ */
+function discardBody (request: FastifyRequest, reply: FastifyReply): void {
+  reply.removeHeader('connection')
+  const raw = request.raw
+  const bound = DISCARD_FACTOR * (request.routeOptions.bodyLimit ?? request.server.initialConfig.bodyLimit ?? 1048576)
+  let read = 0
+  raw.on('data', (chunk: Buffer) => {
+    read += chunk.length
+    if (read > bound) raw.socket.destroy()
+  })
+  raw.resume()
+}
+
 /**
  * One error body for every failure (CAP.md §6): `{ statusCode, code, error, message, details? }`.
  * 5xx answers say nothing of internals; the cause goes to the log.
@@ -49,6 +71,7 @@ async function errorHandler (app: FastifyInstance): Promise<void> {
     else request.log.info({ code: error.code, message: error.message }, 'request rejected')
     const body: ErrorBody = errorBody({ ...error, statusCode, code: error.code, message: error.message, details: error.details })
     if (statusCode === 503 && !reply.hasHeader('retry-after')) reply.header('retry-after', '5')
+    if (reply.getHeader('connection') === 'close' && !request.raw.complete) discardBody(request, reply)
     return reply.code(statusCode).type('application/json; charset=utf-8').send(body)
   })
   app.setNotFoundHandler((request, reply) => {
