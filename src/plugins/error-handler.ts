@@ -1,7 +1,7 @@
 import fp from 'fastify-plugin'
 import type { FastifyError, FastifyInstance, FastifyReply, FastifyRequest } from 'fastify'
 import {
-  AH_ERR_BODY_MALFORMED, errorBody, AH_ERR_BODY_TOO_LARGE, AH_ERR_INTERNAL, AH_ERR_MEDIA_TYPE_UNSUPPORTED, AH_ERR_REQUEST_INVALID,
+  AH_ERR_BODY_MALFORMED, errorBody, AH_ERR_BODY_TOO_LARGE, AH_ERR_INTERNAL, AH_ERR_MEDIA_TYPE_UNSUPPORTED, AH_ERR_METHOD_NOT_ALLOWED, AH_ERR_REQUEST_INVALID,
   AH_ERR_ROUTE_NOT_FOUND, AH_ERR_STORAGE_BUSY, AH_ERR_STORAGE_UNAVAILABLE, AH_ERR_VALIDATION, withDetails
 } from '../errors.js'
 import { isBusy, isUnavailable } from '../storage/busy.js'
@@ -33,6 +33,15 @@ function toHostError (err: FastifyError, request: FastifyRequest): HostError {
   const status = err.statusCode ?? 500
   if (status >= 400 && status < 500) return new AH_ERR_REQUEST_INVALID(err.message)
   return new AH_ERR_INTERNAL({ cause: err })
+}
+
+/** The methods an `Allow` header may list (not OPTIONS: CORS answers preflights on every path). */
+const METHODS = ['GET', 'HEAD', 'POST', 'PUT', 'PATCH', 'DELETE'] as const
+
+/** The methods some route serves `url` with (the router's own match, so parameters and wildcards count). */
+function allowedMethods (app: FastifyInstance, url: string): string[] {
+  const path = url.split('?', 1)[0] as string
+  return METHODS.filter((method) => app.findRoute({ method, url: path }) !== null)
 }
 
 /** How much of a refused body is read and thrown away, as a multiple of the route's body limit, before the connection is cut. */
@@ -75,6 +84,10 @@ async function errorHandler (app: FastifyInstance): Promise<void> {
     return reply.code(statusCode).type('application/json; charset=utf-8').send(body)
   })
   app.setNotFoundHandler((request, reply) => {
+    const allowed = allowedMethods(app, request.url)
+    if (allowed.length > 0) {
+      return reply.code(405).header('allow', allowed.join(', ')).send(errorBody(new AH_ERR_METHOD_NOT_ALLOWED(request.method, request.url, allowed.join(', '))))
+    }
     return reply.code(404).send(errorBody(new AH_ERR_ROUTE_NOT_FOUND(request.method, request.url)))
   })
 }
