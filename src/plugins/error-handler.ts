@@ -67,21 +67,29 @@ function discardBody (request: FastifyRequest, reply: FastifyReply): void {
 }
 
 /**
- * One error body for every failure (CAP.md §6): `{ statusCode, code, error, message, details? }`.
- * 5xx answers say nothing of internals; the cause goes to the log.
+ * The error body (CAP.md §6: `{ statusCode, code, error, message, details? }`) answering `err`,
+ * thrown while serving `request`: logged (5xx with its cause; the body says nothing of internals),
+ * with what the reply needs besides (`Retry-After` on a 503; the rest of a refused body read and
+ * dropped). The app's error handler sends it as it is; a protocol with an error shape of its own
+ * (`/mcp`: JSON-RPC errors) sends it wrapped, from an error handler of its routes.
  */
+export function errorAnswer (err: FastifyError, request: FastifyRequest, reply: FastifyReply): ErrorBody {
+  logIncoming(request)
+  const error = toHostError(err, request)
+  const statusCode = error.statusCode ?? 500
+  if (statusCode === 503) request.log.warn({ code: error.code }, 'request refused: unavailable')
+  else if (statusCode >= 500) request.log.error({ err }, 'request failed')
+  else request.log.info({ code: error.code, message: error.message }, 'request rejected')
+  if (statusCode === 503 && !reply.hasHeader('retry-after')) reply.header('retry-after', '5')
+  if (reply.getHeader('connection') === 'close' && !request.raw.complete) discardBody(request, reply)
+  return errorBody({ ...error, statusCode, code: error.code, message: error.message, details: error.details })
+}
+
+/** One error body for every failure ({@link errorAnswer}), and for every path no route serves. */
 async function errorHandler (app: FastifyInstance): Promise<void> {
   app.setErrorHandler((err: FastifyError, request: FastifyRequest, reply: FastifyReply) => {
-    logIncoming(request)
-    const error = toHostError(err, request)
-    const statusCode = error.statusCode ?? 500
-    if (statusCode === 503) request.log.warn({ code: error.code }, 'request refused: unavailable')
-    else if (statusCode >= 500) request.log.error({ err }, 'request failed')
-    else request.log.info({ code: error.code, message: error.message }, 'request rejected')
-    const body: ErrorBody = errorBody({ ...error, statusCode, code: error.code, message: error.message, details: error.details })
-    if (statusCode === 503 && !reply.hasHeader('retry-after')) reply.header('retry-after', '5')
-    if (reply.getHeader('connection') === 'close' && !request.raw.complete) discardBody(request, reply)
-    return reply.code(statusCode).type('application/json; charset=utf-8').send(body)
+    const body = errorAnswer(err, request, reply)
+    return reply.code(body.statusCode).type('application/json; charset=utf-8').send(body)
   })
   app.setNotFoundHandler((request, reply) => {
     const allowed = allowedMethods(app, request.url)
