@@ -42,10 +42,11 @@ t.test('GET /v1/agents/:id finds by uuid (any case) or name', async (t) => {
 t.test('GET /health reports status, instance id, version and uptime', async (t) => {
   const app = await build(t)
   const body = (await app.inject({ url: '/health' })).json()
-  t.match(body, { status: 'ok', agent_id: /^[0-9a-f-]{36}$/, version: pkg.version })
+  t.match(body, { status: 'ok', instance_id: /^[0-9a-f-]{36}$/, version: pkg.version })
+  t.notOk('agent_id' in body, 'the instance is not an agent: its id is instance_id')
   t.type(body.uptime_seconds, 'number')
   const pinned = await build(t, { INSTANCE_ID: 'ABCDEF00-0000-4000-8000-000000000000' })
-  t.equal((await pinned.inject({ url: '/health' })).json().agent_id, 'abcdef00-0000-4000-8000-000000000000')
+  t.equal((await pinned.inject({ url: '/health' })).json().instance_id, 'abcdef00-0000-4000-8000-000000000000')
 })
 
 t.test('an unknown route is a 404 with the catalogue body', async (t) => {
