@@ -92,7 +92,8 @@ async function errorHandler (app: FastifyInstance): Promise<void> {
     return reply.code(body.statusCode).type('application/json; charset=utf-8').send(body)
   })
   app.setNotFoundHandler((request, reply) => {
-    const allowed = allowedMethods(app, request.url)
+    // an OPTIONS that is no CORS preflight asks for nothing this server serves
+    const allowed = request.method === 'OPTIONS' ? [] : allowedMethods(app, request.url)
     if (allowed.length > 0) {
       return reply.code(405).header('allow', allowed.join(', ')).send(errorBody(new AH_ERR_METHOD_NOT_ALLOWED(request.method, request.url, allowed.join(', '))))
     }
