@@ -56,6 +56,8 @@ export const AH_ERR_SESSION_NOT_FOUND = define('AH_ERR_SESSION_NOT_FOUND', 404, 
   'The session id names no stored session (never used, or erased).')
 export const AH_ERR_RUN_NOT_FOUND = define('AH_ERR_RUN_NOT_FOUND', 404, 'No running request with id "%s"',
   'Cancel: the request id names no run that is still going.')
+export const AH_ERR_METHOD_NOT_ALLOWED = define('AH_ERR_METHOD_NOT_ALLOWED', 405, 'Method %s is not allowed on %s: this path takes %s',
+  'The path exists, but not with this method (`GET /v1/assist`, say); the `Allow` header and the message list the methods it takes.')
 export const AH_ERR_REQUEST_CONFLICT = define('AH_ERR_REQUEST_CONFLICT', 409, 'Request id "%s" was already used with a different envelope',
   'The envelope\'s `request_id` was already used with a different envelope (a retry must resend the same one).')
 export const AH_ERR_NOT_ACCEPTABLE = define('AH_ERR_NOT_ACCEPTABLE', 406, 'Accept header "%s" allows neither application/json nor text/event-stream',

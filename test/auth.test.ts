@@ -6,6 +6,7 @@ import { openDatabase } from '../src/storage/database.js'
 import { ROUTE_SCOPES, SCOPES } from '../src/auth/scopes.js'
 import { AGENTS, build, envelope, FIXTURE_AGENTS_DIR, tempDataDir } from './helper.js'
 import { checkErrorBody } from './sse.js'
+import { checkRpcError } from './mcp/client.js'
 
 const CONFIG_KEY = 'config-key-0123456789abcdefghij'
 
@@ -55,6 +56,11 @@ const REQUESTS: Record<string, { method: 'GET' | 'POST' | 'DELETE', url: string,
   'GET /v1/a2a/push-deliveries': { method: 'GET', url: '/v1/a2a/push-deliveries' }
 }
 
+/** The error body of a refusal: as every route answers it, or in `error.data` of the JSON-RPC error `/mcp` answers. */
+function errorOf (route: string, body: unknown): ReturnType<typeof checkErrorBody> {
+  return route.endsWith(' /mcp') ? checkRpcError(body).error.data : checkErrorBody(body)
+}
+
 async function keyWith (app: FastifyInstance, scopes: string[], agents?: string[]): Promise<string> {
   return (await app.keys.create({ name: `k-${scopes.join('+')}`, scopes, ...(agents !== undefined ? { agents } : {}) })).key
 }
@@ -69,13 +75,13 @@ t.test('every route on every scope: 401 without a key, 403 with the wrong scope,
     const needed = ROUTE_SCOPES[route] as string
     const none = await app.inject({ ...req })
     t.equal(none.statusCode, 401, `${route} without a key`)
-    t.equal(checkErrorBody(none.json()).code, 'AH_ERR_AUTH_REQUIRED')
+    t.equal(errorOf(route, none.json()).code, 'AH_ERR_AUTH_REQUIRED')
     for (const scope of SCOPES) {
       const res = await app.inject({ ...req, headers: { authorization: `Bearer ${keys.get(scope) as string}` } })
       if (scope === needed || scope === 'admin') t.ok(res.statusCode !== 401 && res.statusCode !== 403, `${route} with ${scope}: ${res.statusCode}`)
       else {
         t.equal(res.statusCode, 403, `${route} with ${scope}`)
-        t.match(checkErrorBody(res.json()), { code: 'AH_ERR_FORBIDDEN', message: new RegExp(`"${needed}"`) })
+        t.match(errorOf(route, res.json()), { code: 'AH_ERR_FORBIDDEN', message: new RegExp(`"${needed}"`) })
       }
     }
   }

@@ -101,3 +101,15 @@ t.test('GET /v1/events?follow=true tails new events as SSE, from Last-Event-ID',
   await ended
   t.pass('the tail ends when the server closes')
 })
+
+t.test('regression (issue 31): GET /v1/events with Accept: text/event-stream alone tails as follow=true does; otherwise a page', async (t) => {
+  const { app, url } = await listen(t, { AGENTS_DIR: FIXTURE_AGENTS_DIR })
+  const res = await new Promise<import('node:http').IncomingMessage>((resolve) => {
+    request(`${url}/v1/events`, { headers: { accept: 'text/event-stream' } }, resolve).end()
+  })
+  t.equal(res.headers['content-type'], 'text/event-stream; charset=utf-8')
+  res.destroy()
+  const page = await app.inject({ url: '/v1/events', headers: { accept: 'application/json, text/event-stream' } })
+  t.match(page.json(), { events: [] }, 'both types: a page')
+  t.match((await app.inject({ url: '/v1/events?follow=false', headers: { accept: 'text/event-stream' } })).json(), { events: [] }, 'follow=false: a page')
+})

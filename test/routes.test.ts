@@ -42,10 +42,11 @@ t.test('GET /v1/agents/:id finds by uuid (any case) or name', async (t) => {
 t.test('GET /health reports status, instance id, version and uptime', async (t) => {
   const app = await build(t)
   const body = (await app.inject({ url: '/health' })).json()
-  t.match(body, { status: 'ok', agent_id: /^[0-9a-f-]{36}$/, version: pkg.version })
+  t.match(body, { status: 'ok', instance_id: /^[0-9a-f-]{36}$/, version: pkg.version })
+  t.notOk('agent_id' in body, 'the instance is not an agent: its id is instance_id')
   t.type(body.uptime_seconds, 'number')
   const pinned = await build(t, { INSTANCE_ID: 'ABCDEF00-0000-4000-8000-000000000000' })
-  t.equal((await pinned.inject({ url: '/health' })).json().agent_id, 'abcdef00-0000-4000-8000-000000000000')
+  t.equal((await pinned.inject({ url: '/health' })).json().instance_id, 'abcdef00-0000-4000-8000-000000000000')
 })
 
 t.test('an unknown route is a 404 with the catalogue body', async (t) => {
@@ -53,6 +54,26 @@ t.test('an unknown route is a 404 with the catalogue body', async (t) => {
   const res = await app.inject({ url: '/v2/nothing' })
   t.equal(res.statusCode, 404)
   t.equal(checkErrorBody(res.json()).code, 'AH_ERR_ROUTE_NOT_FOUND')
+})
+
+t.test('a known path with a method it does not serve is a 405 with Allow and the catalogue body', async (t) => {
+  const app = await build(t)
+  for (const [method, url, allow] of [
+    ['GET', '/v1/assist', 'POST'],
+    ['PUT', '/v1/assist?x=1', 'POST'],
+    ['DELETE', `/v1/assist/${AGENTS.echo}/cancel`, 'POST'],
+    ['GET', '/v1/plans', 'POST'],
+    ['POST', '/v1/agents', 'GET, HEAD'],
+    ['PATCH', '/v1/tasks', 'GET, HEAD, POST']
+  ] as const) {
+    const res = await app.inject({ method, url })
+    t.equal(res.statusCode, 405, `${method} ${url}`)
+    t.equal(res.headers.allow, allow, `${method} ${url}: Allow`)
+    const body = checkErrorBody(res.json())
+    t.equal(body.code, 'AH_ERR_METHOD_NOT_ALLOWED')
+    t.match(body.message, allow)
+  }
+  t.equal((await app.inject({ method: 'GET', url: '/v1/assist/nothing/more/here' })).statusCode, 404, 'a path no method serves is still a 404')
 })
 
 t.test('the OpenAPI document holds exactly generateOpenApiPath() for /v1/assist', async (t) => {

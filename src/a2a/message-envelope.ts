@@ -62,11 +62,14 @@ export function payloadOf (message: Message): Record<string, unknown> {
   return payload
 }
 
+/** The key of the request metadata that keeps an A2A message's own `messageId` (the agent sees it there too). */
+export const MESSAGE_ID = 'a2a_message_id'
+
 /**
  * The CAP envelope of an A2A message (the mapping is `docs/a2a-and-mcp.md`): the run's request id
  * from `messageId`, the session from `contextId` (a UUID; a new one when absent), the payload from
  * the parts, and `metadata.capability` (or `metadata.skill`) and `metadata.timeout_ms` as the
- * request's metadata.
+ * request's metadata, with the `messageId` as sent ({@link MESSAGE_ID}).
  */
 export function envelopeOf (message: Message, context: EnvelopeContext): ServiceRequest {
   if (message.messageId === '') throw new RequestMalformedError('message.messageId is required')
@@ -81,7 +84,8 @@ export function envelopeOf (message: Message, context: EnvelopeContext): Service
   if (capability !== undefined && (typeof capability !== 'string' || capability === '')) throw new RequestMalformedError('message.metadata.capability must be a capability\'s name')
   if (timeout !== undefined && (typeof timeout !== 'number' || !Number.isInteger(timeout) || timeout < 1)) throw new RequestMalformedError('message.metadata.timeout_ms must be a positive integer')
   const requestId = requestIdOf(message.messageId)
-  const metadata = { ...(capability !== undefined ? { capability } : {}), ...(timeout !== undefined ? { timeout_ms: timeout } : {}) }
+  // the client's own messageId: the run's request id is a UUID made from it, and the task's history shows the message as sent
+  const metadata = { ...(capability !== undefined ? { capability } : {}), ...(timeout !== undefined ? { timeout_ms: timeout } : {}), [MESSAGE_ID]: message.messageId }
   return {
     request_id: requestId,
     context: {
@@ -114,13 +118,14 @@ export function requestMessage (envelope: ServiceRequest): Message {
     ...(typeof query === 'string' ? [textPart(query)] : []),
     ...(Object.keys(rest).length > 0 || (query !== undefined && typeof query !== 'string') ? [dataPart(typeof query === 'string' ? rest : envelope.payload.payload)] : [])
   ]
+  const { [MESSAGE_ID]: messageId, ...metadata }: Record<string, unknown> = envelope.payload.metadata ?? {}
   return {
-    messageId: envelope.request_id,
+    messageId: typeof messageId === 'string' ? messageId : envelope.request_id,
     contextId: envelope.context.session_id,
     taskId: envelope.request_id,
     role: Role.ROLE_USER,
     parts,
-    metadata: envelope.payload.metadata !== undefined ? { ...envelope.payload.metadata } : undefined,
+    metadata: Object.keys(metadata).length > 0 ? metadata : undefined,
     extensions: [],
     referenceTaskIds: []
   }

@@ -1,7 +1,7 @@
 import fp from 'fastify-plugin'
 import type { FastifyError, FastifyInstance, FastifyReply, FastifyRequest } from 'fastify'
 import {
-  AH_ERR_BODY_MALFORMED, errorBody, AH_ERR_BODY_TOO_LARGE, AH_ERR_INTERNAL, AH_ERR_MEDIA_TYPE_UNSUPPORTED, AH_ERR_REQUEST_INVALID,
+  AH_ERR_BODY_MALFORMED, errorBody, AH_ERR_BODY_TOO_LARGE, AH_ERR_INTERNAL, AH_ERR_MEDIA_TYPE_UNSUPPORTED, AH_ERR_METHOD_NOT_ALLOWED, AH_ERR_REQUEST_INVALID,
   AH_ERR_ROUTE_NOT_FOUND, AH_ERR_STORAGE_BUSY, AH_ERR_STORAGE_UNAVAILABLE, AH_ERR_VALIDATION, withDetails
 } from '../errors.js'
 import { isBusy, isUnavailable } from '../storage/busy.js'
@@ -35,23 +35,68 @@ function toHostError (err: FastifyError, request: FastifyRequest): HostError {
   return new AH_ERR_INTERNAL({ cause: err })
 }
 
+/** The methods an `Allow` header may list (not OPTIONS: CORS answers preflights on every path). */
+const METHODS = ['GET', 'HEAD', 'POST', 'PUT', 'PATCH', 'DELETE'] as const
+
+/** The methods some route serves `url` with (the router's own match, so parameters and wildcards count). */
+function allowedMethods (app: FastifyInstance, url: string): string[] {
+  const path = url.split('?', 1)[0] as string
+  return METHODS.filter((method) => app.findRoute({ method, url: path }) !== null)
+}
+
+/** How much of a refused body is read and thrown away, as a multiple of the route's body limit, before the connection is cut. */
+const DISCARD_FACTOR = 16
+
 /**
- * One error body for every failure (CAP.md §6): `{ statusCode, code, error, message, details? }`.
- * 5xx answers say nothing of internals; the cause goes to the log.
+ * A body the content-type parser refused before its end (larger than the route's body limit): read
+ * the rest and throw it away, up to {@link DISCARD_FACTOR} times the limit, then cut the connection.
+ * Fastify asks for `Connection: close`, and Node then closes the socket as soon as the answer is
+ * written: a client still sending its body (curl, with or without `Expect: 100-continue`) is reset
+ * and never reads the 413. Read to its end, the request leaves the connection usable.
  */
+function discardBody (request: FastifyRequest, reply: FastifyReply): void {
+  reply.removeHeader('connection')
+  const raw = request.raw
+  const bound = DISCARD_FACTOR * (request.routeOptions.bodyLimit ?? request.server.initialConfig.bodyLimit ?? 1048576)
+  let read = 0
+  raw.on('data', (chunk: Buffer) => {
+    read += chunk.length
+    if (read > bound) raw.socket.destroy()
+  })
+  raw.resume()
+}
+
+/**
+ * The error body (CAP.md §6: `{ statusCode, code, error, message, details? }`) answering `err`,
+ * thrown while serving `request`: logged (5xx with its cause; the body says nothing of internals),
+ * with what the reply needs besides (`Retry-After` on a 503; the rest of a refused body read and
+ * dropped). The app's error handler sends it as it is; a protocol with an error shape of its own
+ * (`/mcp`: JSON-RPC errors) sends it wrapped, from an error handler of its routes.
+ */
+export function errorAnswer (err: FastifyError, request: FastifyRequest, reply: FastifyReply): ErrorBody {
+  logIncoming(request)
+  const error = toHostError(err, request)
+  const statusCode = error.statusCode ?? 500
+  if (statusCode === 503) request.log.warn({ code: error.code }, 'request refused: unavailable')
+  else if (statusCode >= 500) request.log.error({ err }, 'request failed')
+  else request.log.info({ code: error.code, message: error.message }, 'request rejected')
+  if (statusCode === 503 && !reply.hasHeader('retry-after')) reply.header('retry-after', '5')
+  if (reply.getHeader('connection') === 'close' && !request.raw.complete) discardBody(request, reply)
+  return errorBody({ ...error, statusCode, code: error.code, message: error.message, details: error.details })
+}
+
+/** One error body for every failure ({@link errorAnswer}), and for every path no route serves. */
 async function errorHandler (app: FastifyInstance): Promise<void> {
   app.setErrorHandler((err: FastifyError, request: FastifyRequest, reply: FastifyReply) => {
-    logIncoming(request)
-    const error = toHostError(err, request)
-    const statusCode = error.statusCode ?? 500
-    if (statusCode === 503) request.log.warn({ code: error.code }, 'request refused: unavailable')
-    else if (statusCode >= 500) request.log.error({ err }, 'request failed')
-    else request.log.info({ code: error.code, message: error.message }, 'request rejected')
-    const body: ErrorBody = errorBody({ ...error, statusCode, code: error.code, message: error.message, details: error.details })
-    if (statusCode === 503 && !reply.hasHeader('retry-after')) reply.header('retry-after', '5')
-    return reply.code(statusCode).type('application/json; charset=utf-8').send(body)
+    const body = errorAnswer(err, request, reply)
+    return reply.code(body.statusCode).type('application/json; charset=utf-8').send(body)
   })
   app.setNotFoundHandler((request, reply) => {
+    // an OPTIONS that is no CORS preflight asks for nothing this server serves
+    const allowed = request.method === 'OPTIONS' ? [] : allowedMethods(app, request.url)
+    if (allowed.length > 0) {
+      return reply.code(405).header('allow', allowed.join(', ')).send(errorBody(new AH_ERR_METHOD_NOT_ALLOWED(request.method, request.url, allowed.join(', '))))
+    }
     return reply.code(404).send(errorBody(new AH_ERR_ROUTE_NOT_FOUND(request.method, request.url)))
   })
 }

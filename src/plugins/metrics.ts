@@ -9,10 +9,11 @@ declare module 'fastify' {
   }
 }
 
-/** The `code` of an error body, if `body` is one. */
+/** The `code` of an error body, if `body` is one (on `/mcp`, in a JSON-RPC error's `data`). */
 function codeOf (body: string): unknown {
   try {
-    return (JSON.parse(body) as { code?: unknown } | null)?.code
+    const parsed = JSON.parse(body) as { code?: unknown, error?: { data?: { code?: unknown } } } | null
+    return parsed?.code ?? parsed?.error?.data?.code
   } catch {
     return undefined
   }

@@ -1,4 +1,5 @@
 import { Type, type Static } from 'typebox'
+import { ErrorBody } from './response.js'
 
 // JSON-RPC messages are MCP's (its schema is the specification's): only their envelope is checked
 // here, and nothing is dropped (`additionalProperties` stays open), so the SDK's transport sees them whole.
@@ -54,3 +55,22 @@ export const MCP_TOOLS_CALL_EXAMPLE: McpMessage = {
   method: 'tools/call',
   params: { name: 'echo', arguments: { query: 'hello' }, _meta: { progressToken: 3 } }
 }
+
+/**
+ * How `/mcp` answers a refusal at the HTTP level (authentication, scopes, limits, the body, the
+ * session): a JSON-RPC error object with no id, as the MCP transport answers its own refusals, under
+ * the HTTP status every other route would give. `error.data` is the error body those routes answer,
+ * with its stable `AH_ERR_*` code.
+ */
+export const McpErrorAnswer = Type.Object({
+  jsonrpc: Type.Literal('2.0'),
+  id: Type.Null(),
+  error: Type.Object({
+    /** -32700 the body is not JSON; -32600 it is not a JSON-RPC message (or batch); -32001 no such session (the MCP SDK's code); -32603 a failure of the server; -32000 any other refusal. */
+    code: Type.Integer(),
+    /** The error's message, as `data.message`. */
+    message: Type.String(),
+    data: ErrorBody
+  })
+}, { description: 'A JSON-RPC 2.0 error answer of the Model Context Protocol endpoint; `error.data` is the host\'s error body' })
+export type McpErrorAnswer = Static<typeof McpErrorAnswer>

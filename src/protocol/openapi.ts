@@ -45,23 +45,31 @@ export function genericErrorResponses (scope: string): Record<number, TUnsafe<Er
   }
 }
 
+/** The error an example shows: a host error body, or the one in a JSON-RPC error's `data` (how `/mcp` answers). */
+function exampleError (example: unknown): { code: string, message: string } | undefined {
+  if (typeof example !== 'object' || example === null) return undefined
+  const e = example as { code?: unknown, statusCode?: unknown, error?: { data?: unknown } }
+  if (typeof e.code === 'string' && 'statusCode' in e) return e as { code: string, message: string }
+  return exampleError(e.error?.data)
+}
+
 /** One error example per media type entry, named by its code (Swagger UI lists them by name). */
-function errorExamples (bodies: Array<{ code: string, message: string }>): JsonObject {
-  const examples: JsonObject = {}
-  for (const body of bodies) {
-    let name = body.code
-    for (let n = 2; name in examples; n++) name = `${body.code}_${n}`
-    examples[name] = { summary: body.message, value: body }
+function errorExamples (examples: unknown[]): JsonObject {
+  const named: JsonObject = {}
+  for (const example of examples) {
+    const error = exampleError(example) as { code: string, message: string }
+    let name = error.code
+    for (let n = 2; name in named; n++) name = `${error.code}_${n}`
+    named[name] = { summary: error.message, value: example as JsonObject }
   }
-  return examples
+  return named
 }
 
 /** A media type entry: the schema (a `$ref` when it is a component) and its examples. */
 function mediaOf (schema: JsonObject, examples: unknown[] | undefined): JsonObject {
   const media: JsonObject = { schema: documentSchema(schema) }
   if (examples === undefined || examples.length === 0) return media
-  const errors = examples.every((e) => typeof e === 'object' && e !== null && typeof (e as { code?: unknown }).code === 'string' && 'statusCode' in e)
-  if (errors) media.examples = errorExamples(examples as Array<{ code: string, message: string }>)
+  if (examples.every((e) => exampleError(e) !== undefined)) media.examples = errorExamples(examples)
   else if (examples.length === 1) media.example = examples[0]
   else media.examples = Object.fromEntries(examples.map((value, i) => [`example${i + 1}`, { value }]))
   return media
@@ -76,14 +84,14 @@ function annotations (schema: unknown): { description: string | undefined, examp
 /**
  * The OpenAPI `responses` of a route from its Fastify response schemas: each status's description
  * and examples (see {@link documented}), its body under `produces` (default `application/json`;
- * an ErrorBody is always JSON), and for a `type: null` schema no body at all.
+ * an error answer is always JSON), and for a `type: null` schema no body at all.
  */
 export function openApiResponses (response: Record<string, unknown>, produces: readonly string[] = ['application/json']): Record<string, JsonObject> {
   const responses: Record<string, JsonObject> = {}
   for (const [status, schema] of Object.entries(response)) {
     const { description, examples, rest } = annotations(schema)
-    const isError = documentSchema(rest).$ref === componentRef('ErrorBody').$ref
-    const entry: JsonObject = { description: description ?? (isError ? 'Error' : STATUS_CODES[Number(status)] ?? 'Response') }
+    const isError = Number(status) >= 400
+    const entry: JsonObject = { description: description ?? (documentSchema(rest).$ref === componentRef('ErrorBody').$ref ? 'Error' : STATUS_CODES[Number(status)] ?? 'Response') }
     // errors are JSON whatever the route produces otherwise (the error handler sends them)
     if (rest.type !== 'null') entry.content = Object.fromEntries((isError ? ['application/json'] : produces).map((type) => [type, mediaOf(rest, examples)]))
     responses[status] = entry

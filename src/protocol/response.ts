@@ -57,8 +57,8 @@ export type ServiceResponse = Static<typeof ServiceResponse>
 /** `GET /health` (CAP.md §1). */
 export const HealthCheckResponse = Type.Object({
   status: Type.Union([Type.Literal('ok'), Type.Literal('degraded'), Type.Literal('maintenance')]),
-  /** This host instance's id. */
-  agent_id: Uuid,
+  /** This server process's id, made at boot (or `INSTANCE_ID`): which instance answered, behind a load balancer. */
+  instance_id: Uuid,
   /** The host's version (semver). */
   version: Type.String(),
   uptime_seconds: Type.Number({ minimum: 0 })

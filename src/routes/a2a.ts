@@ -3,10 +3,10 @@ import type { OutgoingHttpHeaders } from 'node:http'
 import type { FastifyError, FastifyReply, FastifyRequest } from 'fastify'
 import { Type } from 'typebox'
 import {
-  A2A_CONTENT_TYPE, A2A_VERSION_HEADER, AgentCard, ListTaskPushNotificationConfigsResponse, ListTasksRequest, ListTasksResponse, SendMessageRequest, SendMessageResponse, StreamResponse, Task,
+  A2A_CONTENT_TYPE, A2A_PROTOCOL_VERSION, A2A_VERSION_HEADER, AgentCard, ListTaskPushNotificationConfigsResponse, ListTasksRequest, ListTasksResponse, SendMessageRequest, SendMessageResponse, StreamResponse, Task,
   TaskPushNotificationConfig
 } from '@a2a-js/sdk'
-import { A2A_ERROR_CODE, A2AError, RequestMalformedError, restStatusFor, toRestErrorBody } from '@a2a-js/sdk/errors'
+import { A2A_ERROR_CODE, A2AError, RequestMalformedError, restStatusFor, toRestErrorBody, VersionNotSupportedError } from '@a2a-js/sdk/errors'
 import { JsonRpcTransportHandler, ServerCallContext, validateVersion } from '@a2a-js/sdk/server'
 import pkg from '../../package.json' with { type: 'json' }
 import { agentCard, hostCard } from '../a2a/agent-card.js'
@@ -23,7 +23,7 @@ const TaskParams = Type.Object({
   agent_id: AgentParams.properties.agent_id,
   task: Type.String({ minLength: 1, maxLength: 256, description: 'A task id, then `:cancel` or `:subscribe` where the method asks for one' })
 })
-const VersionHeaders = Type.Object({ 'a2a-version': Type.Optional(Type.String({ description: 'The A2A protocol version the client speaks: `1.0` (absent means 0.3, which is not served)' })) })
+const VersionHeaders = Type.Object({ 'a2a-version': Type.Optional(Type.String({ description: 'The A2A protocol version the client speaks: `1.0` (absent means 0.3, which is not served: the refusal says to send `A2A-Version: 1.0`)' })) })
 const A2ABody = Type.Unsafe<Record<string, unknown>>({ ...JsonObject, description: 'An A2A v1.0 message, as the A2A specification defines it' })
 const A2AAnswer = Type.Unsafe<Record<string, unknown>>({ ...JsonObject, description: 'An A2A v1.0 answer; `text/event-stream` for the streaming methods' })
 const agentNotFound = errorResponse('No agent has this id or name', new AH_ERR_AGENT_NOT_FOUND('nobody'))
@@ -92,8 +92,15 @@ const a2aRoutes: FastifyPluginAsyncTypebox = async (app) => {
       signal: controller.signal
     }
     const header = request.headers[A2A_VERSION_HEADER.toLowerCase()]
-    const context = new ServerCallContext({ ...(typeof header === 'string' && header !== '' ? { requestedVersion: header } : {}), state: new Map([[A2A_CALL, call]]) })
-    validateVersion(context.requestedVersion, card, binding)
+    const asked = typeof header === 'string' && header !== ''
+    const context = new ServerCallContext({ ...(asked ? { requestedVersion: header } : {}), state: new Map([[A2A_CALL, call]]) })
+    try {
+      validateVersion(context.requestedVersion, card, binding)
+    } catch (err) {
+      // the specification reads no header as 0.3: a client that sent none learns what to send, not only that 0.3 is refused
+      if (asked || !(err instanceof VersionNotSupportedError)) throw err
+      throw new VersionNotSupportedError(`The request has no A2A-Version header, which A2A reads as version ${context.requestedVersion}, not served here: send the header A2A-Version: ${A2A_PROTOCOL_VERSION}`)
+    }
     return { context, call }
   }
 

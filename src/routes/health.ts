@@ -22,7 +22,7 @@ const healthRoutes: FastifyPluginAsyncTypebox = async (app) => {
         200: documented(HealthCheckResponse, { description: 'Serving: `ok`, or `degraded` under pressure' }),
         503: documented(HealthCheckResponse, {
           description: 'Shutting down',
-          examples: [{ status: 'maintenance', agent_id: 'c0ffee00-1234-4abc-8def-000000000001', version: pkg.version, uptime_seconds: 3600.5 }]
+          examples: [{ status: 'maintenance', instance_id: 'c0ffee00-1234-4abc-8def-000000000001', version: pkg.version, uptime_seconds: 3600.5 }]
         })
       }
     }
@@ -31,7 +31,7 @@ const healthRoutes: FastifyPluginAsyncTypebox = async (app) => {
     const closing = app.runs.closing
     return reply.code(closing ? 503 : 200).send({
       status: closing ? 'maintenance' : app.isUnderPressure() || !databaseUp() ? 'degraded' : 'ok',
-      agent_id: app.instanceId,
+      instance_id: app.instanceId,
       version: pkg.version,
       uptime_seconds: Math.round((performance.now() - bootedAt) / 10) / 100
     })

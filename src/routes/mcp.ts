@@ -1,15 +1,18 @@
 import type { FastifyPluginAsyncTypebox } from '@fastify/type-provider-typebox'
-import type { FastifyReply, FastifyRequest } from 'fastify'
+import type { FastifyError, FastifyReply, FastifyRequest } from 'fastify'
 import { Type } from 'typebox'
 import type { RequestId } from '@modelcontextprotocol/sdk/types.js'
 import pkg from '../../package.json' with { type: 'json' }
-import { AH_ERR_HOST_REFUSED, AH_ERR_MCP_SESSION_NOT_FOUND, AH_ERR_REQUEST_INVALID, AH_ERR_TOO_MANY_STREAMS } from '../errors.js'
+import { AH_ERR_BODY_MALFORMED, AH_ERR_BODY_TOO_LARGE, AH_ERR_HOST_REFUSED, AH_ERR_MCP_SESSION_NOT_FOUND, AH_ERR_REQUEST_INVALID, AH_ERR_TOO_MANY_STREAMS, errorBody } from '../errors.js'
+import { jsonRpcError } from '../mcp/json-rpc-error.js'
+import { errorAnswer } from '../plugins/error-handler.js'
 import type { McpCall } from '../mcp/server.js'
 import type { McpSession, McpSessions } from '../mcp/sessions.js'
 import { ToolCatalogue } from '../mcp/tools.js'
 import { runTraceOf } from '../plugins/telemetry.js'
-import { MCP_INITIALIZE_EXAMPLE, MCP_MAX_BATCH, MCP_TOOLS_CALL_EXAMPLE, McpBody, McpHeaders, McpMessage } from '../protocol/mcp.js'
-import { documented, errorResponse, validationError } from '../protocol/openapi.js'
+import { MCP_INITIALIZE_EXAMPLE, MCP_MAX_BATCH, MCP_TOOLS_CALL_EXAMPLE, McpBody, McpErrorAnswer, McpHeaders, McpMessage } from '../protocol/mcp.js'
+import { documented, genericErrorResponses, validationError, type ErrorExample } from '../protocol/openapi.js'
+import type { ErrorBody } from '../protocol/response.js'
 
 const EXAMPLE_SESSION = '6f1b7c1e-2d3a-4b5c-8d9e-0a1b2c3d4e5f'
 
@@ -18,8 +21,19 @@ const DESCRIPTION = [
   '',
   'An MCP client does all of this itself: `initialize` (no `Mcp-Session-Id`; the answer carries one), then every later request with that `Mcp-Session-Id` header, `Accept: application/json, text/event-stream`, and the same key as `initialize` (a session is its key\'s: any other gets 404). Answers to requests are `text/event-stream` (progress and logging notifications, then the JSON-RPC response); notifications and responses are answered 202.',
   '',
-  'The MCP transport\'s own refusals (an `Accept` without both media types: 406; an unsupported `MCP-Protocol-Version`: 400; a session already initialized: 400) are JSON-RPC error objects, as the MCP specification has them. See docs/a2a-and-mcp.md, "MCP server".'
+  'Every refusal is a JSON-RPC error object with `id` null, under its HTTP status: the MCP transport\'s own (an `Accept` without both media types: 406; an unsupported `MCP-Protocol-Version`: 400; a session already initialized: 400), and the host\'s (authentication, scopes, limits, the body, the session), whose `error.data` is the error body every other route answers, with its `AH_ERR_*` code. See docs/a2a-and-mcp.md, "MCP server".'
 ].join('\n')
+
+/** A refusal of `/mcp` for one status: what it means, and the errors that answer it, as JSON-RPC errors. */
+function errorResponse (description: string, ...errors: ErrorExample[]): ReturnType<typeof documented<typeof McpErrorAnswer>> {
+  return documented(McpErrorAnswer, { description, examples: errors.map((error) => jsonRpcError(errorBody(error))) })
+}
+
+/** The answers every scoped route may give (401, 403, 429), as `/mcp` gives them. */
+const genericErrors = Object.fromEntries(Object.entries(genericErrorResponses('assist:invoke')).map(([status, schema]) => {
+  const { description, examples } = schema as unknown as { description: string, examples: ErrorBody[] }
+  return [status, documented(McpErrorAnswer, { description, examples: examples.map(jsonRpcError) })]
+}))
 
 const sessionNotFound = errorResponse('The `Mcp-Session-Id` names no open MCP session of this key (closed, expired, or another key\'s): initialize again', new AH_ERR_MCP_SESSION_NOT_FOUND(EXAMPLE_SESSION))
 const hostRefused = errorResponse('The DNS-rebinding guard refused the `Host` or `Origin` header (`AH_ERR_HOST_REFUSED`)', new AH_ERR_HOST_REFUSED('Host "attacker.example:3000" is not a name of this server (add it to ALLOWED_HOSTS)'))
@@ -68,6 +82,13 @@ const mcpRoutes: FastifyPluginAsyncTypebox = async (app) => {
   }
   // after the engine's own preClose (a parent's hook runs first): every run has ended, so tool calls answer, then sessions close
   app.addHook('preClose', async () => { await sessions?.close() })
+
+  // one error shape per protocol: the host's refusals here are JSON-RPC errors, as the MCP transport's own are
+  // (sent as text: the routes' response schemas would otherwise serialize them)
+  app.setErrorHandler((err: FastifyError, request, reply) => {
+    const body = errorAnswer(err, request, reply)
+    return reply.code(body.statusCode).type('application/json; charset=utf-8').send(JSON.stringify(jsonRpcError(body)))
+  })
 
   // RFC 6750: a refusal for want of a bearer token says which scheme to use
   app.addHook('onSend', async (_request, reply) => {
@@ -133,12 +154,14 @@ const mcpRoutes: FastifyPluginAsyncTypebox = async (app) => {
       body: documented(McpBody, { examples: [MCP_INITIALIZE_EXAMPLE, MCP_TOOLS_CALL_EXAMPLE] }),
       produces: ['text/event-stream', 'application/json'],
       response: {
+        ...genericErrors,
         200: documented(McpMessage, { description: 'For a body with requests: `text/event-stream` whose events (`event: message`) are JSON-RPC messages (notifications, then the responses), or the JSON-RPC response itself; `initialize`\'s answer carries the `Mcp-Session-Id` header' }),
         202: documented(Type.Null(), { description: 'A body of notifications and responses only: accepted' }),
-        400: errorResponse(`The body is not a JSON-RPC message or a batch of at most ${MCP_MAX_BATCH} (\`AH_ERR_VALIDATION\`), or a request other than \`initialize\` came without \`Mcp-Session-Id\` (\`AH_ERR_REQUEST_INVALID\`)`,
-          validationError('/jsonrpc', 'must be equal to constant'), new AH_ERR_REQUEST_INVALID('POST /mcp: send the Mcp-Session-Id header that initialize answered with (or initialize first)')),
+        400: errorResponse(`The body is not JSON (\`AH_ERR_BODY_MALFORMED\`, JSON-RPC -32700), not a JSON-RPC message or a batch of at most ${MCP_MAX_BATCH} (\`AH_ERR_VALIDATION\`, -32600), or a request other than \`initialize\` came without \`Mcp-Session-Id\` (\`AH_ERR_REQUEST_INVALID\`)`,
+          new AH_ERR_BODY_MALFORMED('Unexpected end of JSON input'), validationError('/jsonrpc', 'must be equal to constant'), new AH_ERR_REQUEST_INVALID('POST /mcp: send the Mcp-Session-Id header that initialize answered with (or initialize first)')),
         403: hostRefused,
         404: sessionNotFound,
+        413: errorResponse('The body is larger than `BODY_LIMIT`', new AH_ERR_BODY_TOO_LARGE(1048576)),
         429: errorResponse('The caller is past its rate limit (each request of a batch counts), or its `MAX_STREAMS_PER_CALLER` streams cannot hold one more per `tools/call` (`AH_ERR_TOO_MANY_STREAMS`): a batch is refused whole, before any of it runs', new AH_ERR_TOO_MANY_STREAMS('this caller holds 20 open already'))
       }
     }
@@ -167,6 +190,7 @@ const mcpRoutes: FastifyPluginAsyncTypebox = async (app) => {
       description: 'An MCP client opens it after `initialize` (with `Mcp-Session-Id` and `Accept: text/event-stream`); it stays open while the session lives, one per session (a second is a 409 from the MCP transport).',
       produces: ['text/event-stream'],
       response: {
+        ...genericErrors,
         200: documented(McpMessage, { description: '`text/event-stream` of JSON-RPC messages the server sends outside any request (`: keepalive` comments keep it open)' }),
         400: noSession('GET /mcp'),
         403: hostRefused,
@@ -184,6 +208,7 @@ const mcpRoutes: FastifyPluginAsyncTypebox = async (app) => {
       summary: 'MCP: end the session',
       description: 'Closes the session named by `Mcp-Session-Id`: its tool calls\' runs are cancelled, and the id is not valid any more.',
       response: {
+        ...genericErrors,
         200: documented(Type.Null(), { description: 'The session is closed' }),
         400: noSession('DELETE /mcp'),
         403: hostRefused,

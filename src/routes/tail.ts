@@ -1,6 +1,7 @@
 import type { EventEmitter } from 'node:events'
 import type { OutgoingHttpHeaders } from 'node:http'
 import type { FastifyInstance, FastifyReply, FastifyRequest } from 'fastify'
+import { chooseDeliveryMode } from '../http/negotiate.js'
 import { SseWriter } from '../http/sse-writer.js'
 
 /** What {@link tailAsSse} needs: where wake-ups come from, how often to look anyway, and what to send. */
@@ -12,6 +13,15 @@ export interface TailOptions {
   pollMs: number
   /** Send whatever is new (it keeps its own cursor); it may assume it never runs twice at once. */
   pump: (writer: SseWriter) => Promise<void>
+}
+
+/**
+ * Whether a log's `GET` follows it as SSE: `follow=true`, or, with no `follow` given, an `Accept`
+ * that asks for `text/event-stream` alone (as `curl -H 'Accept: text/event-stream'` does). `Accept`
+ * with both types, or with wildcards only, is a JSON page.
+ */
+export function followsLog (request: FastifyRequest, follow: boolean | undefined): boolean {
+  return follow ?? chooseDeliveryMode(request.headers.accept, 'request_response') === 'server_sent_events'
 }
 
 /**

@@ -80,14 +80,16 @@ t.test('cards: the host\'s lists every agent\'s card; an agent\'s names its bind
   t.equal((await app.inject({ url: '/a2a/nobody/.well-known/agent-card.json' })).json().code, 'AH_ERR_AGENT_NOT_FOUND')
 })
 
-t.test('A2A-Version: absent means 0.3, which is refused as the specification says; 1.0 is served', async (t) => {
+t.test('A2A-Version: absent means 0.3, which is refused as the specification says, with the header to send; 1.0 is served', async (t) => {
   const app = await build(t, { WORKERS_PER_TYPE: '0', MAX_EVENT_LOOP_DELAY_MS: '0' })
   const body = rpc('GetTask', { id: randomUUID() })
   const none = (await app.inject({ method: 'POST', url: `/a2a/${AGENTS.echo}`, payload: body })).json()
-  t.match(none, { jsonrpc: '2.0', id: 7, error: { code: -32009, message: /'0\.3' is not supported.*1\.0/ } })
+  t.match(none, { jsonrpc: '2.0', id: 7, error: { code: -32009, message: /no A2A-Version header.*0\.3.*send the header A2A-Version: 1\.0/ } })
   const rest = await app.inject({ url: `/a2a/${AGENTS.echo}/rest/tasks/${randomUUID()}` })
   t.equal(rest.statusCode, 400)
-  t.match(rest.json(), { error: { status: 'FAILED_PRECONDITION', message: /not supported/ } })
+  t.match(rest.json(), { error: { status: 'FAILED_PRECONDITION', message: /send the header A2A-Version: 1\.0/ } })
+  const old = (await app.inject({ method: 'POST', url: `/a2a/${AGENTS.echo}`, headers: { 'a2a-version': '0.3' }, payload: body })).json()
+  t.match(old, { error: { code: -32009, message: /'0\.3' is not supported.*1\.0/ } }, 'a version asked for is refused as the SDK says it')
   const served = (await app.inject({ method: 'POST', url: `/a2a/${AGENTS.echo}`, headers: { 'a2a-version': '1.0' }, payload: body })).json()
   t.match(served, { error: { code: -32001 } }, 'with 1.0: the method runs (no such task)')
 })

@@ -59,3 +59,19 @@ t.test('the extended card is not served; a task is found only under its own agen
   t.match(await call(AGENTS.echoStream, 'GetTask', { id: task.id }), { error: { code: -32001 } }, 'a task is found only under its own agent')
   t.match(await call(AGENTS.echo, 'GetTask', { id: task.id }), { result: { id: task.id } })
 })
+
+t.test('regression (issue 31): the task\'s history keeps the messageId the client sent, whatever the task\'s id', async (t) => {
+  const app = await build(t, { WORKERS_PER_TYPE: '0', MAX_EVENT_LOOP_DELAY_MS: '0' })
+  const call = async (method: string, params: Record<string, unknown>): Promise<Answer> =>
+    (await app.inject({ method: 'POST', url: `/a2a/${AGENTS.echo}`, headers: HEADERS, payload: { jsonrpc: '2.0', id: 1, method, params } })).json()
+  const upper = randomUUID().toUpperCase()
+  for (const messageId of ['readme-a2a-1', upper]) {
+    const sent = (await call('SendMessage', { message: { messageId, role: 'ROLE_USER', parts: [{ text: 'hello' }] } })).result?.task
+    t.match(sent, { id: /^[0-9a-f-]{36}$/, history: [{ messageId, role: 'ROLE_USER' }] }, `${messageId}: SendMessage's task`)
+    t.equal(sent?.history[0].metadata, undefined, 'nothing else is added to the message')
+    const got = (await call('GetTask', { id: sent?.id })).result
+    t.match(got, { history: [{ messageId, taskId: sent?.id }] }, `${messageId}: GetTask's task`)
+    const again = (await call('SendMessage', { message: { messageId, role: 'ROLE_USER', parts: [{ text: 'hello' }] } })).result?.task
+    t.equal(again?.id, sent?.id, 'the same messageId is still the same task')
+  }
+})

@@ -85,6 +85,23 @@ t.test('the feed: a page by pattern, then a live SSE stream, resumed after a dis
   t.equal(bad.statusCode, 400)
 })
 
+t.test('regression (issue 31): Accept: text/event-stream alone is a follow, as follow=true; JSON or both types are a page; follow=false is a page whatever Accept says', async (t) => {
+  const { app, url } = await listen(t, { WORKERS_PER_TYPE: '0', BUS_POLL_MS: '20' })
+  await publish(app, publication('code.pushed', 'old'))
+  const live = await follow(`${url}/v1/bus/events?pattern=code.*`)
+  t.match(live.res.headers['content-type'], /^text\/event-stream/)
+  await publish(app, publication('code.pushed', 'new'))
+  await until('the live event', () => live.events().length === 1)
+  t.same(live.events().map((e) => e.data.key), ['new'], 'from now on, as follow=true')
+  live.close()
+  for (const accept of ['application/json', 'application/json, text/event-stream', '*/*']) {
+    const page = await app.inject({ url: '/v1/bus/events', headers: { accept } })
+    t.same(page.json().events.map((e: { key: string }) => e.key), ['old', 'new'], `Accept: ${accept}`)
+  }
+  const page = await app.inject({ url: '/v1/bus/events?follow=false', headers: { accept: 'text/event-stream' } })
+  t.same(page.json().events.map((e: { key: string }) => e.key), ['old', 'new'], 'follow=false')
+})
+
 t.test('scoped by auth: a key sees its own events and dead letters, an admin all, and each route needs its scope', async (t) => {
   const app = await build(t, { AUTH_MODE: 'apikey', WORKERS_PER_TYPE: '0', AGENTS_DIR: BUS_AGENTS })
   const alice = (await app.keys.create({ name: 'alice', scopes: ['bus:publish', 'bus:read'] })).key

@@ -26,7 +26,7 @@ t.test('the endpoints around a run answer as their comments say', async (t) => {
   t.ok((JSON.parse(await run(0)) as { agents: Array<{ metadata: { name: string } }> }).agents.some((m) => m.metadata.name === 'echo'), 'every manifest, echo among them')
   t.match(JSON.parse(await run(1)), { metadata: { id: '8a1f7d2e-3c4b-4e5f-9a6b-0c1d2e3f4a01', name: 'echo' } }, 'one, by name')
   t.match(JSON.parse(await run(2)), { name: 'echo', calls: Number, failures: Number, latency_ms: null }, 'its calls, failures and latency')
-  t.same(Object.keys(JSON.parse(await run(3))).sort(), ['agent_id', 'status', 'uptime_seconds', 'version'], '{ status, agent_id, version, uptime_seconds }')
+  t.same(Object.keys(JSON.parse(await run(3))).sort(), ['instance_id', 'status', 'uptime_seconds', 'version'], '{ status, instance_id, version, uptime_seconds }')
   t.match(await run(4), /^# HELP agent_host_/m, 'Prometheus metrics')
   t.match(JSON.parse(await run(5)), { statusCode: 404, code: 'AH_ERR_RUN_NOT_FOUND' }, 'no such running request: 404')
   t.match(JSON.parse(await run(6)), { openapi: /^3\.1/ }, 'the OpenAPI document')

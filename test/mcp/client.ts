@@ -1,7 +1,9 @@
 import { Client } from '@modelcontextprotocol/sdk/client/index.js'
 import { StreamableHTTPClientTransport } from '@modelcontextprotocol/sdk/client/streamableHttp.js'
 import { LoggingMessageNotificationSchema, type LoggingMessageNotification } from '@modelcontextprotocol/sdk/types.js'
+import type { ErrorBody } from '../../src/protocol/response.js'
 import type { Teardown } from '../helper.js'
+import { checkErrorBody } from '../sse.js'
 
 /** An MCP client (the official SDK's) connected to a test server's `/mcp`, with what it was told. */
 export interface Connected {
@@ -45,4 +47,26 @@ export async function post (url: string, body: unknown, headers: Record<string, 
     body: JSON.stringify(body),
     ...(signal !== undefined ? { signal } : {})
   })
+}
+
+/** A JSON-RPC error answer of `/mcp`, its `error.data` the host's error body. */
+export interface RpcErrorAnswer {
+  jsonrpc: '2.0'
+  id: null
+  error: { code: number, message: string, data: ErrorBody }
+}
+
+/**
+ * `body` as `/mcp` answers an HTTP-level refusal: a JSON-RPC error object (`id` null, as the MCP
+ * transport's own), whose `error.data` is the error body every other route answers (its stable code).
+ * Throws if it is not one.
+ */
+export function checkRpcError (body: unknown): RpcErrorAnswer {
+  const answer = body as RpcErrorAnswer
+  if (answer?.jsonrpc !== '2.0' || answer.id !== null || typeof answer.error?.code !== 'number' || typeof answer.error.message !== 'string') {
+    throw new Error(`not a JSON-RPC error answer: ${JSON.stringify(body)}`)
+  }
+  checkErrorBody(answer.error.data)
+  if (answer.error.message !== answer.error.data.message) throw new Error(`the JSON-RPC message is not the error's: ${JSON.stringify(body)}`)
+  return answer
 }

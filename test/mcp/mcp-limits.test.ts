@@ -3,7 +3,7 @@ import type { FastifyInstance, LightMyRequestResponse } from 'fastify'
 import { MCP_MAX_BATCH } from '../../src/protocol/mcp.js'
 import { build } from '../helper.js'
 import { pgDatabase } from '../pg.js'
-import { checkErrorBody } from '../sse.js'
+import { checkRpcError } from './client.js'
 
 const KEYS = { a: 'a'.repeat(32), b: 'b'.repeat(32) }
 const API_KEYS = JSON.stringify(Object.entries(KEYS).map(([name, key]) => ({ name, key, scopes: ['assist:invoke', 'sessions:read'] })))
@@ -48,7 +48,7 @@ t.test('regression (issue 27, fault 5): each tools/call of a batch takes its own
   for (const n of [3, 12]) {
     const over = await a(calls(n, 'echo-stream'))
     t.equal(over.statusCode, 429, `a batch of ${n}: one call past the cap, or more`)
-    t.match(checkErrorBody(over.json()), { code: 'AH_ERR_TOO_MANY_STREAMS', details: { limit: 'caller_streams', max: 2 } })
+    t.match(checkRpcError(over.json()).error.data, { code: 'AH_ERR_TOO_MANY_STREAMS', details: { limit: 'caller_streams', max: 2 } })
     t.ok(over.headers['retry-after'])
   }
   t.equal(await runs(app), 2, 'no call of a refused batch ran')
@@ -64,7 +64,7 @@ t.test('regression (issue 27, fault 5): each JSON-RPC request of a batch counts 
   // each key made two requests (initialize, notifications/initialized): 8 left
   const over = await a([...calls(8), { jsonrpc: '2.0', id: 'list', method: 'tools/list' }])
   t.equal(over.statusCode, 429, 'a batch of one more than the caller has left')
-  t.match(checkErrorBody(over.json()), { code: 'AH_ERR_RATE_LIMITED', details: { limit: 'caller', max: 10 } })
+  t.match(checkRpcError(over.json()).error.data, { code: 'AH_ERR_RATE_LIMITED', details: { limit: 'caller', max: 10 } })
   t.equal(over.headers['x-ratelimit-remaining'], '0')
   t.equal(await runs(app), 0, 'nothing of it ran')
 
@@ -110,7 +110,7 @@ t.test(`a batch holds at most ${MCP_MAX_BATCH} messages (MCP_MAX_BATCH), rate li
   t.equal(answers(atCap).length, MCP_MAX_BATCH)
   const over = await a(list(MCP_MAX_BATCH + 1))
   t.equal(over.statusCode, 400)
-  const body = checkErrorBody(over.json()) as unknown as { code: string, details: { errors: Array<{ path: string, message: string }> } }
+  const body = checkRpcError(over.json()).error.data as unknown as { code: string, details: { errors: Array<{ path: string, message: string }> } }
   t.equal(body.code, 'AH_ERR_VALIDATION')
   t.ok(body.details.errors.some((e) => e.path === '/' && e.message === `must NOT have more than ${MCP_MAX_BATCH} items`), 'it says why')
 })

@@ -5,8 +5,7 @@ import { buildApp } from '../../src/app.js'
 import { observed } from '../fixtures/agents/scripted/index.js'
 import { FIXTURE_AGENTS_DIR, listen, testConfig } from '../helper.js'
 import { until } from '../socket.js'
-import { checkErrorBody } from '../sse.js'
-import { connect, mcpClient, post } from './client.js'
+import { checkRpcError, connect, mcpClient, post } from './client.js'
 
 const KEY_A = 'mcp-key-a-0123456789abcdefghijklmn'
 const KEY_B = 'mcp-key-b-0123456789abcdefghijklmn'
@@ -27,14 +26,14 @@ t.test('unauthenticated: 401 with the usual body and WWW-Authenticate: Bearer; t
   const res = await post(url, { jsonrpc: '2.0', id: 1, method: 'initialize', params: { protocolVersion: '2025-11-25', capabilities: {}, clientInfo: { name: 'x', version: '1' } } })
   t.equal(res.status, 401)
   t.equal(res.headers.get('www-authenticate'), 'Bearer realm="agent-host"')
-  t.match(checkErrorBody(await res.json()), { code: 'AH_ERR_AUTH_REQUIRED' })
+  t.match(checkRpcError(await res.json()).error.data, { code: 'AH_ERR_AUTH_REQUIRED' })
   const anonymous = mcpClient(t, url)
   await t.rejects(anonymous.client.connect(anonymous.transport), { code: 401 }, 'the SDK client is refused')
   const wrongKey = mcpClient(t, url, { key: 'not-a-key-0123456789abcdefghijklmnop' })
   await t.rejects(wrongKey.client.connect(wrongKey.transport), { code: 401 })
   const reader = await post(url, toolsList, bearer(READ_ONLY))
   t.equal(reader.status, 403)
-  t.match(checkErrorBody(await reader.json()), { code: 'AH_ERR_FORBIDDEN', message: /assist:invoke/ })
+  t.match(checkRpcError(await reader.json()).error.data, { code: 'AH_ERR_FORBIDDEN', message: /assist:invoke/ })
   t.notOk(reader.headers.get('www-authenticate'), 'only a 401 says how to authenticate')
   const { client } = await connect(t, url, { key: KEY_A })
   t.ok((await client.listTools()).tools.length > 0, 'with a key it works')
@@ -54,11 +53,11 @@ t.test('a session is its key\'s: a second key gets 404 for it on POST, GET and D
 
   const raw = await post(url, toolsList, { ...bearer(KEY_B), 'mcp-session-id': sessionId })
   t.equal(raw.status, 404)
-  t.match(checkErrorBody(await raw.json()), { code: 'AH_ERR_MCP_SESSION_NOT_FOUND', message: new RegExp(sessionId) })
+  t.match(checkRpcError(await raw.json()).error.data, { code: 'AH_ERR_MCP_SESSION_NOT_FOUND', message: new RegExp(sessionId) })
   for (const method of ['GET', 'DELETE']) {
     const res = await fetch(`${url}/mcp`, { method, headers: { ...bearer(KEY_B), 'mcp-session-id': sessionId, accept: 'text/event-stream' } })
     t.equal(res.status, 404, `${method} with the other key`)
-    t.equal(checkErrorBody(await res.json()).code, 'AH_ERR_MCP_SESSION_NOT_FOUND')
+    t.equal(checkRpcError(await res.json()).error.data.code, 'AH_ERR_MCP_SESSION_NOT_FOUND')
   }
   t.ok((await a.client.listTools()).tools.length > 0, 'the first key\'s session is untouched')
 })
@@ -71,7 +70,7 @@ t.test('a key limited to some agents lists and calls only those', async (t) => {
   await t.rejects(client.callTool({ name: 'echo-stream', arguments: { query: 'no' } }), { code: -32602, message: /Unknown tool: echo-stream/ }, 'as if it did not exist')
 })
 
-t.test('requests without a session, or with one that does not exist: 400 and 404; notifications are answered 202; GET is the session\'s stream', async (t) => {
+t.test('requests without a session, or with one that does not exist: 400 and 404, JSON-RPC errors like every refusal of /mcp (bad JSON, too large); notifications are answered 202; GET is the session\'s stream', async (t) => {
   const { url } = await listen(t)
   for (const [method, body] of [['POST', toolsList], ['GET', undefined], ['DELETE', undefined]] as const) {
     const res = await fetch(`${url}/mcp`, {
@@ -80,14 +79,20 @@ t.test('requests without a session, or with one that does not exist: 400 and 404
       ...(body !== undefined ? { body: JSON.stringify(body) } : {})
     })
     t.equal(res.status, 400, `${method} without Mcp-Session-Id`)
-    t.match(checkErrorBody(await res.json()), { code: 'AH_ERR_REQUEST_INVALID', message: /Mcp-Session-Id/ })
+    t.match(checkRpcError(await res.json()).error, { code: -32000, data: { code: 'AH_ERR_REQUEST_INVALID', message: /Mcp-Session-Id/ } })
   }
   const unknown = await post(url, toolsList, { 'mcp-session-id': 'no-such-session' })
   t.equal(unknown.status, 404)
-  t.equal(checkErrorBody(await unknown.json()).code, 'AH_ERR_MCP_SESSION_NOT_FOUND')
+  t.match(checkRpcError(await unknown.json()).error, { code: -32001, data: { code: 'AH_ERR_MCP_SESSION_NOT_FOUND' } }, 'the MCP transport\'s code for an unknown session')
   const notRpc = await post(url, { jsonrpc: '1.0', method: 'x' })
   t.equal(notRpc.status, 400, 'a body that is not a JSON-RPC message')
-  t.equal(checkErrorBody(await notRpc.json()).code, 'AH_ERR_VALIDATION')
+  t.match(checkRpcError(await notRpc.json()).error, { code: -32600, data: { code: 'AH_ERR_VALIDATION' } })
+  const notJson = await fetch(`${url}/mcp`, { method: 'POST', headers: { 'content-type': 'application/json', accept: 'application/json, text/event-stream' }, body: '{"jsonrpc": "2.0", ' })
+  t.equal(notJson.status, 400, 'a body that is not JSON')
+  t.match(checkRpcError(await notJson.json()).error, { code: -32700, data: { code: 'AH_ERR_BODY_MALFORMED' } }, 'a JSON-RPC parse error')
+  const tooLarge = await post(url, { jsonrpc: '2.0', id: 1, method: 'tools/list', params: { pad: 'x'.repeat(1024 * 1024) } })
+  t.equal(tooLarge.status, 413)
+  t.match(checkRpcError(await tooLarge.json()).error, { code: -32000, data: { code: 'AH_ERR_BODY_TOO_LARGE' } })
 
   const { transport, errors } = await connect(t, url)
   const session = { 'mcp-session-id': transport.sessionId as string }
@@ -142,7 +147,7 @@ t.test('DNS rebinding: bound to loopback, a foreign Host or Origin is refused wi
   })
   const rebound = await status(`attacker.example:${port}`)
   t.equal(rebound.status, 403, 'a name that was rebound to 127.0.0.1')
-  t.match(checkErrorBody(JSON.parse(rebound.body)), { code: 'AH_ERR_HOST_REFUSED', message: /attacker\.example/ })
+  t.match(checkRpcError(JSON.parse(rebound.body)).error.data, { code: 'AH_ERR_HOST_REFUSED', message: /attacker\.example/ })
   for (const host of [`localhost:${port}`, `127.0.0.1:${port}`, `[::1]:${port}`]) t.equal((await status(host)).status, 400, `${host} passes the guard (then wants a session)`)
 
   const evil = mcpClient(t, url, { headers: { origin: 'http://attacker.example' } })
@@ -180,13 +185,13 @@ t.test('before any session was initialized (the MCP SDK not yet loaded), a sessi
   const id = '6f1b7c1e-2d3a-4b5c-8d9e-0a1b2c3d4e5f'
   const res = await post(url, toolsList, { ...bearer(KEY_A), 'mcp-session-id': id })
   t.equal(res.status, 404)
-  t.match(checkErrorBody(await res.json()), { code: 'AH_ERR_MCP_SESSION_NOT_FOUND', message: new RegExp(id) })
+  t.match(checkRpcError(await res.json()).error.data, { code: 'AH_ERR_MCP_SESSION_NOT_FOUND', message: new RegExp(id) })
   for (const method of ['GET', 'DELETE']) {
     const other = await fetch(`${url}/mcp`, { method, headers: { ...bearer(KEY_A), 'mcp-session-id': id, accept: 'text/event-stream' } })
     t.equal(other.status, 404, method)
-    t.equal(checkErrorBody(await other.json()).code, 'AH_ERR_MCP_SESSION_NOT_FOUND', method)
+    t.equal(checkRpcError(await other.json()).error.data.code, 'AH_ERR_MCP_SESSION_NOT_FOUND', method)
   }
   const missing = await post(url, toolsList, bearer(KEY_A))
   t.equal(missing.status, 400, 'no session id and no initialize')
-  t.equal(checkErrorBody(await missing.json()).code, 'AH_ERR_REQUEST_INVALID')
+  t.equal(checkRpcError(await missing.json()).error.data.code, 'AH_ERR_REQUEST_INVALID')
 })

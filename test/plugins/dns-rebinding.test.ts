@@ -32,7 +32,9 @@ function pathOf (url: string): string {
 /** Whether the DNS-rebinding guard refused the answer. */
 function refused (res: LightMyRequestResponse, method: string): boolean {
   if (res.statusCode !== 403) return false
-  return method === 'HEAD' || res.json().code === 'AH_ERR_HOST_REFUSED'
+  const body = method === 'HEAD' ? undefined : res.json()
+  // /mcp answers its refusals as JSON-RPC errors, the host's error body in error.data
+  return method === 'HEAD' || (body.code ?? body.error?.data?.code) === 'AH_ERR_HOST_REFUSED'
 }
 
 async function sweep (app: FastifyInstance, headers: Record<string, string>): Promise<Array<{ route: string, res: LightMyRequestResponse }>> {

@@ -2,7 +2,7 @@ import type { FastifyPluginAsyncTypebox } from '@fastify/type-provider-typebox'
 import { Type } from 'typebox'
 import { visibleOwner } from '../../auth/scopes.js'
 import { AH_ERR_BUS_DEAD_LETTER_NOT_FOUND, AH_ERR_BUS_EVENT_INVALID, AH_ERR_BUS_REDRIVE_REFUSED } from '../../errors.js'
-import { tailAsSse } from '../tail.js'
+import { followsLog, tailAsSse } from '../tail.js'
 import { BusDeadLetterPage, BusEventPage, BusPublished, BusSubscriptionRecord, type BusEventRecord } from '../../protocol/bus.js'
 import { EventPublication } from '../../protocol/contract.js'
 import { errorResponse, validationError } from '../../protocol/openapi.js'
@@ -45,11 +45,11 @@ const busRoutes: FastifyPluginAsyncTypebox = async (app) => {
     schema: {
       operationId: 'listBusEvents',
       tags: ['bus'],
-      summary: 'The bus\'s a2a events, oldest first; follow=true tails them as SSE (event: bus.event, id: seq)',
-      description: 'Only live (not expired) events of `visibility: "a2a"` whose type matches one of the `pattern` globs (`*` one dotted segment, `**` any: `code.*`, `research.complete`, `**`). Page on with `after` (the previous page\'s `next`). With `follow=true` the answer is a `text/event-stream` from `after` (or `Last-Event-ID`; without either, from now) that tails new events; follow it with `curl -N`.',
+      summary: 'The bus\'s a2a events, oldest first; follow=true (or Accept: text/event-stream) tails them as SSE (event: bus.event, id: seq)',
+      description: 'Only live (not expired) events of `visibility: "a2a"` whose type matches one of the `pattern` globs (`*` one dotted segment, `**` any: `code.*`, `research.complete`, `**`). Page on with `after` (the previous page\'s `next`). With `follow=true` (or no `follow` and `Accept: text/event-stream`) the answer is a `text/event-stream` from `after` (or `Last-Event-ID`; without either, from now) that tails new events; follow it with `curl -N`.',
       querystring: Type.Object({
         pattern: Patterns,
-        follow: Type.Boolean({ default: false }),
+        follow: Type.Optional(Type.Boolean({ description: 'true: tail as SSE; false: a page; absent: as `Accept` asks (`text/event-stream` alone tails)' })),
         after: Type.Optional(Type.Integer({ minimum: 0 })),
         limit: Type.Integer({ minimum: 1, maximum: 1000, default: 100 })
       }),
@@ -57,7 +57,8 @@ const busRoutes: FastifyPluginAsyncTypebox = async (app) => {
       response: { 200: BusEventPage, 400: errorResponse('A query parameter is malformed', validationError('/querystring/limit', 'must be <= 1000')) }
     }
   }, async (request, reply) => {
-    const { pattern, follow, limit } = request.query
+    const { pattern, limit } = request.query
+    const follow = followsLog(request, request.query.follow)
     const owner = visibleOwner(request.identity)
     const resumeAt = request.headers['last-event-id']
     let after = resumeAt !== undefined ? Number(resumeAt) : request.query.after ?? (follow ? await app.bus.head() : 0)

@@ -1,6 +1,6 @@
 import type { FastifyPluginAsyncTypebox } from '@fastify/type-provider-typebox'
 import { Type } from 'typebox'
-import { tailAsSse } from '../tail.js'
+import { followsLog, tailAsSse } from '../tail.js'
 import { visibleOwner } from '../../auth/scopes.js'
 import { EventPage, PageQuery } from '../../protocol/records.js'
 import { errorResponse, validationError } from '../../protocol/openapi.js'
@@ -18,19 +18,20 @@ const eventRoutes: FastifyPluginAsyncTypebox = async (app) => {
     schema: {
       operationId: 'listEvents',
       tags: ['events'],
-      summary: 'Stored events, oldest first; follow=true tails them as SSE (event: agent.event, id: seq)',
-      description: 'Filtered by `session_id`, `request_id` and `type`; page on with `after` (the previous page\'s `next`). With `follow=true` the answer is a `text/event-stream` that sends the matching events after `after` (or `Last-Event-ID`) and then tails new ones; Swagger UI shows such a stream only when it ends, so follow it with `curl -N`.',
+      summary: 'Stored events, oldest first; follow=true (or Accept: text/event-stream) tails them as SSE (event: agent.event, id: seq)',
+      description: 'Filtered by `session_id`, `request_id` and `type`; page on with `after` (the previous page\'s `next`). With `follow=true` (or no `follow` and `Accept: text/event-stream`) the answer is a `text/event-stream` that sends the matching events after `after` (or `Last-Event-ID`) and then tails new ones; Swagger UI shows such a stream only when it ends, so follow it with `curl -N`.',
       querystring: Type.Object({
         session_id: Type.Optional(Type.String()),
         request_id: Type.Optional(Type.String()),
         type: Type.Optional(Type.String()),
-        follow: Type.Boolean({ default: false }),
+        follow: Type.Optional(Type.Boolean({ description: 'true: tail as SSE; false: a page; absent: as `Accept` asks (`text/event-stream` alone tails)' })),
         ...PageQuery
       }),
       response: { 200: EventPage, 400: errorResponse('A query parameter is malformed', validationError('/querystring/follow', 'must be boolean')) }
     }
   }, async (request, reply) => {
-    const { follow, limit = 100, ...filters } = request.query
+    const { follow: asked, limit = 100, ...filters } = request.query
+    const follow = followsLog(request, asked)
     const owner = visibleOwner(request.identity)
     const query: EventQuery = { ...filters, limit, ...(owner !== undefined ? { owner_key: owner } : {}) }
     if (!follow) {
