@@ -74,6 +74,11 @@ t.test('a known path with a method it does not serve is a 405 with Allow and the
     t.match(body.message, allow)
   }
   t.equal((await app.inject({ method: 'GET', url: '/v1/assist/nothing/more/here' })).statusCode, 404, 'a path no method serves is still a 404')
+  for (const url of ['/docs/static/no-such-file.js', '/playground/vendor/no-such.js']) {
+    const missing = await app.inject({ method: 'GET', url })
+    t.equal(missing.statusCode, 404, `${url}: a route of this method that finds nothing is a 404, not a 405 naming its own method`)
+    t.equal(missing.json().code, 'AH_ERR_ROUTE_NOT_FOUND')
+  }
 })
 
 t.test('the OpenAPI document holds exactly generateOpenApiPath() for /v1/assist', async (t) => {

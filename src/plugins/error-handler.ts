@@ -94,7 +94,8 @@ async function errorHandler (app: FastifyInstance): Promise<void> {
   app.setNotFoundHandler((request, reply) => {
     // an OPTIONS that is no CORS preflight asks for nothing this server serves
     const allowed = request.method === 'OPTIONS' ? [] : allowedMethods(app, request.url)
-    if (allowed.length > 0) {
+    // a route of this method that found nothing (reply.callNotFound: a file not there) is a 404
+    if (allowed.length > 0 && !allowed.includes(request.method)) {
       return reply.code(405).header('allow', allowed.join(', ')).send(errorBody(new AH_ERR_METHOD_NOT_ALLOWED(request.method, request.url, allowed.join(', '))))
     }
     return reply.code(404).send(errorBody(new AH_ERR_ROUTE_NOT_FOUND(request.method, request.url)))
