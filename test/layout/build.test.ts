@@ -103,7 +103,7 @@ t.test('the build serves only the agents whose sources are there: a deleted and 
     t.match(output, /worker stopped/)
   })
 
-  await t.test('a build on an unchanged tree compiles nothing (a second npm start is quick); a changed source is compiled again, a deleted one leaves nothing', async (t) => {
+  await t.test('a build on an unchanged tree compiles nothing (a second npm start is quick); a changed source is compiled again, a deleted one leaves nothing (the deleted and renamed agents above are the same rule on a full build)', async (t) => {
     const outputs = ['dist/src/app.js', 'dist/agents/echo-renamed/index.js', 'client/dist/index.js'].map((file) => join(copy, file))
     const before = outputs.map((file) => statSync(file).mtimeMs)
     const again = await run('npm', ['run', 'build', '--', '--verbose'], { cwd: copy, env: { ...process.env, npm_config_loglevel: 'error' } })
@@ -111,13 +111,17 @@ t.test('the build serves only the agents whose sources are there: a deleted and 
     t.notMatch(again.stdout + again.stderr, /Building project/)
     t.same(outputs.map((file) => statSync(file).mtimeMs), before, 'and wrote nothing')
 
-    const source = join(copy, 'agents/echo-renamed/index.ts')
-    writeFileSync(source, readFileSync(source, 'utf8').replace(/^/, '// the compiled copy must say this: changed-after-a-build\n'))
-    rmSync(join(copy, 'agents/summarize'), { recursive: true })
+    // what changes is the client's (a small project: the server's is left up to date), as cheap as a build gets
+    const source = join(copy, 'client/src/random-uuid.ts')
+    writeFileSync(source, `${readFileSync(source, 'utf8')}export const changed = 'changed-after-a-build'\n`)
+    writeFileSync(join(copy, 'client/src/extra.ts'), 'export const extra = 1\n')
     await run('npm', ['run', 'build'], { cwd: copy, env: { ...process.env, npm_config_loglevel: 'error' } })
-    t.match(readFileSync(join(copy, 'dist/agents/echo-renamed/index.js'), 'utf8'), 'changed-after-a-build', 'the changed agent was compiled again')
-    t.notOk(existsSync(join(copy, 'dist/agents/summarize')), 'the agent deleted after a build is gone from it')
-    t.ok(existsSync(join(copy, 'dist/src/app.js')))
+    t.match(readFileSync(join(copy, 'client/dist/random-uuid.js'), 'utf8'), 'changed-after-a-build', 'the changed file was compiled again')
+    t.ok(existsSync(join(copy, 'client/dist/extra.js')), 'a new one too')
+    t.equal(statSync(join(copy, 'dist/src/app.js')).mtimeMs, before[0], 'and the server, unchanged, was not')
+    rmSync(join(copy, 'client/src/extra.ts'))
+    await run('npm', ['run', 'build'], { cwd: copy, env: { ...process.env, npm_config_loglevel: 'error' } })
+    t.same(['extra.js', 'extra.d.ts', 'extra.js.map'].filter((file) => existsSync(join(copy, 'client/dist', file))), [], 'a source deleted after a build leaves nothing in it')
   })
 })
 
