@@ -5,7 +5,8 @@ import { join } from 'node:path'
 import { fileURLToPath } from 'node:url'
 import pg from 'pg'
 import { parse } from 'yaml'
-import { ConfigSchema, loadConfig } from '../../src/config.js'
+import { loadAgents } from '../../src/agents/loader.js'
+import { BUNDLED_AGENTS_DIR, ConfigSchema, loadConfig } from '../../src/config.js'
 import { AGENTS, envelope, tempDataDir } from '../helper.js'
 import { ownPgServer } from '../pg.js'
 import { startServer } from '../server-child.js'
@@ -55,6 +56,20 @@ t.test('the file: a database, two API instances, a worker and a load balancer; e
   t.same(services.lb?.volumes, ['./deploy/nginx.conf:/etc/nginx/nginx.conf:ro'])
 })
 
+t.test('every task type of the bundled agents has workers in the cluster: a task of any type is done, none stays PENDING', async (t) => {
+  const { taskAgents } = await loadAgents(BUNDLED_AGENTS_DIR)
+  const types = taskAgents.map((a) => a.agent.agentType).sort()
+  t.ok(types.length >= 2, `the bundled task types: ${types.join(', ')}`)
+  const worked = new Set<string>()
+  for (const [, service] of agentHosts) {
+    const command = service.command ?? []
+    const at = command.indexOf('--type')
+    if (at >= 0) worked.add(String(command[at + 1]))
+    else if (Number(service.environment?.WORKERS_PER_TYPE ?? loadConfig({}).WORKERS_PER_TYPE) > 0) types.forEach((type) => worked.add(type))
+  }
+  t.same(types.filter((type) => !worked.has(type)), [], 'no type without a worker')
+})
+
 t.test('the cluster runs: a task made on one instance is done by the worker and seen on the other; an answer is the same from either', async (t) => {
   const cluster = await ownPgServer(t)
   if (cluster === undefined) return
@@ -97,6 +112,11 @@ t.test('the cluster runs: a task made on one instance is done by the worker and 
     const seen = await json(fetch(`${api2.url}/v1/tasks/${String(task?.id)}`, { headers: auth }))
     return seen.status === 'COMPLETED'
   }, 60_000, 100)
+  // a type the worker service does not take: the API instances' own task loops do it
+  const summary = await fetch(`${api2.url}/v1/tasks`, { method: 'POST', headers: auth, body: JSON.stringify({ type: 'summarize', dependency_ids: [task?.id] }) })
+  t.equal(summary.status, 201)
+  const [sum] = (await json(summary)).tasks as Array<{ id: string }>
+  await until('a summarize task to be done too', async () => (await json(fetch(`${api1.url}/v1/tasks/${String(sum?.id)}`, { headers: auth }))).status === 'COMPLETED', 60_000, 100)
   const body = envelope(AGENTS.echo, { query: 'through the cluster' })
   const first = await fetch(`${api2.url}/v1/assist`, { method: 'POST', headers: { ...auth, accept: 'application/json' }, body: JSON.stringify(body) })
   const again = await fetch(`${api1.url}/v1/assist`, { method: 'POST', headers: { ...auth, accept: 'application/json' }, body: JSON.stringify(body) })
