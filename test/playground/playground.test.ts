@@ -272,6 +272,7 @@ t.test('PLAYGROUND=false: no page', async (t) => {
   t.match(page.headers['content-security-policy'], /script-src 'self' 'sha256-/)
   t.equal((await on.inject('/playground')).headers.location, '/playground/')
   t.equal((await on.inject('/playground/vendor/nope.js')).statusCode, 404)
+  t.equal((await on.inject('/playground/app.js')).headers['x-content-type-options'], 'nosniff', 'the page\'s own files are served nosniff (@fastify/static 10 hands setHeaders the reply)')
   t.match((await on.inject('/playground/vendor/marked.js')).headers['content-type'], 'text/javascript')
   const protocol = await on.inject('/playground/protocol.md')
   t.equal(protocol.statusCode, 200)
