@@ -13,6 +13,7 @@
 import { existsSync, readdirSync, readFileSync } from 'node:fs'
 import { join, relative } from 'node:path'
 import { pathToFileURL } from 'node:url'
+import { testFileOf } from './test.js'
 
 /** One test file's time and what it waited on. */
 export interface FileDuration {
@@ -46,7 +47,7 @@ export function durations (root: string): FileDuration[] {
   for (const path of filesUnder(join(root, '.tap', 'measure'))) {
     try {
       const m = JSON.parse(readFileSync(path, 'utf8')) as Measured
-      measured.set(m.file, m)
+      measured.set(testFileOf(m.file), m)
     } catch {
       // a process killed while writing: its counts are lost, its time is still tap's
     }
@@ -54,7 +55,7 @@ export function durations (root: string): FileDuration[] {
   const out: FileDuration[] = []
   for (const path of filesUnder(results)) {
     if (!path.endsWith('.tap')) continue
-    const file = relative(results, path).replace(/\.tap$/, '')
+    const file = testFileOf(relative(results, path).replace(/\.tap$/, ''))
     const times = [...readFileSync(path, 'utf8').matchAll(/^# time=([\d.]+)ms$/gm)]
     const seconds = times.length === 0 ? 0 : Number(times[times.length - 1]?.[1]) / 1000
     const m = measured.get(file)

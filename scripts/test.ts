@@ -9,6 +9,10 @@
  * processes, builds, browsers or benchmarks ({@link HEAVY}), which keep a process each. A failure
  * names its test file (tap's `at:`).
  *
+ * tap starts its files in order of name, whatever order they are given in: each process is started
+ * from a small file under `.tap/groups/<NN>/` ({@link launchers}), numbered the longest expected
+ * first, so that the files still running at the end are short ones.
+ *
  *     npm test                                   # the whole suite, with the coverage gate
  *     npm run test:quick                         # the in-process files only, no coverage
  *     npm test -- --disable-coverage test/a.test.ts test/b.test.ts   # named files: tap as it is
@@ -19,7 +23,7 @@
  */
 import { spawnSync } from 'node:child_process'
 import { mkdirSync, readdirSync, readFileSync, rmSync, writeFileSync } from 'node:fs'
-import { join, relative } from 'node:path'
+import { dirname, join, relative } from 'node:path'
 import { fileURLToPath, pathToFileURL } from 'node:url'
 import picomatch from 'picomatch'
 
@@ -103,13 +107,39 @@ export function deal (files: string[], count: number, weigh: (file: string) => n
   return groups.map((g) => g.files.sort())
 }
 
+/** One process tap starts: a group of in-process files, or one file kept alone. */
+export interface Launcher {
+  /** The file tap is given, relative to the root: `.tap/groups/<NN>/<label>.test.mjs`. */
+  path: string
+  /** The test files it imports, in order. */
+  files: string[]
+}
+
 /**
- * `files` in the order tap should start them: the longest expected first, so that the last to start
- * are short and the two cores stay busy to the end (they started in order of name, and a 40 s file
- * began as the others ended).
+ * The processes of a run, as files tap starts in the order of their names: the longest expected
+ * first (tap sorts the files it is given, so the order is in the name's number). A group is
+ * `.tap/groups/<NN>/group-<i>.test.mjs`; a file kept alone keeps its path below the number
+ * (`.tap/groups/00/test/bench/smoke.test.mjs`), which {@link testFileOf} reads back.
  */
-export function longestFirst (files: string[], weigh: (file: string) => number): string[] {
-  return files.map((file) => ({ file, w: weigh(file) })).sort((a, b) => b.w - a.w || a.file.localeCompare(b.file)).map(({ file }) => file)
+export function launchers (groups: string[][], alone: string[], weigh: (file: string) => number): Launcher[] {
+  const all = [
+    ...groups.map((files, i) => ({ label: `group-${i + 1}`, files })),
+    ...alone.map((file) => ({ label: file.replace(/\.test\.ts$/, ''), files: [file] }))
+  ].map((l) => ({ ...l, w: l.files.reduce((sum, f) => sum + weigh(f), 0) }))
+  all.sort((a, b) => b.w - a.w || a.label.localeCompare(b.label))
+  const width = String(Math.max(all.length - 1, 0)).length
+  return all.map(({ label, files }, i) => ({ path: `${GROUPS_DIR}/${String(i).padStart(width, '0')}/${label}.test.mjs`, files }))
+}
+
+/**
+ * The test file a launcher of {@link launchers} runs alone (`test/x.test.ts`), a group's name
+ * (`group-2`), or `path` itself when it is no launcher: what the durations report names.
+ */
+export function testFileOf (path: string): string {
+  const match = /^\.tap\/groups\/\d+\/(.+)\.test\.mjs$/.exec(path)
+  if (match === null) return path
+  const label = match[1] as string
+  return label.startsWith('test/') ? `${label}.test.ts` : label
 }
 
 /**
@@ -119,11 +149,11 @@ export function longestFirst (files: string[], weigh: (file: string) => number):
  */
 export function groupSource (root: string, files: string[]): string {
   const urls = files.map((f) => JSON.stringify(pathToFileURL(join(root, f)).href))
-  return `// made by scripts/test.ts: ${files.length} test files in one process
+  // a file alone keeps the per-file limit it has when tap runs it (.taprc's, or its own)
+  return `// made by scripts/test.ts: ${files.length} test file${files.length === 1 ? '' : 's'} in one process
 import t from 'tap'
 import { readFileSync, writeFileSync } from 'node:fs'
-t.setTimeout(${files.length * 60_000})
-const times = {}
+${files.length > 1 ? `t.setTimeout(${files.length * 60_000})\n` : ''}const times = {}
 t.on('subtestEnd', (sub) => {
   const file = sub.options?.at?.fileName
   if (typeof file === 'string') times[file] = (times[file] ?? 0) + (sub.options.time ?? 0) / 1000
@@ -175,15 +205,18 @@ if (import.meta.url === pathToFileURL(process.argv[1] ?? '').href) {
   if (!named) {
     const dir = join(ROOT, GROUPS_DIR)
     mkdirSync(dir, { recursive: true })
-    for (const old of readdirSync(dir).filter((f) => f.endsWith('.test.mjs'))) rmSync(join(dir, old))
-    const groups = deal(groupedFiles(ROOT), quick ? QUICK_GROUPS : GROUPS, (f) => weight(ROOT, f)).map((grouped, i) => {
-      const path = join(dir, `group-${i + 1}.test.mjs`)
-      writeFileSync(path, groupSource(ROOT, grouped))
-      return relative(ROOT, path)
-    })
+    for (const old of readdirSync(dir).filter((f) => f !== 'times.json')) rmSync(join(dir, old), { recursive: true, force: true })
+    const weigh = (f: string): number => weight(ROOT, f)
     const heavy = picomatch(HEAVY)
-    // the short files kept alone first, so that a group does not wait for them at the end
-    files = [...ALONE, ...groups, ...longestFirst(testFiles(ROOT).filter((f) => !quick && heavy(f)), (f) => weight(ROOT, f))]
+    const groups = deal(groupedFiles(ROOT), quick ? QUICK_GROUPS : GROUPS, weigh)
+    const alone = [...ALONE, ...testFiles(ROOT).filter((f) => !quick && heavy(f))]
+    files = launchers(groups, alone, weigh).map((launcher) => {
+      mkdirSync(dirname(join(ROOT, launcher.path)), { recursive: true })
+      writeFileSync(join(ROOT, launcher.path), groupSource(ROOT, launcher.files))
+      return launcher.path
+    })
+    // the durations report reads what this run writes, not a file's results from an older run
+    for (const old of ['test-results', 'measure']) rmSync(join(ROOT, '.tap', old), { recursive: true, force: true })
   }
   await warmTestLoader(ROOT)
   const env = quick ? { ...process.env, PG_TEST_URL: process.env.PG_TEST_URL ?? 'none' } : process.env

@@ -33,3 +33,11 @@ t.test('the durations report: each file\'s own time from tap\'s results, what it
   t.match(text, /^4 files, 6 s of their own time and 8 s of CPU in all$/m, 'the total is every file\'s')
   t.same(durations(join(root, 'nothing-here')), [], 'no results yet: an empty report')
 })
+
+t.test('a file npm test ran from its launcher (.tap/groups/<NN>/…) is named as the test file, its measurements with it', async (t) => {
+  const root = tempDataDir(t)
+  put(root, '.tap/test-results/.tap/groups/0/test/bench/smoke.test.mjs.tap', '1..1\n# time=9000ms\n')
+  put(root, '.tap/test-results/.tap/groups/1/group-2.test.mjs.tap', '1..1\n# time=8000ms\n')
+  put(root, '.tap/measure/201.json', JSON.stringify({ file: '.tap/groups/0/test/bench/smoke.test.mjs', ms: 8900, cpuS: 4, processes: { 'assist.js': 1 }, servers: 0, pgDatabases: 0, timers: 0, timerMs: 0 }))
+  t.same(durations(root).map((d) => [d.file, d.seconds, d.cpuSeconds]), [['test/bench/smoke.test.ts', 9, 4], ['group-2', 8, undefined]])
+})

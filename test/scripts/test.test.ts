@@ -5,7 +5,7 @@ import { dirname, join } from 'node:path'
 import { createRequire } from 'node:module'
 import { fileURLToPath, pathToFileURL } from 'node:url'
 import picomatch from 'picomatch'
-import { ALONE, HEAVY, deal, groupSource, groupedFiles, longestFirst, testFiles, warmTestLoader, weight } from '../../scripts/test.js'
+import { ALONE, HEAVY, deal, groupSource, groupedFiles, launchers, testFileOf, testFiles, warmTestLoader, weight } from '../../scripts/test.js'
 import { tempDataDir } from '../helper.js'
 
 const ROOT = fileURLToPath(new URL('../../', import.meta.url))
@@ -61,9 +61,32 @@ t.test('files are dealt into groups of about the same expected time, the longest
   t.same(deal(['x'], 3, () => 1), [['x']], 'never an empty group')
 })
 
-t.test('the files that keep their own process start the longest first', async (t) => {
-  const w: Record<string, number> = { 'test/a.test.ts': 2, 'test/b.test.ts': 90, 'test/c.test.ts': 2, 'test/d.test.ts': 30 }
-  t.same(longestFirst(Object.keys(w), (f) => w[f] ?? 0), ['test/b.test.ts', 'test/d.test.ts', 'test/a.test.ts', 'test/c.test.ts'])
+// regression (issue 28): tap sorts the files it is given by name, so the longest-first order the
+// runner passed was lost and a 50 s file started as the others ended; the order is now in the names
+t.test('the processes start the longest expected first, groups and files alone alike: tap, which sorts by name, keeps that order', async (t) => {
+  const w: Record<string, number> = { 'test/a.test.ts': 2, 'test/bench/b.test.ts': 90, 'test/c.test.ts': 2, 'test/d.test.ts': 30, 'test/g1.test.ts': 20, 'test/g2.test.ts': 25, 'test/g3.test.ts': 1 }
+  const made = launchers([['test/g1.test.ts', 'test/g2.test.ts'], ['test/g3.test.ts']], ['test/a.test.ts', 'test/bench/b.test.ts', 'test/c.test.ts', 'test/d.test.ts'], (f) => w[f] ?? 0)
+  t.same(made.map((l) => l.path), [
+    '.tap/groups/0/test/bench/b.test.mjs',
+    '.tap/groups/1/group-1.test.mjs',
+    '.tap/groups/2/test/d.test.mjs',
+    '.tap/groups/3/test/a.test.mjs',
+    '.tap/groups/4/test/c.test.mjs',
+    '.tap/groups/5/group-2.test.mjs'
+  ])
+  t.same(made[1]?.files, ['test/g1.test.ts', 'test/g2.test.ts'])
+  t.same(made.map((l) => l.path).sort((a, b) => a.localeCompare(b, 'en')), made.map((l) => l.path), 'as tap sorts them (its list.js)')
+  const many = launchers([], Array.from({ length: 12 }, (_, i) => `test/f${i}.test.ts`), (f) => Number(/\d+/.exec(f)?.[0]))
+  t.equal(many[0]?.path, '.tap/groups/00/test/f11.test.mjs', 'numbers of one width: 10 sorts after 09')
+  t.same(many.map((l) => l.path).sort((a, b) => a.localeCompare(b, 'en')), many.map((l) => l.path))
+  t.equal(testFileOf('.tap/groups/03/test/bench/smoke.test.mjs'), 'test/bench/smoke.test.ts', 'the report names the file')
+  t.equal(testFileOf('.tap/groups/1/group-1.test.mjs'), 'group-1')
+  t.equal(testFileOf('test/x.test.ts'), 'test/x.test.ts', 'a file tap ran itself')
+})
+
+t.test('a file alone in its launcher keeps its own per-file limit; a group gets its files\' time together', async (t) => {
+  t.notMatch(groupSource(ROOT, ['test/a.test.ts']), /setTimeout/)
+  t.match(groupSource(ROOT, ['test/a.test.ts', 'test/b.test.ts']), /t\.setTimeout\(120000\)/)
 })
 
 t.test('a file\'s expected time: its last time in npm test, else a second per top-level test', async (t) => {
