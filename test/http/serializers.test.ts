@@ -1,6 +1,6 @@
 import t from 'tap'
 import Fastify from 'fastify'
-import { buildSerializer } from '../../src/http/serializers.js'
+import { buildSerializer, compilePendingSerializers } from '../../src/http/serializers.js'
 
 const route = { method: 'GET', url: '/x', httpStatus: '200' }
 const schema = { type: 'object', properties: { id: { type: 'string' }, n: { type: 'integer' } } }
@@ -34,4 +34,14 @@ t.test('Fastify serializes responses with it', async (t) => {
     const res = await app.inject('/x')
     t.equal(res.body, '{"id":"a","n":1}')
   }
+})
+
+t.test('a serializer is compiled when it is first used, not when its route is added', async (t) => {
+  compilePendingSerializers()
+  const serialize = buildSerializer({}, {})({ ...route, schema: { type: 'object', properties: { late: { type: 'boolean' } } } })
+  t.equal(compilePendingSerializers(), 1, 'pending until then')
+  t.equal(serialize({ late: true, other: 1 }), '{"late":true}')
+  const unused = buildSerializer({}, {})({ ...route, schema: { type: 'object', properties: { used: { type: 'boolean' } } } })
+  t.equal(unused({ used: false }), '{"used":false}')
+  t.equal(compilePendingSerializers(), 0, 'a used one is not pending')
 })
