@@ -111,7 +111,7 @@ function sqlite (app: FastifyInstance): Closing {
     ? undefined
     : new Checkpointer(join(config.DATA_DIR, DB_FILE), config.DB_CHECKPOINT_INTERVAL_MS, (err) => {
       app.log.error({ err }, 'the checkpoint worker failed: SQLite checkpoints by itself again')
-      db.pragma('wal_autocheckpoint = 1000')
+      if (db.open) db.pragma('wal_autocheckpoint = 1000')
     })
   let audit: AuditLog
   try {

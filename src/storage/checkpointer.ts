@@ -48,13 +48,15 @@ export class Checkpointer {
   readonly #worker: Worker
   readonly #exited: Promise<void>
   #last: CheckpointResult | undefined
+  #closing = false
 
   /** @param onFailed told if the worker dies (the caller should let SQLite checkpoint again) */
   constructor (file: string, intervalMs: number, onFailed: (err: unknown) => void = () => {}) {
     const driver = createRequire(import.meta.url).resolve('better-sqlite3')
     this.#worker = new Worker(WORKER, { eval: true, workerData: { file, driver, intervalMs } })
     this.#worker.on('message', (row: CheckpointResult) => { this.#last = row })
-    this.#worker.on('error', onFailed)
+    // a failure once closing has begun is no one's to act on: the caller is closing the database
+    this.#worker.on('error', (err) => { if (!this.#closing) onFailed(err) })
     this.#exited = new Promise<void>((resolve) => { this.#worker.once('exit', () => { resolve() }) })
     this.#worker.unref()
   }
@@ -66,6 +68,7 @@ export class Checkpointer {
 
   /** Checkpoint once more and stop. */
   async close (): Promise<void> {
+    this.#closing = true
     // unref'd so that it never holds the process open; while it finishes, it must
     this.#worker.ref()
     this.#worker.postMessage('stop')

@@ -3,7 +3,7 @@ import type { ValidateFunction } from 'ajv'
 import { buildApp } from '../../src/app.js'
 import { compilePendingSerializers } from '../../src/http/serializers.js'
 import { compilePendingValidators, lazily } from '../../src/plugins/validation.js'
-import { envelope, testConfig } from '../helper.js'
+import { AGENTS, envelope, testConfig } from '../helper.js'
 
 // Route validators and response serializers are compiled when a route is first called, not at boot
 // (a fifth of every process's boot CPU): these tests are what a schema Ajv or fast-json-stringify
@@ -19,7 +19,7 @@ t.test('every route\'s validators and response serializers compile', async (t) =
   t.comment(`compiled ${validators} validators and ${serializers} serializers left uncalled`)
   t.equal(compilePendingValidators(), 0, 'nothing is left')
   t.equal(compilePendingSerializers(), 0)
-  const res = await app.inject({ method: 'POST', url: '/v1/assist', payload: { ...envelope(), request_id: 42 } })
+  const res = await app.inject({ method: 'POST', url: '/v1/assist', payload: { ...envelope(AGENTS.echo), request_id: 42 } })
   t.equal(res.statusCode, 400, 'and they validate as before')
   t.match(res.json(), { code: 'AH_ERR_VALIDATION', message: /request_id/ })
 })

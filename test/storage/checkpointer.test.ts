@@ -56,3 +56,13 @@ t.test('a checkpointer whose worker cannot open the database says so, and closin
   await checkpointer.close()
   t.equal(checkpointer.last, undefined)
 })
+
+// regression (issue 28): a worker that failed after its app had closed the database was reported,
+// and the storage plugin, told so, ran a pragma on the closed database: "The database connection is
+// not open", thrown from the worker's error event, ended a whole group of test files
+t.test('a worker that fails once closing has begun is not reported: there is nothing left to hand checkpoints back to', async (t) => {
+  const failures: unknown[] = []
+  const checkpointer = new Checkpointer('/nonexistent/dir/agent-host.db', 20, (err) => { failures.push(err) })
+  await checkpointer.close()
+  t.same(failures, [])
+})
