@@ -6,7 +6,7 @@ import { tempDataDir } from '../helper.js'
 import { pgDatabase } from '../pg.js'
 
 t.test('agent-host keys create / list / revoke against PostgreSQL when DATABASE_URL is set, each change audited in its transaction', async (t) => {
-  const url = await pgDatabase(t)
+  const url = await pgDatabase(t, { empty: true })
   if (url === undefined) return
   const lines: string[] = []
   const steps: string[] = []

@@ -152,7 +152,7 @@ t.test('audit verify against PostgreSQL: the checkpoints of every instance\'s DA
 })
 
 t.test('audit verify against PostgreSQL opens it read-only and never migrates it; a database without a log or a server out of reach exits 2, naming it without its password', async (t) => {
-  const url = await pgDatabase(t)
+  const url = await pgDatabase(t, { empty: true })
   if (url === undefined) return
   const errors: string[] = []
   const io = { out: () => {}, err: (l: string) => errors.push(l) }

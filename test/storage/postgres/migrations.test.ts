@@ -9,7 +9,7 @@ import { pgDatabase } from '../../pg.js'
 const ROOT = fileURLToPath(new URL('../../../', import.meta.url))
 
 t.test('a fresh database gets every table; migrating again is a no-op', async (t) => {
-  const url = await pgDatabase(t)
+  const url = await pgDatabase(t, { empty: true })
   if (url === undefined) return
   const steps: number[] = []
   const pool = await openPostgres(url, { onMigration: (step) => { steps.push(step.version) } })
@@ -29,7 +29,7 @@ t.test('a fresh database gets every table; migrating again is a no-op', async (t
 })
 
 t.test('the audit log refuses updates, deletes and truncation', async (t) => {
-  const url = await pgDatabase(t)
+  const url = await pgDatabase(t, { empty: true })
   if (url === undefined) return
   const pool = await openPostgres(url)
   t.teardown(async () => { await pool.end() })
@@ -40,7 +40,7 @@ t.test('the audit log refuses updates, deletes and truncation', async (t) => {
 })
 
 t.test('a database newer than the code is refused', async (t) => {
-  const url = await pgDatabase(t)
+  const url = await pgDatabase(t, { empty: true })
   if (url === undefined) return
   const pool = await openPostgres(url)
   await pool.query("INSERT INTO schema_migrations VALUES ($1, 'from the future', 'later')", [PG_SCHEMA_VERSION + 1])
@@ -50,7 +50,7 @@ t.test('a database newer than the code is refused', async (t) => {
 })
 
 t.test('instances booting together migrate once', async (t) => {
-  const url = await pgDatabase(t)
+  const url = await pgDatabase(t, { empty: true })
   if (url === undefined) return
   const boots = await Promise.all([1, 2, 3].map(async () => await new Promise<number[]>((resolve, reject) => {
     const child = spawn(process.execPath, [...process.execArgv, 'test/fixtures/scripts/pg-migrate.ts', url], { cwd: ROOT, stdio: ['ignore', 'pipe', 'inherit'] })
