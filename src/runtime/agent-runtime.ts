@@ -1,8 +1,11 @@
 import { randomUUID } from 'node:crypto'
+import { setTimeout as sleep } from 'node:timers/promises'
 import { AH_ERR_TASK_STALE_CLAIM } from '../errors.js'
 import type { AuditInput } from '../storage/audit.js'
 import type { Awaitable } from '../storage/awaitable.js'
-import { findRenderToUser, type EventAuthor, type EventInput } from '../storage/events.js'
+import { isUnavailable } from '../storage/busy.js'
+import { findRenderToUser, type EventAuthor, type EventInput, type EventQuery } from '../storage/events.js'
+import type { StoredEvent } from '../protocol/events.js'
 import { AH_ERR_POLICY_VIOLATION } from '../errors.js'
 import { ownerOf, type ClaimToken, type JsonObject, type TaskFailure, type TaskNode } from './task.js'
 import type { TaskStore } from './task-store.js'
@@ -12,6 +15,8 @@ import type { EventPublication } from '../protocol/contract.js'
 /** The event log as the runtime needs it. */
 export interface TaskEventSink {
   append(input: EventInput, author?: EventAuthor): Awaitable<number>
+  /** Events matching `query` (to tell whether an append whose answer was lost was written). */
+  list?(query: EventQuery): Awaitable<StoredEvent[]>
 }
 
 export interface AgentRuntimeOptions {
@@ -116,8 +121,12 @@ export class AgentRuntime {
   }
 
   async #event (task: TaskNode, type: string, data: JsonObject): Promise<void> {
+    await this.#o.events.append(this.#eventOf(task, type, data))
+  }
+
+  #eventOf (task: TaskNode, type: string, data: JsonObject): EventInput {
     const conversation = task.metadata.conversation_id
-    await this.#o.events.append({
+    return {
       kind: 'task',
       id: randomUUID(),
       type,
@@ -128,7 +137,31 @@ export class AgentRuntime {
       task_id: task.id,
       owner_key: ownerOf(task),
       event: { task_id: task.id, task_type: task.type, agent_id: this.agentId, attempt: task.attempt, ...data }
-    })
+    }
+  }
+
+  /**
+   * The AGENT_RESULT of a change the store has already committed (a completion, a failure). While
+   * the database is unreachable (PostgreSQL restarting), the same event is tried again, for up to
+   * the lease's time: given up at the first error, a task stayed COMPLETED with no AGENT_RESULT (the
+   * cluster chaos test's database restart found it). A try whose write committed but whose answer was
+   * lost is found (the attempt's AGENT_RESULT) before the next, so the event is never written twice.
+   */
+  async #resultEvent (task: TaskNode, data: JsonObject): Promise<void> {
+    const event = this.#eventOf(task, 'AGENT_RESULT', data)
+    const deadline = Date.now() + this.leaseMs
+    for (let wait = 50; ; wait = Math.min(wait * 2, 1000)) {
+      try {
+        await this.#o.events.append(event)
+        return
+      } catch (err) {
+        if (!isUnavailable(err) || Date.now() + wait > deadline) throw err
+        await sleep(wait)
+        try {
+          if ((await this.#o.events.list?.({ task_id: task.id, type: 'AGENT_RESULT' }))?.some((e) => e.event.attempt === task.attempt) === true) return
+        } catch {}
+      }
+    }
   }
 
   /**
@@ -166,7 +199,7 @@ export class AgentRuntime {
       const outputs: JsonObject = { outcome: result.outcome, artifacts: result.artifacts ?? [], notes: result.notes ?? '', next_actions: result.next_actions ?? [] }
       const task = await this.#o.store.complete(taskId, token, outputs)
       this.#claims.delete(taskId)
-      await this.#event(task, 'AGENT_RESULT', { outcome: 'completed', result: outputs })
+      await this.#resultEvent(task, { outcome: 'completed', result: outputs })
       if ((result.next_actions ?? []).length > 0) {
         await this.#o.store.create((result.next_actions ?? []).map((action) => {
           // a child is its parent's owner's, held to the owner's agent list: an agent can neither hand a task to someone else nor widen the list
@@ -184,7 +217,7 @@ export class AgentRuntime {
     return await this.#guard(taskId, 'fail', async (token) => {
       const task = await this.#o.store.fail(taskId, token, error)
       this.#claims.delete(taskId)
-      await this.#event(task, 'AGENT_RESULT', { outcome: 'failed', error: { reason: error.reason, retryable: error.retryable, ...(error.details !== undefined ? { details: error.details } : {}) }, status: task.status })
+      await this.#resultEvent(task, { outcome: 'failed', error: { reason: error.reason, retryable: error.retryable, ...(error.details !== undefined ? { details: error.details } : {}) }, status: task.status })
       return task
     })
   }

@@ -295,3 +295,41 @@ t.test('a task stopped by a graceful shutdown goes back to PENDING without using
   const again = new Recorder(async (task) => ({ task_id: task.id, outcome: 'completed' }))
   t.match(await again.executeOnce(runtime), { id: 's', status: 'COMPLETED', attempt: 1 }, 'its one attempt is still there')
 })
+
+// regression (issue 28's chaos runs): a database restart between a task's completion and its
+// AGENT_RESULT left the task COMPLETED with no result event; the event is now tried again while the
+// database is unreachable, and an append whose answer was lost is not written twice
+t.test('the AGENT_RESULT of a committed completion is written once, however long the database is away (within the lease)', async (t) => {
+  const { store, events } = setup(t)
+  await store.create([{ id: 'r1', type: 'count' }, { id: 'r2', type: 'count' }, { id: 'r3', type: 'count' }])
+  const away = (): Error => Object.assign(new Error('terminating connection due to administrator command'), { code: '57P01' })
+  let failures = 0
+  let lostAnswers = 0
+  const flaky = {
+    append: (input: Parameters<typeof events.append>[0]) => {
+      if (failures > 0) { failures--; throw away() }
+      const seq = events.append(input)
+      if (lostAnswers > 0) { lostAnswers--; throw away() }
+      return seq
+    },
+    list: (query: Parameters<typeof events.list>[0]) => events.list(query)
+  }
+  const runtime = new AgentRuntime({ agentId: 'agent-1', agentType: 'count', store, events: flaky, heartbeatMs: 1000, leaseMs: 5000 })
+  const results = (id: string): number => events.list({ task_id: id, type: 'AGENT_RESULT' }).length
+
+  failures = 3
+  await runtime.claimTask()
+  t.match(await runtime.completeTask('r1', { task_id: 'r1', outcome: 'completed' }), { status: 'COMPLETED' })
+  t.equal(results('r1'), 1, 'written once the database is back')
+
+  lostAnswers = 1
+  await runtime.claimTask()
+  await runtime.completeTask('r2', { task_id: 'r2', outcome: 'completed' })
+  t.equal(results('r2'), 1, 'an append that committed but whose answer was lost is not written again')
+
+  let tries = 0
+  const refusing = new AgentRuntime({ agentId: 'agent-1', agentType: 'count', store, events: { append: () => { tries++; throw new Error('CHECK constraint failed') } }, heartbeatMs: 1000, leaseMs: 5000 })
+  await refusing.claimTask()
+  await t.rejects(refusing.completeTask('r3', { task_id: 'r3', outcome: 'completed' }), /CHECK constraint failed/)
+  t.equal(tries, 1, 'any other error is not tried again')
+})
