@@ -1,6 +1,7 @@
 import t from 'tap'
 import { createHmac, createSign, generateKeyPairSync, sign as edSign, type KeyObject } from 'node:crypto'
 import { rmSync, writeFileSync } from 'node:fs'
+import type { AddressInfo } from 'node:net'
 import { join } from 'node:path'
 import { setTimeout as sleep } from 'node:timers/promises'
 import { loadConfig } from '../src/config.js'
@@ -8,6 +9,7 @@ import { refusalOf } from '../src/auth/jwt.js'
 import { buildApp } from '../src/app.js'
 import { AGENTS, build, envelope, tempDataDir } from './helper.js'
 import { checkErrorBody } from './sse.js'
+import { docBlocks, runShell } from './docs/doc-blocks.js'
 
 const SECRET = 'a-shared-secret-of-at-least-32-characters'
 const ISS = 'https://id.example.test'
@@ -138,6 +140,14 @@ t.test('JWKS file: RS256, ES256 and EdDSA by kid; unknown kid, forged HS256 and 
   t.equal((await app.inject({ url: '/v1/agents', headers: bearer(mint(claims(), { alg: 'RS256', kid: 'rsa-1', key: rsa.privateKey })) })).statusCode, 200, 'RS256')
   t.equal((await app.inject({ url: '/v1/agents', headers: bearer(mint(claims(), { alg: 'ES256', kid: 'ec-1', key: ec.privateKey })) })).statusCode, 200, 'ES256')
   t.equal((await app.inject({ url: '/v1/agents', headers: bearer(mint(claims(), { alg: 'EdDSA', kid: 'ed-1', key: ed.privateKey })) })).statusCode, 200, 'EdDSA')
+
+  // docs/deploying.md's call with a token, pasted with the reader's host and an RS256 token from their identity provider
+  const [, , pasted] = docBlocks('docs/deploying.md', '## Keys and tokens')
+  const placeholder = /Bearer (eyJ[\w-]+)\.\.\."/.exec(pasted as string)?.[1] as string
+  t.match(Buffer.from(placeholder, 'base64url').toString(), /^\{"alg":"RS256","kid":/, 'the page\'s token is an RS256 one with a kid')
+  await app.listen({ host: '127.0.0.1', port: 0 })
+  const local = (pasted as string).replace('http://host:3000', `http://127.0.0.1:${(app.server.address() as AddressInfo).port}`).replace(`${placeholder}...`, mint(claims(), { alg: 'RS256', kid: 'rsa-1', key: rsa.privateKey }))
+  t.ok((JSON.parse(await runShell(local)) as { agents: unknown[] }).agents.length > 0, 'the page\'s call, pasted with a signed token, reads the agents')
 
   const wrongKey = await app.inject({ url: '/v1/agents', headers: bearer(mint(claims(), { alg: 'RS256', kid: 'rsa-1', key: generateKeyPairSync('rsa', { modulusLength: 2048 }).privateKey })) })
   t.equal(wrongKey.statusCode, 401, 'signed by a key that is not the one named')

@@ -9,6 +9,7 @@ import ts from 'typescript'
 import { main } from '../src/commands.js'
 import type { Teardown } from './helper.js'
 import { harnessFreeEnv } from './child-env.js'
+import { docBlocks, runShell } from './docs/doc-blocks.js'
 
 // Issue 17: `agent-host new agent NAME` must make a working agent of each style, and a test for it
 // that passes as generated. Each style is generated into a temporary project (the repository's src/,
@@ -78,13 +79,26 @@ const STYLES = [
   { name: 'text-report', flags: ['--contract'], made: 'a contract agent (seed 003), also a task agent' }
 ] as const
 
-t.test('every style is made lint-clean and typed, and its generated test passes under tap', { timeout: 170_000 }, async (t) => {
+/**
+ * The commands of docs/writing-agents.md's scaffold section: `npm run dev` (test/layout/dev-mode.test.ts
+ * runs it), the four `new agent` lines (one per style) and the generated test's tap command.
+ */
+function guideCommands (): { newAgent: string[], tap: string } {
+  const lines = docBlocks('docs/writing-agents.md', '## Scaffold an agent, then run it in dev mode').flatMap((block) => block.trimEnd().split('\n'))
+  const commands = lines.map((line) => line.replace(/#.*$/, '').trim())
+  return { newAgent: commands.filter((c) => c.startsWith('npx tsx src/cli.ts new agent ')), tap: commands.find((c) => c.startsWith('npx tap ')) ?? 'no tap command' }
+}
+
+// the guide's commands, pasted in the project's root: each style's `new agent` line, then (with the
+// other generated tests in the same run) the tap command it and the scaffold print
+t.test('every style is made lint-clean and typed by the guide\'s commands, and its generated test passes under tap', { timeout: 170_000 }, async (t) => {
   const dir = project(t)
   const made: string[] = []
   let printed: string[] | undefined
-  for (const style of STYLES) {
-    const { code, out, err } = await scaffold(dir, ['agent', style.name, ...style.flags], { USER: 'ada' })
-    t.equal(code, 0, err)
+  const guide = guideCommands()
+  t.same(guide.newAgent, STYLES.map((style) => ['npx tsx src/cli.ts new agent', style.name, ...style.flags].join(' ')), 'the guide makes one agent of each style')
+  for (const [i, style] of STYLES.entries()) {
+    const out = await runShell(guide.newAgent[i] as string, { cwd: dir })
     const id = /id ([0-9a-f-]{36}):/.exec(out)?.[1]
     t.match(out, `made ${style.made}`)
     t.match(out, `agents/${style.name}/index.ts\n  test/agents/${style.name}.test.ts`)
@@ -103,6 +117,7 @@ t.test('every style is made lint-clean and typed, and its generated test passes 
   t.match(readFileSync(join(dir, 'test/agents/far-greeter.test.ts'), 'utf8'), 'new URL(\'../../lib/agents/\', import.meta.url)')
   made.push('test/agents/far-greeter.test.ts')
 
+  t.equal(guide.tap, `npx tap ${(printed ?? []).join(' ')} test/agents/greeter.test.ts`, 'the guide\'s tap command is the one the scaffold printed')
   // the command the scaffold printed, as an author runs it (with the project's .taprc and its coverage gate)
   const tap = run('npx', ['tap', ...(printed ?? []), '--reporter=tap', ...made], dir)
   const checked = typeCheck(dir, ['agents', 'lib', 'test/agents'])

@@ -7,7 +7,8 @@ import { join } from 'node:path'
 import { fileURLToPath, pathToFileURL } from 'node:url'
 import { promisify } from 'node:util'
 import ts from 'typescript'
-import { envelope } from '../helper.js'
+import { envelope, listen } from '../helper.js'
+import { docBlocks, runShell } from '../docs/doc-blocks.js'
 import { until } from '../socket.js'
 
 // Issue 17: after an agent's folder is deleted or renamed, the next build must not serve its old
@@ -28,16 +29,16 @@ t.test('the build serves only the agents whose sources are there: a deleted and 
     cpSync(join(ROOT, entry), join(copy, entry), { recursive: true, filter: (source) => !source.includes(`${join('client', 'dist')}`) && !source.endsWith('node_modules') })
   }
   symlinkSync(join(ROOT, 'node_modules'), join(copy, 'node_modules'), 'dir')
-  // what the last build left in dist/ before wordcount was deleted and echo renamed: their compiled copies
-  for (const agent of ['wordcount', 'echo']) {
+  // what the last build left in dist/ before summarize was deleted and echo renamed: their compiled copies
+  for (const agent of ['summarize', 'echo']) {
     const source = readFileSync(join(copy, 'agents', agent, 'index.ts'), 'utf8')
     mkdirSync(join(copy, 'dist/agents', agent), { recursive: true })
     writeFileSync(join(copy, 'dist/agents', agent, 'index.js'), ts.transpileModule(source, { compilerOptions: { module: ts.ModuleKind.NodeNext, target: ts.ScriptTarget.ES2022 } }).outputText)
   }
-  rmSync(join(copy, 'agents/wordcount'), { recursive: true })
+  rmSync(join(copy, 'agents/summarize'), { recursive: true })
   renameSync(join(copy, 'agents/echo'), join(copy, 'agents/echo-renamed'))
   await run('npm', ['run', 'build'], { cwd: copy, env: { ...process.env, npm_config_loglevel: 'error' } })
-  t.notOk(existsSync(join(copy, 'dist/agents/wordcount')), 'the deleted agent is gone from the build')
+  t.notOk(existsSync(join(copy, 'dist/agents/summarize')), 'the deleted agent is gone from the build')
   t.notOk(existsSync(join(copy, 'dist/agents/echo')), 'the renamed agent\'s old folder is gone')
   t.ok(existsSync(join(copy, 'dist/agents/echo-renamed/index.js')))
 
@@ -47,7 +48,7 @@ t.test('the build serves only the agents whose sources are there: a deleted and 
   const names = registry.list().map((h) => h.manifest.metadata.name)
   t.ok(names.includes('echo'), 'the renamed folder still holds the echo agent')
   t.equal(names.filter((n) => n === 'echo').length, 1, 'once')
-  t.notOk(taskAgents.some((a) => a.agent.agentType === 'wordcount'), 'no wordcount task agent')
+  t.notOk(taskAgents.some((a) => a.agent.agentType === 'summarize'), 'no summarize task agent')
 
   await t.test('an agent in a folder outside the project imports the authoring API as `agent-host`, with its types', async (t) => {
     const outside = mkdtempSync(join(tmpdir(), 'agent-host-outside-'))
@@ -82,25 +83,58 @@ t.test('the build serves only the agents whose sources are there: a deleted and 
   })
 
   // regression (issue 31): the guides said `npx agent-host worker`, and npx does not pass SIGTERM on (the
-  // worker was left running); they now say `node dist/src/cli.js` (package.json's bin), which this runs
-  await t.test('the documented command line, node dist/src/cli.js: --version, and a worker that SIGTERM stops cleanly', async (t) => {
+  // worker was left running); they now say `node dist/src/cli.js` (package.json's bin): this runs the
+  // worker command of docs/task-graph-and-bus.md as written, and stops it as Ctrl-C or a supervisor does
+  await t.test('the documented command line, node dist/src/cli.js: --version, and the task graph page\'s worker, which SIGTERM stops cleanly', async (t) => {
     const { bin, version } = JSON.parse(readFileSync(join(copy, 'package.json'), 'utf8')) as { bin: Record<string, string>, version: string }
     const cli = bin['agent-host'] as string
     // as a user runs it: no loader of the test runner's
     const env = { ...process.env, NODE_OPTIONS: '', DATA_DIR: join(copy, 'data'), TASK_POLL_MS: '20' }
     t.equal((await run(process.execPath, [cli, '--version'], { cwd: copy, env })).stdout, `${version}\n`, 'the built command reads its version')
-    const worker = spawn(process.execPath, [cli, 'worker', '--type', 'summarize'], { cwd: copy, env, stdio: ['ignore', 'pipe', 'pipe'] })
+    const [command, ...args] = (docBlocks('docs/task-graph-and-bus.md', '## The task graph')[1] as string).replace(/#.*$/m, '').trim().split(/\s+/)
+    t.same([command, args[0]], ['node', cli], 'the page runs node dist/src/cli.js')
+    const worker = spawn(process.execPath, args, { cwd: copy, env, stdio: ['ignore', 'pipe', 'pipe'] })
     t.teardown(() => { worker.kill('SIGKILL') })
     let output = ''
     worker.stdout.on('data', (c: Buffer) => { output += c.toString() })
     worker.stderr.on('data', (c: Buffer) => { output += c.toString() })
     const exited = once(worker, 'exit') as Promise<[number | null, string | null]>
     await until('the worker is ready', () => output.includes('worker ready') || worker.exitCode !== null, 60_000, 20)
-    t.match(output, /worker ready: type summarize/)
+    t.match(output, /worker ready: type wordcount/)
     worker.kill('SIGTERM')
     await until('the worker exits', () => worker.exitCode !== null || worker.signalCode !== null, 30_000, 20)
     t.same(await exited, [0, null], 'it exits by itself, with code 0')
     t.match(output, /worker stopped/)
+  })
+
+  // The guides' other node dist/src/cli.js blocks, pasted in the project folder (the built copy) next
+  // to a server on its DATA_DIR (./data), as a reader runs them: only the server's address changes.
+  await t.test('docs/operating.md\'s audit commands work as pasted: verify online and offline, a checkpoint, then verify against it, and the log', async (t) => {
+    const { url } = await listen(t, { DATA_DIR: join(copy, 'data') })
+    const [block] = docBlocks('docs/operating.md', '## The audit log')
+    const lines = (block as string).trimEnd().split('\n').map((line) => line.replaceAll('http://127.0.0.1:3000', url))
+    t.equal(lines.length, 4)
+    t.match(JSON.parse(await runShell(lines[0] as string, { cwd: copy })), { ok: true, rows: Number, keyed_rows: 0, checkpoints_checked: Number }, 'verify, online')
+    t.match(JSON.parse(await runShell(lines[1] as string, { cwd: copy })), { ok: true, rows: Number }, 'the same offline, exit 0')
+    const checkpoint = (await runShell(lines[2] as string, { cwd: copy })).trim()
+    t.match(JSON.parse(checkpoint), { rows: Number }, 'a checkpoint')
+    const later = /later: (node dist\/src\/cli\.js audit verify --checkpoint) '<json>'$/.exec(lines[2] as string)?.[1] as string
+    t.match(JSON.parse(await runShell(`${later} '${checkpoint}'`, { cwd: copy })), { ok: true }, 'and later, verify against it')
+    t.match(JSON.parse(await runShell(lines[3] as string, { cwd: copy })), { rows: Array }, 'the log, by action')
+  })
+
+  await t.test('docs/deploying.md\'s key commands work as pasted, in order: create, list, a bearer call with the key, revoke', async (t) => {
+    const { url } = await listen(t, { DATA_DIR: join(copy, 'data'), AUTH_MODE: 'apikey' })
+    const [block] = docBlocks('docs/deploying.md', '## Keys and tokens')
+    const [create, list, call, revoke] = (block as string).trimEnd().split('\n') as [string, string, string, string]
+    const key = (await runShell(create, { cwd: copy })).trim()
+    t.match(key, /^ahk_\w+_[\w-]+$/, 'keys create prints the key')
+    t.match(await runShell(list, { cwd: copy }), /^ID\tNAME\tSCOPES\tAGENTS\tCREATED\tEXPIRES\tSTATE\n\w+\tweb\tassist:invoke,agents:read\tllm-chat\t\S+\t\S+\tactive\n/, 'keys list: a header, then the key, active')
+    t.match(call, /http:\/\/host:3000.*Bearer ahk_\.\.\./, 'the reader puts in their host and the key')
+    const local = call.replace('http://host:3000', url).replace('ahk_...', key)
+    t.ok((JSON.parse(await runShell(local, { cwd: copy })) as { agents: unknown[] }).agents.length > 0, 'the key reads the agents')
+    t.match(await runShell(revoke, { cwd: copy }), /revoked/, 'keys revoke web')
+    t.match(JSON.parse(await runShell(local, { cwd: copy })), { statusCode: 401 }, 'from now on the key gets 401')
   })
 
   await t.test('a build on an unchanged tree compiles nothing (a second npm start is quick); a changed source is compiled again, a deleted one leaves nothing (the deleted and renamed agents above are the same rule on a full build)', async (t) => {

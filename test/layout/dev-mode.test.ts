@@ -7,6 +7,7 @@ import { join } from 'node:path'
 import { fileURLToPath } from 'node:url'
 import { envelope } from '../helper.js'
 import { harnessFreeEnv } from '../child-env.js'
+import { docBlocks } from '../docs/doc-blocks.js'
 
 // Issue 17: `npm run dev` runs the TypeScript sources, serves a changed agent within ~2 s (on an idle
 // machine; the bound here is for a loaded CI one), logs pretty lines and names .ts files in stacks.
@@ -50,7 +51,10 @@ t.test('npm run dev: an edited agent is served after a restart, logs are pretty,
 
   const port = await freePort()
   const env = harnessFreeEnv()
-  const dev = spawn('npm', ['run', 'dev'], {
+  // the first command of docs/writing-agents.md's scaffold section, as written
+  const [command, ...args] = ((docBlocks('docs/writing-agents.md', '## Scaffold an agent, then run it in dev mode')[0] as string).split('\n')[0] as string).replace(/#.*$/, '').trim().split(/\s+/)
+  t.same([command, ...args], ['npm', 'run', 'dev'], 'the guide starts the server with npm run dev')
+  const dev = spawn(command as string, args, {
     cwd: ROOT,
     env: { ...env, PORT: String(port), AGENTS_DIR: join(project, 'agents'), DATA_DIR: join(project, 'data'), AUDIT_KEY: 'k'.repeat(32), WORKERS_PER_TYPE: '0', FORCE_COLOR: '0', RATE_LIMIT_MAX: '0' }, // the test polls faster than a caller may call
     stdio: ['ignore', 'pipe', 'pipe'],
