@@ -40,6 +40,13 @@ async function scaffold (cwd: string | undefined, args: string[], env: Record<st
   return { code, out: out.join('\n'), err: err.join('\n') }
 }
 
+/** `agent-host new ...` in `cwd` (`args` after `new`) as `src/cli.ts` runs it: what it printed; a failure throws. */
+async function scaffoldOut (cwd: string, args: string[]): Promise<string> {
+  const { code, out, err } = await scaffold(cwd, args, { USER: 'ada' })
+  if (code !== 0) throw new Error(`agent-host ${args.join(' ')} exited ${code}: ${err}`)
+  return out
+}
+
 /** Run a command; its exit code and output, never a rejection. */
 async function run (command: string, args: string[], cwd: string): Promise<{ code: number, output: string }> {
   const env = harnessFreeEnv()
@@ -98,7 +105,10 @@ t.test('every style is made lint-clean and typed by the guide\'s commands, and i
   const guide = guideCommands()
   t.same(guide.newAgent, STYLES.map((style) => ['npx tsx src/cli.ts new agent', style.name, ...style.flags].join(' ')), 'the guide makes one agent of each style')
   for (const [i, style] of STYLES.entries()) {
-    const out = await runShell(guide.newAgent[i] as string, { cwd: dir })
+    const line = guide.newAgent[i] as string
+    // the first line runs as pasted (npx, tsx, the CLI's entry); the others are the same command with
+    // other arguments, given to the CLI's main() here (each npx tsx cost some 2.5 s of CPU)
+    const out = i === 0 ? await runShell(line, { cwd: dir }) : await scaffoldOut(dir, line.split(' ').slice(4))
     const id = /id ([0-9a-f-]{36}):/.exec(out)?.[1]
     t.match(out, `made ${style.made}`)
     t.match(out, `agents/${style.name}/index.ts\n  test/agents/${style.name}.test.ts`)
