@@ -17,6 +17,7 @@ const stderr = (_obj: object, msg: string): void => { console.error(`agent-host:
 let log: TelemetryLog = { warn: stderr, error: stderr }
 const telemetry = await startTelemetry(process.env, { warn: (obj, msg) => { log.warn(obj, msg) }, error: (obj, msg) => { log.error(obj, msg) } })
 
+const count = (n: number, what: string): string => `${n} ${what}${n === 1 ? '' : 's'}`
 // npm run dev's watcher restarts this process on every save: a restart logs only what changed
 const bootLog = config.LOG_BOOT === 'changes' ? new BootLog(config.DATA_DIR, process.ppid) : undefined
 
@@ -47,5 +48,5 @@ try {
   app.log.fatal({ err }, 'cannot listen')
   process.exit(1)
 }
-const restarted = bootLog?.finish(`${app.agents.list().length} agents, ${app.taskAgents.length} task agents, listening at ${app.listeningOrigin}`)
+const restarted = bootLog?.finish(`${count(app.agents.list().length, 'agent')}, ${count(app.taskAgents.length, 'task agent')}, listening at ${app.listeningOrigin}`)
 if (restarted !== undefined) app.log.info(restarted)
