@@ -5,11 +5,13 @@
 // the load, the CPU much less: quote its ratio).
 // Each round starts `npm run dev` afresh (a fresh DATA_DIR, the bundled agents, the default
 // settings: what a reader of the README runs) and saves `agents/echo/index.ts` `--restarts` times.
+// It runs in a folder of its own that links the checkout's files and holds a copy of its agents: a
+// save there restarts no other watcher of the checkout's `agents/` (the dev-mode test's, under npm test).
 // With `--compare=<dir>` (a checkout of another commit, with its node_modules) both are measured
 // in the same rounds, one after the other.
 import { spawn } from 'node:child_process'
 import { once } from 'node:events'
-import { readFileSync, utimesSync } from 'node:fs'
+import { cpSync, existsSync, readFileSync, symlinkSync, utimesSync } from 'node:fs'
 import { createServer } from 'node:net'
 import { loadavg } from 'node:os'
 import { join, resolve } from 'node:path'
@@ -60,11 +62,21 @@ function newestDescendant (pid) {
 const sleep = (ms) => new Promise((resolve) => setTimeout(resolve, ms))
 
 /** One round of a target: `npm run dev` started, then `restarts` saves, each timed until the new process answers. */
+/** A folder that runs `target`'s `npm run dev` on a copy of its agents: its files linked, `agents/` copied. */
+function project (target, dir) {
+  for (const entry of ['package.json', 'tsconfig.json', 'src', 'scripts', 'test', 'client', 'node_modules']) {
+    if (existsSync(join(target, entry))) symlinkSync(join(target, entry), join(dir, entry))
+  }
+  cpSync(join(target, 'agents'), join(dir, 'agents'), { recursive: true })
+  return dir
+}
+
 async function round (target) {
   const data = tempDir()
+  const cwd = project(target.dir, data.dir)
   const port = await freePort()
   const started = performance.now()
-  const dev = spawn('npm', ['run', 'dev'], { cwd: target.dir, env: devEnv({ PORT: String(port), DATA_DIR: join(data.dir, 'data') }), stdio: ['ignore', 'pipe', 'pipe'], detached: true })
+  const dev = spawn('npm', ['run', 'dev'], { cwd, env: devEnv({ PORT: String(port), DATA_DIR: join(data.dir, 'data'), AGENTS_DIR: join(cwd, 'agents') }), stdio: ['ignore', 'pipe', 'pipe'], detached: true })
   let output = ''
   dev.stdout.on('data', (c) => { output += c })
   dev.stderr.on('data', (c) => { output += c })
@@ -80,7 +92,7 @@ async function round (target) {
     result.first_start_ms = performance.now() - started
     for (let i = 0; i < restarts; i++) {
       await sleep(1000) // the boot's last log lines, as a developer reads them before the next save
-      const file = join(target.dir, 'agents/echo/index.ts')
+      const file = join(cwd, 'agents/echo/index.ts')
       const saved = performance.now()
       utimesSync(file, new Date(), new Date())
       let lastOld = saved
