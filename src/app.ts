@@ -54,6 +54,11 @@ export interface BuildOptions {
    * (`src/telemetry.ts:startTelemetry` makes it from the `OTEL_*` variables). None: no tracing.
    */
   tracerProvider?: TracerProvider
+  /**
+   * Sees every log call first (pino's `hooks.logMethod`): `src/boot-log.ts`'s BootLog, which leaves
+   * out of a restart's start-up log the lines the last boot logged too (`LOG_BOOT=changes`).
+   */
+  bootLog?: { logMethod: (this: unknown, args: unknown[], method: (...args: unknown[]) => void, level: number) => void }
 }
 
 /** pino-pretty as a transport (a worker thread), or a clear refusal where it is not installed (`npm ci --omit=dev`). */
@@ -82,6 +87,7 @@ export async function buildApp (config: Config, options: BuildOptions = {}): Pro
       level: config.LOG_LEVEL,
       redact: REDACTED_PATHS,
       mixin: traceLogging.mixin,
+      ...(options.bootLog !== undefined ? { hooks: { logMethod: options.bootLog.logMethod } } : {}),
       ...(options.logStream !== undefined ? { stream: options.logStream } : config.LOG_FORMAT === 'pretty' ? { transport: prettyTransport() } : {})
     },
     // health checks come every few seconds from load balancers: logged at debug by their route, not here at info

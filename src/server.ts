@@ -1,5 +1,6 @@
 import closeWithGrace from 'close-with-grace'
 import { buildApp } from './app.js'
+import { BootLog } from './boot-log.js'
 import { loadConfig, type Config } from './config.js'
 import { startTelemetry, type TelemetryLog } from './telemetry.js'
 
@@ -16,9 +17,13 @@ const stderr = (_obj: object, msg: string): void => { console.error(`agent-host:
 let log: TelemetryLog = { warn: stderr, error: stderr }
 const telemetry = await startTelemetry(process.env, { warn: (obj, msg) => { log.warn(obj, msg) }, error: (obj, msg) => { log.error(obj, msg) } })
 
+const count = (n: number, what: string): string => `${n} ${what}${n === 1 ? '' : 's'}`
+// npm run dev's watcher restarts this process on every save: a restart logs only what changed
+const bootLog = config.LOG_BOOT === 'changes' ? new BootLog(config.DATA_DIR, process.ppid) : undefined
+
 let app
 try {
-  app = await buildApp(config, telemetry === undefined ? {} : { tracerProvider: telemetry.provider })
+  app = await buildApp(config, { ...(telemetry === undefined ? {} : { tracerProvider: telemetry.provider }), ...(bootLog === undefined ? {} : { bootLog }) })
 } catch (err) {
   console.error(`agent-host: cannot start: ${(err as Error).message}`)
   process.exit(1)
@@ -43,3 +48,5 @@ try {
   app.log.fatal({ err }, 'cannot listen')
   process.exit(1)
 }
+const restarted = bootLog?.finish(`${count(app.agents.list().length, 'agent')}, ${count(app.taskAgents.length, 'task agent')}, listening at ${app.listeningOrigin}`)
+if (restarted !== undefined) app.log.info(restarted)

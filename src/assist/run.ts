@@ -509,9 +509,13 @@ export class AssistRun {
       }
       return
     }
-    this.#log.error({ err }, 'agent failed')
-    const e = err as { expose?: unknown, message?: unknown, details?: unknown, streamCode?: unknown, severity?: unknown }
+    const e = err as { expose?: unknown, name?: unknown, message?: unknown, details?: unknown, streamCode?: unknown, severity?: unknown }
     const safe = typeof err === 'object' && err !== null && e.expose === true && typeof e.message === 'string'
+    // an error the agent meant for its caller (SafeAgentError: a path outside a tool's scope, an
+    // input it cannot use; BackendError: the model's provider) is no fault of this code: its stack
+    // helps nobody. Anything else is a crash, and its author needs the stack
+    if (safe) this.#log.warn({ error: { name: e.name, message: e.message, ...(typeof e.streamCode === 'string' ? { code: e.streamCode } : {}) } }, 'agent failed: its error went to the caller')
+    else this.#log.error({ err }, 'agent failed')
     const details = safe && isPlainObject(e.details) ? e.details : undefined
     // a safe error may name its own stream code and severity (backend errors: backend_timeout is TRANSIENT)
     const code = safe && typeof e.streamCode === 'string' && e.streamCode in STREAM_ERROR_CODES ? e.streamCode as StreamErrorCode : 'agent_failed'

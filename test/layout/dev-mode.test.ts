@@ -9,8 +9,9 @@ import { envelope } from '../helper.js'
 import { harnessFreeEnv } from '../child-env.js'
 import { docBlocks } from '../docs/doc-blocks.js'
 
-// Issue 17: `npm run dev` runs the TypeScript sources, serves a changed agent within ~2 s (on an idle
-// machine; the bound here is for a loaded CI one), logs pretty lines and names .ts files in stacks.
+// Issue 17: `npm run dev` runs the TypeScript sources, serves a changed agent after a restart, logs
+// pretty lines and names .ts files in stacks; issue 31: a restart logs one line, not the whole
+// start-up log again. How long a restart takes is measured by bench/dev-restart.js, not here.
 // The agent lives outside the repository and imports 'agent-host' (the `development` condition: the
 // sources), as an author's own project would.
 
@@ -106,8 +107,15 @@ t.test('npm run dev: an edited agent is served after a restart, logs are pretty,
   } finally {
     clearInterval(resave)
   }
-  t.comment(`the edited agent answered ${Date.now() - changed} ms after the first save, after ${saves} save(s) (load average ${(await import('node:os')).loadavg()[0]?.toFixed(1) ?? '?'})`)
+  t.comment(`the edited agent answered ${Date.now() - changed} ms after the first save, after ${saves} save(s) (load average ${(await import('node:os')).loadavg()[0]?.toFixed(1) ?? '?'}; bench/dev-restart.js measures it)`)
   t.pass('the edited agent is served')
+
+  // issue 31: the first start logged the agents, its warnings and the URLs; a restart logs one line
+  // in their place (LOG_BOOT=changes, which the dev script sets)
+  t.match(plain(), /WARN: AUTH_MODE is off[^]*INFO: agents loaded[^]*INFO: ready: /, 'the first start logs its warnings, the agents and the URLs')
+  const afterRestart = (): string => plain().slice(plain().lastIndexOf('[tsx] change in'))
+  await until('the restart\'s one line', async () => /INFO: restarted: 1 agent, \d+ task agents?, listening at http:\/\/127\.0\.0\.1:\d+; \d+ warnings? and \d+ other lines? of the start-up log as before, not repeated/.test(afterRestart()), 10_000)
+  t.notMatch(afterRestart(), /agents loaded|AUTH_MODE is off|ready: /, 'a restart repeats neither the agents, nor the warnings, nor the URLs')
 
   const failed = await call({ fail: true })
   t.equal(failed?.status, 502)
