@@ -20,7 +20,7 @@ import { setTimeout as sleep } from 'node:timers/promises'
 import pg from 'pg'
 import { arg, childExecArgv, load, postgresCpuMs, saveResult, smoke, startDurablePostgres, tempDir } from './common.js'
 
-const { openDatabase } = await load('storage/database')
+const { openDatabase } = await load('storage/sqlite/database')
 const { FileTaskStore } = await load('runtime/file-task-store')
 const { SqliteTaskStore } = await load('runtime/sqlite-task-store')
 const { PgTaskStore } = await load('runtime/pg-task-store')

@@ -12,7 +12,8 @@ import lockfile from 'proper-lockfile'
 import { load } from './common.js'
 
 const [kind, dataDir, owner, seconds, warmup, build] = process.argv.slice(2).filter((a) => !a.startsWith('--'))
-const { openDatabase } = await load('storage/database', build)
+// a build from before issue 29 has the SQLite plumbing at storage/ itself
+const { openDatabase } = await load('storage/sqlite/database', build).catch(async () => await load('storage/database', build))
 const { FileTaskStore, TASK_GRAPH_FILE } = await load('runtime/file-task-store', build)
 const { SqliteTaskStore } = await load('runtime/sqlite-task-store', build)
 // only asked for when used: a build given to compare may predate them

@@ -1,6 +1,6 @@
 import { parseArgs } from 'node:util'
 import { auditKeysRetired, loadConfig, type Config } from './config.js'
-import { DB_FILE, openDatabase, type Db } from './storage/database.js'
+import { DB_FILE, openDatabase, type Db } from './storage/sqlite/database.js'
 import { existsSync } from 'node:fs'
 import { join } from 'node:path'
 import Database from 'better-sqlite3'

@@ -1,5 +1,5 @@
 import { AH_ERR_TASK_NOT_FOUND } from '../errors.js'
-import type { Db } from '../storage/database.js'
+import type { Db } from '../storage/sqlite/database.js'
 import {
   claimable, claimNode, cancelNode, completeNode, createNodes, failNode, heartbeatNode, releaseNode, retryOrFail
 } from './task-graph.js'

@@ -1,6 +1,6 @@
 import t from 'tap'
 import { setTimeout as sleep } from 'node:timers/promises'
-import { openDatabase } from '../../src/storage/database.js'
+import { openDatabase } from '../../src/storage/sqlite/database.js'
 import { AuditLog } from '../../src/storage/audit.js'
 import { EventStore } from '../../src/storage/events.js'
 import { FileTaskStore } from '../../src/runtime/file-task-store.js'

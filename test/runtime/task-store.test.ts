@@ -1,7 +1,7 @@
 import t, { type Test } from 'tap'
 import { readFileSync, rmSync } from 'node:fs'
 import lockfile from 'proper-lockfile'
-import { openDatabase } from '../../src/storage/database.js'
+import { openDatabase } from '../../src/storage/sqlite/database.js'
 import { FileTaskStore } from '../../src/runtime/file-task-store.js'
 import { PgTaskStore } from '../../src/runtime/pg-task-store.js'
 import { SqliteTaskStore } from '../../src/runtime/sqlite-task-store.js'
