@@ -6,7 +6,7 @@ import { setTimeout as sleep } from 'node:timers/promises'
 import { openDatabase } from '../../src/storage/sqlite/database.js'
 import { AuditLog } from '../../src/storage/audit.js'
 import { EventStore } from '../../src/storage/events.js'
-import { FileTaskStore } from '../../src/runtime/file-task-store.js'
+import { FileTaskStore } from '../../src/storage/file/file-task-store.js'
 import { Reaper } from '../../src/runtime/reaper.js'
 import { FIXTURE_AGENTS_DIR, tempDataDir, type Teardown } from '../helper.js'
 

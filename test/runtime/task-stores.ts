@@ -1,9 +1,9 @@
 /** The task stores the multi-process tests (concurrency, chaos) run against, each with where its worker processes find it. */
 import type { Test } from 'tap'
-import { FileTaskStore } from '../../src/runtime/file-task-store.js'
-import { PgTaskStore } from '../../src/runtime/pg-task-store.js'
-import { SqliteTaskStore } from '../../src/runtime/sqlite-task-store.js'
-import type { TaskStore } from '../../src/runtime/task-store.js'
+import { FileTaskStore } from '../../src/storage/file/file-task-store.js'
+import { PgTaskStore } from '../../src/storage/postgres/pg-task-store.js'
+import { SqliteTaskStore } from '../../src/storage/sqlite/sqlite-task-store.js'
+import type { TaskStore } from '../../src/storage/tasks/task-store.js'
 import { openDatabase } from '../../src/storage/sqlite/database.js'
 import { openPostgres } from '../../src/storage/postgres/database.js'
 import { tempDataDir } from '../helper.js'
