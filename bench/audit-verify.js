@@ -4,7 +4,7 @@
 // Run: npm run build && node --expose-gc bench/audit-verify.js   Options: --rows=<n> (default 1 000 000) --rounds=<n>
 import { arg, load, mean, saveResult, tempDir } from './common.js'
 
-const { openDatabase } = await load('storage/database')
+const { openDatabase } = await load('storage/sqlite/database')
 const { AuditLog } = await load('storage/audit')
 const { AuditKeyring } = await load('storage/audit-key')
 const rows = arg('rows', 1_000_000, 2000)

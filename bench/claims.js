@@ -20,10 +20,10 @@ import { setTimeout as sleep } from 'node:timers/promises'
 import pg from 'pg'
 import { arg, childExecArgv, load, postgresCpuMs, saveResult, smoke, startDurablePostgres, tempDir } from './common.js'
 
-const { openDatabase } = await load('storage/database')
-const { FileTaskStore } = await load('runtime/file-task-store')
-const { SqliteTaskStore } = await load('runtime/sqlite-task-store')
-const { PgTaskStore } = await load('runtime/pg-task-store')
+const { openDatabase } = await load('storage/sqlite/database')
+const { FileTaskStore } = await load('storage/file/file-task-store')
+const { SqliteTaskStore } = await load('storage/sqlite/sqlite-task-store')
+const { PgTaskStore } = await load('storage/postgres/pg-task-store')
 const { openPostgres } = await load('storage/postgres/database')
 const seconds = arg('seconds', 5, 2)
 const rounds = arg('rounds', 3, 1)

@@ -12,12 +12,14 @@ import lockfile from 'proper-lockfile'
 import { load } from './common.js'
 
 const [kind, dataDir, owner, seconds, warmup, build] = process.argv.slice(2).filter((a) => !a.startsWith('--'))
-const { openDatabase } = await load('storage/database', build)
-const { FileTaskStore, TASK_GRAPH_FILE } = await load('runtime/file-task-store', build)
-const { SqliteTaskStore } = await load('runtime/sqlite-task-store', build)
+// a build from before issue 29 has its modules at their old paths
+const loadEither = async (path, before) => await load(path, build).catch(async () => await load(before, build))
+const { openDatabase } = await loadEither('storage/sqlite/database', 'storage/database')
+const { FileTaskStore, TASK_GRAPH_FILE } = await loadEither('storage/file/file-task-store', 'runtime/file-task-store')
+const { SqliteTaskStore } = await loadEither('storage/sqlite/sqlite-task-store', 'runtime/sqlite-task-store')
 // only asked for when used: a build given to compare may predate them
-const postgres = kind === 'postgres' ? { ...await load('runtime/pg-task-store', build), ...await load('storage/postgres/database', build) } : undefined
-const graph = await load('runtime/task-graph', build)
+const postgres = kind === 'postgres' ? { ...await loadEither('storage/postgres/pg-task-store', 'runtime/pg-task-store'), ...await load('storage/postgres/database', build) } : undefined
+const graph = await loadEither('storage/tasks/task-graph', 'runtime/task-graph')
 
 /** A naive store: lock, read, parse, change, stringify, write (`safely`: temp file, fsync, rename), unlock. */
 function naiveStore (file, safely) {

@@ -2,15 +2,15 @@ import Database from 'better-sqlite3'
 import { existsSync, readdirSync, statSync } from 'node:fs'
 import { chmod, copyFile, mkdir, open, readFile, readdir, readlink, rm, stat, symlink, writeFile } from 'node:fs/promises'
 import { dirname, isAbsolute, join, relative, resolve } from 'node:path'
-import { DB_FILE } from './storage/database.js'
+import { DB_FILE } from './storage/sqlite/database.js'
 import { CHECKPOINT_FILE } from './storage/audit-checkpoints.js'
 import { AUDIT_GENESIS } from './storage/audit.js'
 import type { Awaitable } from './storage/awaitable.js'
-import { TASK_GRAPH_FILE } from './runtime/file-task-store.js'
-import { GraphLock } from './runtime/graph-lock.js'
+import { TASK_GRAPH_FILE } from './storage/file/file-task-store.js'
+import { GraphLock } from './storage/file/graph-lock.js'
 
-// This is the `backup` command's logic, beside commands.ts (as scaffold.ts is `new agent`'s) and not
-// in storage/: it takes the task graph's lock (runtime/graph-lock.ts), and runtime/ imports storage/.
+// This is the `backup` command's logic, beside commands.ts (as scaffold.ts is `new agent`'s); it takes
+// the task graph's lock (storage/file/graph-lock.ts). (Issue 29 may move it into storage/ in a later step.)
 
 /** The manifest a backup writes last into its folder: a folder without it is not a finished backup. */
 export const BACKUP_MANIFEST = 'backup-manifest.json'
@@ -167,7 +167,7 @@ async function copyDatabase (dataDir: string, to: string): Promise<{ entry: Copi
 }
 
 /**
- * The task graph, copied while holding its store's lock (`runtime/graph-lock.ts`, the protocol every
+ * The task graph, copied while holding its store's lock (`storage/file/graph-lock.ts`, the protocol every
  * writer follows, a stale lock taken over as they do): the copy is a graph the store committed, and
  * no writer replaces it meanwhile.
  */

@@ -1,8 +1,8 @@
 import { Counter, Gauge, Histogram, Registry, Summary, collectDefaultMetrics } from 'prom-client'
 import type { RunObserver } from './assist/run-observers.js'
 import { AH_ERR_TASK_STALE_CLAIM, ERROR_CATALOGUE, STREAM_ERROR_CODES } from './errors.js'
-import type { TaskStore } from './runtime/task-store.js'
-import { TASK_STATUSES } from './runtime/task.js'
+import type { TaskStore } from './storage/tasks/task-store.js'
+import { TASK_STATUSES } from './storage/tasks/task.js'
 
 /** What an SSE response reports about itself (see `SseWriter`'s `metrics` option). */
 export interface SseMetrics {

@@ -10,7 +10,7 @@ import type { ValidateFunction } from 'ajv'
 import { AH_ERR_TASK_AGENT_FAILED as AgentError } from '../errors.js'
 import type { BaseAgent, TaskContext } from '../runtime/base-agent.js'
 import type { AgentResult } from '../runtime/agent-runtime.js'
-import { ownerAgentsOf, ownerOf, type TaskNode } from '../runtime/task.js'
+import { ownerAgentsOf, ownerOf, type TaskNode } from '../storage/tasks/task.js'
 
 /** One capability of a contract agent: what it is asked (`intent`) and the arguments it takes. */
 export interface ContractCapability {

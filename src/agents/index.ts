@@ -23,4 +23,4 @@ export type {
 export { BaseAgent } from '../runtime/base-agent.js'
 export type { TaskContext } from '../runtime/base-agent.js'
 export type { AgentResult, AgentRuntime } from '../runtime/agent-runtime.js'
-export type { TaskNode } from '../runtime/task.js'
+export type { TaskNode } from '../storage/tasks/task.js'

@@ -1,5 +1,5 @@
 import type { Statement } from 'better-sqlite3'
-import type { Db } from '../storage/database.js'
+import type { Db } from '../storage/sqlite/database.js'
 import { BOOTSTRAP_KEY_NAME, checkKey, ConfigKeys, nameFree, namedKey, newKeyRow, splitKey, toRecord, type ApiKeyRecord, type ConfigKey, type Identity, type KeyRefusal, type KeyRow, type KeyStore as KeyStoreContract, type NewKey } from '../storage/api-keys.js'
 
 export { BOOTSTRAP_KEY_NAME, type ApiKeyRecord, type ConfigKey, type Identity, type KeyRefusal, type KeyStoreContract, type NewKey }

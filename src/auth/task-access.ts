@@ -1,6 +1,6 @@
 import { AH_ERR_FORBIDDEN } from '../errors.js'
-import { ownerAgentsOf, ownerOf, type NewTask } from '../runtime/task.js'
-import type { TaskStore } from '../runtime/task-store.js'
+import { ownerAgentsOf, ownerOf, type NewTask } from '../storage/tasks/task.js'
+import type { TaskStore } from '../storage/tasks/task-store.js'
 import type { AuditInput } from '../storage/audit.js'
 import type { Awaitable } from '../storage/awaitable.js'
 import type { BusEvent } from '../storage/bus.js'

@@ -1,7 +1,7 @@
 import { createHash } from 'node:crypto'
 import type { LoadedTaskAgent } from '../agents/loader.js'
 import type { TaskAccess } from '../auth/task-access.js'
-import type { TaskStore } from '../runtime/task-store.js'
+import type { TaskStore } from '../storage/tasks/task-store.js'
 import type { BusEvent } from '../storage/bus.js'
 import type { EventBus } from './event-bus.js'
 

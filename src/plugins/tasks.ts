@@ -1,16 +1,16 @@
 import fp from 'fastify-plugin'
 import type { FastifyInstance } from 'fastify'
-import { FileTaskStore } from '../runtime/file-task-store.js'
-import { SqliteTaskStore } from '../runtime/sqlite-task-store.js'
+import { FileTaskStore } from '../storage/file/file-task-store.js'
+import { SqliteTaskStore } from '../storage/sqlite/sqlite-task-store.js'
 import { Narrator, type TaskNarrator } from '../runtime/narrator.js'
 import { PgNarrator } from '../runtime/pg-narrator.js'
-import { PgTaskStore } from '../runtime/pg-task-store.js'
+import { PgTaskStore } from '../storage/postgres/pg-task-store.js'
 import { isBusy } from '../storage/busy.js'
 import { Reaper } from '../runtime/reaper.js'
 import { WorkerPool } from '../runtime/worker-pool.js'
 import { subscribeAgents } from '../bus/agent-subscriptions.js'
 import { TaskAccess } from '../auth/task-access.js'
-import type { TaskStore } from '../runtime/task-store.js'
+import type { TaskStore } from '../storage/tasks/task-store.js'
 
 declare module 'fastify' {
   interface FastifyInstance {

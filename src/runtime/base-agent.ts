@@ -1,6 +1,6 @@
 import { AH_ERR_POLICY_VIOLATION, AH_ERR_TASK_AGENT_FAILED, type AgentError } from '../errors.js'
 import type { AgentResult, AgentRuntime, TaskBus } from './agent-runtime.js'
-import type { TaskNode } from './task.js'
+import type { TaskNode } from '../storage/tasks/task.js'
 import type { AgentHost } from '../backends/protocol.js'
 
 /** What `handleTask` gets besides the task. */

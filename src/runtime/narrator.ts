@@ -1,6 +1,6 @@
 import { randomUUID } from 'node:crypto'
 import type { Awaitable } from '../storage/awaitable.js'
-import type { Db } from '../storage/database.js'
+import type { Db } from '../storage/sqlite/database.js'
 import type { EventInput, EventQuery, EventStore } from '../storage/events.js'
 import type { StoredEvent } from '../protocol/events.js'
 

@@ -2,8 +2,8 @@ import { randomUUID } from 'node:crypto'
 import type { AuditInput } from '../storage/audit.js'
 import type { Awaitable } from '../storage/awaitable.js'
 import type { TaskEventSink } from './agent-runtime.js'
-import { ownerOf, type TaskNode } from './task.js'
-import type { TaskStore } from './task-store.js'
+import { ownerOf, type TaskNode } from '../storage/tasks/task.js'
+import type { TaskStore } from '../storage/tasks/task-store.js'
 
 /**
  * Returns tasks whose worker stopped heart-beating (crashed, hung, partitioned) to PENDING — or

@@ -5,7 +5,7 @@ import type { Awaitable } from '../storage/awaitable.js'
 import type { AuditInput } from '../storage/audit.js'
 import { AgentRuntime, type TaskBus, type TaskEventSink } from './agent-runtime.js'
 import type { BaseAgent } from './base-agent.js'
-import type { TaskStore } from './task-store.js'
+import type { TaskStore } from '../storage/tasks/task-store.js'
 import type { AgentHost } from '../backends/protocol.js'
 
 export interface WorkerPoolOptions {

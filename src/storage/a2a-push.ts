@@ -1,7 +1,7 @@
 import { randomUUID } from 'node:crypto'
 import type { Awaitable } from './awaitable.js'
 import type { AuditInput } from './audit.js'
-import type { Db } from './database.js'
+import type { Db } from './sqlite/database.js'
 
 /** Where a config's delivery stands: pushing (`active`), the task's final status pushed (`done`), or given up (`failed`). */
 export type PushState = 'active' | 'done' | 'failed'

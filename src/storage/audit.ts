@@ -3,7 +3,7 @@ import { AH_ERR_AUDIT_KEY_MISSING } from '../errors.js'
 import type { AuditCheckpoint, FoundCheckpoint } from './audit-checkpoints.js'
 import { AuditKeyring } from './audit-key.js'
 import type { Awaitable } from './awaitable.js'
-import type { Db } from './database.js'
+import type { Db } from './sqlite/database.js'
 import { canonicalJson } from './canonical-json.js'
 import { auditDetails, auditText, cutText } from './audit-text.js'
 

@@ -1,5 +1,5 @@
 import type { Awaitable } from './awaitable.js'
-import type { Db } from './database.js'
+import type { Db } from './sqlite/database.js'
 
 type Json = Record<string, unknown>
 

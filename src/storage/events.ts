@@ -2,7 +2,7 @@ import { EventEmitter } from 'node:events'
 import { AH_ERR_POLICY_VIOLATION } from '../errors.js'
 import type { StoredEvent } from '../protocol/events.js'
 import type { Awaitable } from './awaitable.js'
-import type { Db } from './database.js'
+import type { Db } from './sqlite/database.js'
 
 /** An event to append, with what ties it to a request. */
 export interface EventInput {

@@ -2,7 +2,7 @@ import type { InteractionRecord } from '../protocol/session.js'
 import type { Awaitable } from './awaitable.js'
 import type { AuditInput, AuditLog } from './audit.js'
 import type { EventInput, EventStore } from './events.js'
-import type { GroupWriter } from './group-writer.js'
+import type { GroupWriter } from './sqlite/group-writer.js'
 import type { JournalRow, NewRun, Renewal, RunFilter, RunRecord, RunStore } from './runs.js'
 import type { SqliteSessionStore } from './sessions.js'
 

@@ -1,4 +1,4 @@
-import type { Db } from './database.js'
+import type { Db } from './sqlite/database.js'
 
 /** A run as stored: its envelope's hash, who runs it under which lease, and (once ended) its JSON answer. */
 export interface RunRecord {

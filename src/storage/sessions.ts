@@ -1,8 +1,8 @@
 import { AH_ERR_SESSION_VALUE_INVALID } from '../errors.js'
 import type { Interaction, InteractionRecord, RecallHit, SessionHandle, SessionIdentity, SessionStore } from '../protocol/session.js'
 import type { Awaitable } from './awaitable.js'
-import type { GroupWriter } from './group-writer.js'
-import type { Db } from './database.js'
+import type { GroupWriter } from './sqlite/group-writer.js'
+import type { Db } from './sqlite/database.js'
 
 type JsonObject = Record<string, unknown>
 

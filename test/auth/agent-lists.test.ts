@@ -5,7 +5,7 @@ import type { FastifyInstance } from 'fastify'
 import { AGENTS, build, envelope } from '../helper.js'
 import { until } from '../socket.js'
 import { checkErrorBody } from '../sse.js'
-import { ownerAgentsOf } from '../../src/runtime/task.js'
+import { ownerAgentsOf } from '../../src/storage/tasks/task.js'
 import { handled } from '../fixtures/access-agents/target/index.js'
 
 // Issue 27, fault 1: a key's agent list held for /v1/assist only. A task of a type (or a plan task

@@ -1,6 +1,6 @@
 import t, { type Test } from 'tap'
 import pg from 'pg'
-import { openDatabase } from '../../src/storage/database.js'
+import { openDatabase } from '../../src/storage/sqlite/database.js'
 import { openPostgres, inTransaction } from '../../src/storage/postgres/database.js'
 import { SqliteKeyStore } from '../../src/auth/keys.js'
 import { PgKeyStore } from '../../src/storage/postgres/keys.js'

@@ -1,5 +1,5 @@
 import t from 'tap'
-import { openDatabase } from '../../src/storage/database.js'
+import { openDatabase } from '../../src/storage/sqlite/database.js'
 import { SqliteBusStore, type BusEvent, type BusStore } from '../../src/storage/bus.js'
 import { EventBus, type Subscription } from '../../src/bus/event-bus.js'
 import { filterMatches, typeMatcher } from '../../src/bus/match.js'

@@ -9,7 +9,7 @@ import { buildApp } from '../../src/app.js'
 import { loadConfig } from '../../src/config.js'
 import { main } from '../../src/commands.js'
 import { CHECKPOINT_FILE } from '../../src/storage/audit-checkpoints.js'
-import { DB_FILE } from '../../src/storage/database.js'
+import { DB_FILE } from '../../src/storage/sqlite/database.js'
 import { rechain, type RawSql } from '../storage/audit-stores.js'
 
 const KEY = 'k'.repeat(40)

@@ -11,10 +11,9 @@ function files (dir: string): string[] {
   return readdirSync(dir, { withFileTypes: true }).flatMap((e) => e.isDirectory() ? files(join(dir, e.name)) : e.name.endsWith('.ts') ? [join(dir, e.name)] : [])
 }
 
-/** The folder a file belongs to: its first path segment under src/ (top-level files are `.`). */
+/** The folder a file belongs to: its first path segment under src/; a top-level file is a node of its own (`config.ts`, whether named by its source or its `.js` import). */
 function folderOf (file: string): string {
-  const parts = relative(SRC, file).split('/')
-  return parts.length === 1 ? '.' : parts[0] as string
+  return (relative(SRC, file).split('/')[0] as string).replace(/\.js$/, '.ts')
 }
 
 /** Folder → the folders its files import (type-only imports included: a cycle of types is still a cycle). */
@@ -27,7 +26,7 @@ function folderGraph (): Map<string, Map<string, string[]>> {
       const target = resolve(dirname(file), fileName)
       if (!target.startsWith(SRC)) continue
       const to = folderOf(target)
-      if (to === from || to === '.') continue
+      if (to === from) continue
       const edges = graph.get(from) ?? new Map<string, string[]>()
       edges.set(to, [...(edges.get(to) ?? []), relative(SRC, file)])
       graph.set(from, edges)
@@ -36,8 +35,18 @@ function folderGraph (): Map<string, Map<string, string[]>> {
   return graph
 }
 
-t.test('no import cycles between the folders of src/', async (t) => {
+/**
+ * Edges that close a known loop, to be cut by issue 29 (config.ts reads A2A_AGENTS_FILE and MCP_SERVERS_FILE
+ * with the loaders of a2a-client/ and tools/, which reach backends/, which imports config.ts). Listed one by
+ * one so that no other loop hides behind them; the test below fails once they are gone, to remove them here.
+ */
+const KNOWN_LOOP_EDGES: ReadonlyArray<readonly [string, string]> = [['config.ts', 'a2a-client'], ['config.ts', 'tools']]
+
+t.test('no import cycles between the folders and top-level files of src/', async (t) => {
   const graph = folderGraph()
+  for (const [from, to] of KNOWN_LOOP_EDGES) {
+    t.ok(graph.get(from)?.delete(to), `${from} still imports ${to} (issue 29: once it does not, remove the edge from KNOWN_LOOP_EDGES)`)
+  }
   const cycles: string[] = []
   for (const [a, edges] of graph) {
     for (const b of edges.keys()) {
@@ -58,7 +67,7 @@ t.test('no import cycles between the folders of src/', async (t) => {
 
 t.test('protocol/ holds no logic of other folders; the engine, runtime/ and agents/ know nothing of HTTP', async (t) => {
   const graph = folderGraph()
-  t.same([...(graph.get('protocol')?.keys() ?? [])], [], 'protocol/ imports no other folder')
+  t.same([...(graph.get('protocol')?.keys() ?? [])].filter((to) => to !== 'errors.ts'), [], 'protocol/ imports no other folder (the error codes are shared)')
   for (const folder of ['assist', 'runtime', 'agents', 'storage', 'backends']) {
     for (const http of ['http', 'routes', 'plugins']) {
       t.notOk(graph.get(folder)?.has(http), `${folder}/ does not import ${http}/: ${(graph.get(folder)?.get(http) ?? []).join(', ')}`)

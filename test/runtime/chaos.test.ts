@@ -4,8 +4,8 @@ import { once } from 'node:events'
 import { readFileSync } from 'node:fs'
 import { fileURLToPath } from 'node:url'
 import { setTimeout as sleep } from 'node:timers/promises'
-import { FileTaskStore } from '../../src/runtime/file-task-store.js'
-import type { TaskNode } from '../../src/runtime/task.js'
+import { FileTaskStore } from '../../src/storage/file/file-task-store.js'
+import type { TaskNode } from '../../src/storage/tasks/task.js'
 import { taskStoreMakers } from './task-stores.js'
 
 const ROOT = fileURLToPath(new URL('../..', import.meta.url))

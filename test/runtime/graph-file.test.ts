@@ -1,8 +1,8 @@
 import t from 'tap'
 import { readFileSync, renameSync, writeFileSync } from 'node:fs'
-import { FileTaskStore } from '../../src/runtime/file-task-store.js'
-import { GraphFile } from '../../src/runtime/graph-file.js'
-import { newTaskNode } from '../../src/runtime/task.js'
+import { FileTaskStore } from '../../src/storage/file/file-task-store.js'
+import { GraphFile } from '../../src/storage/file/graph-file.js'
+import { newTaskNode } from '../../src/storage/tasks/task.js'
 import { tempDataDir } from '../helper.js'
 
 const node = (id: string, extra: Record<string, unknown> = {}): ReturnType<typeof newTaskNode> => ({ ...newTaskNode({ id, type: 'w' }, new Date('2026-11-25T07:00:00.000Z')), ...extra })

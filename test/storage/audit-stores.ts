@@ -4,7 +4,7 @@
  * attacker with the database's owner rights would write it.
  */
 import type { Test } from 'tap'
-import { openDatabase } from '../../src/storage/database.js'
+import { openDatabase } from '../../src/storage/sqlite/database.js'
 import { AuditLog, auditRowFromRaw, hashAuditRow, type AuditRawRow, type AuditRow, type AuditStore } from '../../src/storage/audit.js'
 import { AuditKeyring } from '../../src/storage/audit-key.js'
 import { PgAuditLog } from '../../src/storage/postgres/audit.js'

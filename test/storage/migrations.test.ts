@@ -1,9 +1,9 @@
 import t from 'tap'
 import Database from 'better-sqlite3'
 import { join } from 'node:path'
-import { DB_FILE, migrate, openDatabase, SCHEMA_VERSION } from '../../src/storage/database.js'
+import { DB_FILE, migrate, openDatabase, SCHEMA_VERSION } from '../../src/storage/sqlite/database.js'
 import { buildApp } from '../../src/app.js'
-import { MIGRATIONS } from '../../src/storage/migrations.js'
+import { MIGRATIONS } from '../../src/storage/sqlite/migrations.js'
 import { tempDataDir, testConfig, sqliteDb } from '../helper.js'
 
 /** A database in `dir` as the code of schema `version` left it (to test the migrations after it). */

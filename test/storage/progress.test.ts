@@ -1,8 +1,8 @@
 import t from 'tap'
 import Database from 'better-sqlite3'
 import { join } from 'node:path'
-import { DB_FILE, migrate, openDatabase } from '../../src/storage/database.js'
-import { MIGRATIONS } from '../../src/storage/migrations.js'
+import { DB_FILE, migrate, openDatabase } from '../../src/storage/sqlite/database.js'
+import { MIGRATIONS } from '../../src/storage/sqlite/migrations.js'
 import { AUDIT_PROGRESS_ROWS, AuditLog } from '../../src/storage/audit.js'
 import { tempDataDir } from '../helper.js'
 

@@ -1,5 +1,5 @@
 import t from 'tap'
-import { openDatabase } from '../../src/storage/database.js'
+import { openDatabase } from '../../src/storage/sqlite/database.js'
 import { RunStore, type JournalRow } from '../../src/storage/runs.js'
 import { tempDataDir, type Teardown } from '../helper.js'
 

@@ -4,7 +4,7 @@ import { AH_ERR_FORBIDDEN, AH_ERR_PLAN_NOT_FOUND, AH_ERR_TASK_INVALID } from '..
 import { ExecutionPlan } from '../../protocol/contract.js'
 import { errorResponse } from '../../protocol/openapi.js'
 import { PlanCreated, PlanProgress } from '../../protocol/plans.js'
-import { ownedBy, TASK_STATUSES, type TaskNode } from '../../runtime/task.js'
+import { ownedBy, TASK_STATUSES, type TaskNode } from '../../storage/tasks/task.js'
 import { criticalPath, planTasks } from '../../runtime/plans.js'
 import { visibleOwner } from '../../auth/scopes.js'
 

@@ -6,7 +6,7 @@ import { documented, errorResponse, validationError } from '../../protocol/opena
 import { EventPage } from '../../protocol/records.js'
 import { CreateTasksBody, Task, TaskList, TaskStatus } from '../../protocol/tasks.js'
 import type { FastifyRequest } from 'fastify'
-import { ownedBy, ownerOf, type NewTask, type TaskNode } from '../../runtime/task.js'
+import { ownedBy, ownerOf, type NewTask, type TaskNode } from '../../storage/tasks/task.js'
 import { visibleOwner } from '../../auth/scopes.js'
 
 function invalid (path: string, message: string): Error {

@@ -1,6 +1,6 @@
 /**
  * The PostgreSQL schema, as numbered steps (`DATABASE_URL=postgres://...`). The same tables as the
- * SQLite schema (`storage/migrations.ts`) in PostgreSQL's terms: identity columns, `bigint`
+ * SQLite schema (`storage/sqlite/migrations.ts`) in PostgreSQL's terms: identity columns, `bigint`
  * milliseconds where SQLite keeps integers, `text` where bytes must come back as they went in
  * (JSON answers, audit rows that are hashed), `tsvector` columns with GIN indexes for recall.
  * Append a step to change it; never edit one that has shipped.

@@ -1,7 +1,7 @@
 import { SpanStatusCode, type Tracer } from '@opentelemetry/api'
 import { ATTR_DB_SYSTEM_NAME, ATTR_ERROR_TYPE } from '@opentelemetry/semantic-conventions'
-import { AH_ERR_STORAGE_BUSY } from '../errors.js'
-import { isBusy } from './busy.js'
+import { AH_ERR_STORAGE_BUSY } from '../../errors.js'
+import { isBusy } from '../busy.js'
 import type Database from 'better-sqlite3'
 import type { Db } from './database.js'
 

@@ -1,7 +1,7 @@
-import { ensureWritableDir } from './data-dir.js'
+import { ensureWritableDir } from '../data-dir.js'
 import { join } from 'node:path'
 import Database from 'better-sqlite3'
-import { AH_ERR_STORAGE_SCHEMA_TOO_NEW } from '../errors.js'
+import { AH_ERR_STORAGE_SCHEMA_TOO_NEW } from '../../errors.js'
 import { MIGRATIONS } from './migrations.js'
 
 export type Db = Database.Database

@@ -2,7 +2,7 @@ import { randomBytes, randomInt } from 'node:crypto'
 import { mkdir, open, readdir, rename, rm, rmdir, stat, unlink, utimes, type FileHandle } from 'node:fs/promises'
 import { basename, dirname, join } from 'node:path'
 import { setTimeout as sleep } from 'node:timers/promises'
-import { AH_ERR_TASK_LOCK_COMPROMISED } from '../errors.js'
+import { AH_ERR_TASK_LOCK_COMPROMISED } from '../../errors.js'
 
 export interface GraphLockOptions {
   /** A lock whose directory was not refreshed for this long is taken over (its holder died or froze). */

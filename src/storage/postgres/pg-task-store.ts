@@ -1,12 +1,12 @@
 import type pg from 'pg'
 import { isDeepStrictEqual } from 'node:util'
-import { AH_ERR_TASK_INVALID, AH_ERR_TASK_NOT_FOUND } from '../errors.js'
-import { inTransaction, PG_LOCKS } from '../storage/postgres/database.js'
+import { AH_ERR_TASK_INVALID, AH_ERR_TASK_NOT_FOUND } from '../../errors.js'
+import { inTransaction, PG_LOCKS } from './database.js'
 import {
   claimable, claimNode, cancelNode, completeNode, createNodes, failNode, heartbeatNode, releaseNode, retryOrFail
-} from './task-graph.js'
-import { retryDelayMs, type ClaimToken, type JsonObject, type NewTask, type TaskFailure, type TaskNode, type TaskQuery } from './task.js'
-import type { TaskStore, TaskStoreOptions } from './task-store.js'
+} from '../tasks/task-graph.js'
+import { retryDelayMs, type ClaimToken, type JsonObject, type NewTask, type TaskFailure, type TaskNode, type TaskQuery } from '../tasks/task.js'
+import type { TaskStore, TaskStoreOptions } from '../tasks/task-store.js'
 
 // Each statement is named, so that every connection parses and plans it once.
 const GET = 'SELECT node FROM tasks WHERE id = $1'

@@ -1,13 +1,13 @@
 import { mkdirSync } from 'node:fs'
 import { dirname, join } from 'node:path'
-import { AH_ERR_TASK_LOCK_COMPROMISED, AH_ERR_TASK_NOT_FOUND } from '../errors.js'
+import { AH_ERR_TASK_LOCK_COMPROMISED, AH_ERR_TASK_NOT_FOUND } from '../../errors.js'
 import { GraphFile } from './graph-file.js'
 import { GraphLock } from './graph-lock.js'
 import {
   claimable, claimNode, claimOrder, cancelNode, releaseNode, completeNode, createNodes, failNode, heartbeatNode, leaseExpired, retryOrFail
-} from './task-graph.js'
-import { ownerOf, retryDelayMs, type ClaimToken, type JsonObject, type NewTask, type TaskFailure, type TaskNode, type TaskQuery } from './task.js'
-import type { TaskStore, TaskStoreOptions } from './task-store.js'
+} from '../tasks/task-graph.js'
+import { ownerOf, retryDelayMs, type ClaimToken, type JsonObject, type NewTask, type TaskFailure, type TaskNode, type TaskQuery } from '../tasks/task.js'
+import type { TaskStore, TaskStoreOptions } from '../tasks/task-store.js'
 
 /** The file's name inside DATA_DIR. */
 export const TASK_GRAPH_FILE = 'tasks.graph.json'

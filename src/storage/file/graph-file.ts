@@ -1,5 +1,5 @@
 import { open, stat, type FileHandle } from 'node:fs/promises'
-import type { TaskNode } from './task.js'
+import type { TaskNode } from '../tasks/task.js'
 
 const HEAD = Buffer.from('{"tasks":[\n')
 const TAIL = Buffer.from('\n]}\n')

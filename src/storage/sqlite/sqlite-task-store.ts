@@ -1,10 +1,10 @@
-import { AH_ERR_TASK_NOT_FOUND } from '../errors.js'
-import type { Db } from '../storage/database.js'
+import { AH_ERR_TASK_NOT_FOUND } from '../../errors.js'
+import type { Db } from './database.js'
 import {
   claimable, claimNode, cancelNode, completeNode, createNodes, failNode, heartbeatNode, releaseNode, retryOrFail
-} from './task-graph.js'
-import { retryDelayMs, type ClaimToken, type JsonObject, type NewTask, type TaskFailure, type TaskNode, type TaskQuery } from './task.js'
-import type { TaskStore, TaskStoreOptions } from './task-store.js'
+} from '../tasks/task-graph.js'
+import { retryDelayMs, type ClaimToken, type JsonObject, type NewTask, type TaskFailure, type TaskNode, type TaskQuery } from '../tasks/task.js'
+import type { TaskStore, TaskStoreOptions } from '../tasks/task-store.js'
 
 /**
  * The task graph in the SQLite database (`TASK_STORE=sqlite`): the same semantics as the file

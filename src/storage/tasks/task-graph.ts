@@ -1,4 +1,4 @@
-import { AH_ERR_TASK_STALE_CLAIM, AH_ERR_TASK_INVALID, AH_ERR_TASK_STATE } from '../errors.js'
+import { AH_ERR_TASK_STALE_CLAIM, AH_ERR_TASK_INVALID, AH_ERR_TASK_STATE } from '../../errors.js'
 import { newTaskNode, type ClaimToken, type JsonObject, type NewTask, type TaskFailure, type TaskNode } from './task.js'
 
 /**
