@@ -49,7 +49,7 @@ export function migrate (db: Db, onStep?: MigrationProgress): number[] {
  * Open (creating if needed) `DATA_DIR/agent-host.db`: WAL journal, a busy timeout so that
  * processes sharing the file wait for each other, foreign keys on, the page cache, statement
  * journals in memory; then migrate. `pageSize` applies to a database created now (an existing
- * one keeps its own). `autoCheckpoint: false` leaves checkpoints to `storage/checkpointer.ts`.
+ * one keeps its own). `autoCheckpoint: false` leaves checkpoints to `storage/sqlite/checkpointer.ts`.
  * `onMigration` is told of each migration step applied (see {@link migrate}).
  */
 export function openDatabase (dataDir: string, options: { busyTimeoutMs?: number, cacheKiB?: number, pageSize?: number, autoCheckpoint?: boolean, onMigration?: MigrationProgress } = {}): Db {
@@ -67,7 +67,7 @@ export function openDatabase (dataDir: string, options: { busyTimeoutMs?: number
     db.pragma('temp_store = MEMORY')
     db.pragma('temp_store = MEMORY')
     db.pragma(`cache_size = ${-(options.cacheKiB ?? 2000)}`)
-    // a checkpointer (storage/checkpointer.ts) copies the WAL instead of the commit that crosses 1 000 pages
+    // a checkpointer (storage/sqlite/checkpointer.ts) copies the WAL instead of the commit that crosses 1 000 pages
     if (options.autoCheckpoint === false) db.pragma('wal_autocheckpoint = 0')
     migrate(db, options.onMigration)
   } catch (err) {
