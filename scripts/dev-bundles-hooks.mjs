@@ -1,10 +1,11 @@
-// The module hook of ./dev-bundles.mjs: `typebox` and `jose` resolve to their bundles (a subpath,
-// `typebox/value`, loads as it is); any package that cannot be bundled loads as it is.
-import { BUNDLED, bundle } from '../test/measure/typescript-hooks.mjs'
+// The module hook of ./dev-bundles.mjs: a package the project imports resolves to its entry in the
+// vendor build (./vendor-bundle.mjs), as in the test suite; any other loads as it is.
+import { fromProject, vendorEntries } from './vendor-bundle.mjs'
 
 export async function resolve (specifier, context, nextResolve) {
-  const resolved = await nextResolve(specifier, context)
-  if (!BUNDLED.has(specifier)) return resolved
-  const url = bundle(specifier, resolved.url)
-  return url === undefined ? resolved : { ...resolved, url, shortCircuit: true }
+  if (fromProject(context.parentURL)) {
+    const url = vendorEntries().get(specifier)
+    if (url !== undefined) return { url, format: 'module', shortCircuit: true }
+  }
+  return nextResolve(specifier, context)
 }

@@ -171,17 +171,20 @@ ${urls.map((u) => `await import(${u})`).join('\n')}
 /** What `test/measure/typescript-hooks.mjs` exports (plain JavaScript, without types). */
 interface TestLoader {
   transpile: (file: string, text: string) => string
-  bundle: (name: string, url: string) => string | undefined
-  BUNDLED: Set<string>
+}
+
+/** What `scripts/vendor-bundle.mjs` exports (plain JavaScript, without types). */
+interface VendorBundle {
+  vendorEntries: () => Map<string, string>
 }
 
 /**
  * Fill the test loader's caches in this one process before tap starts its own: every TypeScript
- * file's output and the bundles. On a fresh clone the first processes (three groups and a file)
- * otherwise each load the compiler and compile every file at once, on two cores.
- * @param resolve a package's main entry, as a file URL (this module's own resolution by default)
+ * file's output and the packages' build (scripts/vendor-bundle.mjs). On a fresh clone the first
+ * processes (three groups and a file) otherwise each load the compiler and compile every file at
+ * once, on two cores, and each make the build.
  */
-export async function warmTestLoader (root: string, resolve: (name: string) => string = (name) => import.meta.resolve(name)): Promise<number> {
+export async function warmTestLoader (root: string): Promise<number> {
   const loader = await import(pathToFileURL(join(root, 'test', 'measure', 'typescript-hooks.mjs')).href) as TestLoader
   let files = 0
   for (const dir of ['src', 'agents', 'test']) {
@@ -192,7 +195,8 @@ export async function warmTestLoader (root: string, resolve: (name: string) => s
       files++
     }
   }
-  for (const name of loader.BUNDLED) loader.bundle(name, resolve(name))
+  const vendor = await import(pathToFileURL(join(root, 'scripts', 'vendor-bundle.mjs')).href) as VendorBundle
+  vendor.vendorEntries()
   return files
 }
 

@@ -1,6 +1,5 @@
 import fp from 'fastify-plugin'
 import type { FastifyInstance, FastifyReply, FastifyRequest } from 'fastify'
-import fastifyJwt from '@fastify/jwt'
 import { identityOf, jwtOptions, refusalOf, type Refusal } from '../auth/jwt.js'
 import { ANONYMOUS, BOOTSTRAP_KEY_NAME, SqliteKeyStore, type Identity, type KeyStoreContract } from '../auth/keys.js'
 import { PgKeyStore } from '../storage/postgres/keys.js'
@@ -100,7 +99,8 @@ async function auth (app: FastifyInstance): Promise<void> {
     return { reason: verified.refused, message: `the key is ${verified.refused === 'unknown' ? 'not valid' : verified.refused}` }
   }
 
-  if (config.AUTH_MODE === 'jwt') await app.register(fastifyJwt, jwtOptions(config))
+  // imported only in this mode: @fastify/jwt and its signers cost every other start some 150 ms of CPU
+  if (config.AUTH_MODE === 'jwt') await app.register((await import('@fastify/jwt')).default, jwtOptions(config))
   const verifyToken = async (request: FastifyRequest): Promise<Identity | Refusal> => {
     try {
       return identityOf(await request.jwtVerify<Record<string, unknown>>())

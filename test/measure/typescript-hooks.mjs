@@ -8,15 +8,15 @@
 // reads the output and never loads the compiler. tsx (esbuild) is as fast but its output, minified
 // in whitespace, makes V8's coverage report every line covered (privatenumber/tsx#558).
 import { createHash } from 'node:crypto'
-import { existsSync, mkdirSync, readFileSync, renameSync, writeFileSync } from 'node:fs'
+import { mkdirSync, readFileSync, renameSync, writeFileSync } from 'node:fs'
 import { createRequire } from 'node:module'
 import { dirname, join } from 'node:path'
-import { fileURLToPath, pathToFileURL } from 'node:url'
+import { fileURLToPath } from 'node:url'
+import { CACHE, fromProject, vendorEntries } from '../../scripts/vendor-bundle.mjs'
 
 const require = createRequire(import.meta.url)
 const VERSION = '2'
 const ROOT = fileURLToPath(new URL('../../', import.meta.url))
-const CACHE = process.env.AGENT_HOST_TS_CACHE ?? join(ROOT, 'node_modules', '.cache', 'agent-host-ts')
 const TS_VERSION = JSON.parse(readFileSync(require.resolve('typescript/package.json'), 'utf8')).version
 const TSCONFIG = readFileSync(join(ROOT, 'tsconfig.json'), 'utf8')
 
@@ -67,45 +67,14 @@ export function transpile (file, text) {
 const TS = /\.(ts|mts)$/
 
 /**
- * Packages made of hundreds of small ES modules, loaded from one bundle of each (esbuild, made once
- * into the cache): through these hooks every module costs a round trip to their thread, and
- * typebox's main entry alone is some 1 400 resolutions, 0.9 s of CPU for each process that imports
- * it where its bundle takes 35 ms (jose, the A2A SDK's, 150 ms against 15). Only the main entry is
- * bundled, the one this project imports; a subpath (`typebox/value`) loads as it is.
- */
-export const BUNDLED = new Set(['typebox', 'jose'])
-
-/** The file URL of `name`'s bundle made from its main entry `url`, or undefined (then the package loads as it is). */
-export function bundle (name, url) {
-  try {
-    const entry = fileURLToPath(url)
-    const root = entry.slice(0, entry.lastIndexOf(`/node_modules/${name}/`) + `/node_modules/${name}/`.length)
-    const { version } = JSON.parse(readFileSync(join(root, 'package.json'), 'utf8'))
-    const bundler = JSON.parse(readFileSync(require.resolve('esbuild/package.json'), 'utf8')).version
-    const key = createHash('sha256').update(`${VERSION}\0${bundler}\0${entry}\0${version}`).digest('hex').slice(0, 16)
-    const out = join(CACHE, 'bundles', `${name}-${version}-${key}.mjs`)
-    if (!existsSync(out)) {
-      mkdirSync(dirname(out), { recursive: true })
-      const partial = `${out}.${process.pid}.tmp`
-      require('esbuild').buildSync({ entryPoints: [entry], bundle: true, format: 'esm', platform: 'node', target: 'node20', outfile: partial, logLevel: 'silent' })
-      renameSync(partial, out)
-    }
-    return pathToFileURL(out).href
-  } catch {
-    return undefined
-  }
-}
-
-/**
  * `./x.js` names `./x.ts` when there is no `./x.js` (TypeScript's own rule), also as an absolute path
  * (an agent in a temporary folder importing the authoring API) or a file URL with a query (tap's
  * mocks import `file:///…/x.js?tapmock=…`).
  */
 export async function resolve (specifier, context, nextResolve) {
-  if (BUNDLED.has(specifier)) {
-    const resolved = await nextResolve(specifier, context)
-    const url = bundle(specifier, resolved.url)
-    return url === undefined ? resolved : { ...resolved, url, shortCircuit: true }
+  if (fromProject(context.parentURL)) {
+    const url = vendorEntries().get(specifier)
+    if (url !== undefined) return { url, format: 'module', shortCircuit: true }
   }
   try {
     return await nextResolve(specifier, context)

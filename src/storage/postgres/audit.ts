@@ -1,4 +1,4 @@
-import pg from 'pg'
+import type pg from 'pg'
 import { AH_ERR_AUDIT_KEY_MISSING } from '../../errors.js'
 import type { AuditCheckpoint, FoundCheckpoint } from '../audit-checkpoints.js'
 import { AuditKeyring } from '../audit-key.js'
@@ -6,7 +6,7 @@ import {
   AuditWalk, auditRowFromRaw, chainAuditRow, signAuditCheckpoint, storedAuditRow,
   type AuditInput, type AuditQuery, type AuditRawRow, type AuditRow, type AuditStore, type AuditVerification, type AuditVerifyOptions
 } from '../audit.js'
-import { inTransaction, PG_LOCKS, PG_TYPES } from './database.js'
+import { inTransaction, loadedPg, loadPg, PG_LOCKS, PG_TYPES } from './database.js'
 
 /** Rows fetched per round trip while verifying: memory stays constant whatever the log's size. */
 const VERIFY_PAGE_ROWS = 1000
@@ -198,7 +198,7 @@ export class PgAuditLog implements AuditStore {
 
 /** A table the verdict names when the query failed on it (class 42: it is gone, renamed, its columns changed, or not ours to read); other failures are rethrown. */
 function unreadable (walk: AuditWalk, table: 'audit_log' | 'audit_head', err: unknown): AuditVerification {
-  if (err instanceof pg.DatabaseError && err.code?.startsWith('42') === true) return walk.unreadable(table, err)
+  if (err instanceof loadedPg().DatabaseError && err.code?.startsWith('42') === true) return walk.unreadable(table, err)
   throw err
 }
 
@@ -215,7 +215,8 @@ export function databaseName (url: string): string {
  * @throws the connection's error when the server cannot be reached
  */
 export async function openAuditReader (url: string): Promise<pg.Pool | undefined> {
-  const pool = new pg.Pool({ connectionString: url, max: 1, application_name: 'agent-host audit verify', options: '-c default_transaction_read_only=on', types: PG_TYPES })
+  const { Pool } = await loadPg()
+  const pool = new Pool({ connectionString: url, max: 1, application_name: 'agent-host audit verify', options: '-c default_transaction_read_only=on', types: PG_TYPES })
   // an idle connection the server drops is replaced at the next query, which reports its own failure
   pool.on('error', () => {})
   try {

@@ -1,4 +1,4 @@
-import pg from 'pg'
+import type pg from 'pg'
 import { AH_ERR_STORAGE_SCHEMA_TOO_NEW } from '../../errors.js'
 import type { MigrationProgress } from '../sqlite/database.js'
 import { PG_MIGRATIONS } from './migrations.js'
@@ -28,11 +28,29 @@ export const PG_LOCKS = {
   keyName: 0x61680012
 } as const
 
+let driver: typeof pg | undefined
+
+/**
+ * The `pg` driver, imported on first use: a server, worker or CLI without a DATABASE_URL never loads
+ * it (some 100 ms of CPU at every start).
+ */
+export async function loadPg (): Promise<typeof pg> {
+  driver ??= (await import('pg')).default
+  return driver
+}
+
+/** The driver, where {@link loadPg} has run: whatever holds a pool, a client or one of their errors. */
+export function loadedPg (): typeof pg {
+  if (driver === undefined) throw new Error('the pg driver is not loaded: call loadPg() first')
+  return driver
+}
+
 /** `int8` (bigint, counts) as a JavaScript number: every one this schema holds is below 2^53 (ids, milliseconds). */
 const types = {
   getTypeParser: ((oid: number, format?: 'text' | 'binary') => {
-    if (oid === pg.types.builtins.INT8) return (value: string) => Number(value)
-    return format === undefined ? pg.types.getTypeParser(oid) : pg.types.getTypeParser(oid, format)
+    const { types } = loadedPg()
+    if (oid === types.builtins.INT8) return (value: string) => Number(value)
+    return format === undefined ? types.getTypeParser(oid) : types.getTypeParser(oid, format)
   }) as typeof pg.types.getTypeParser
 }
 
@@ -64,7 +82,8 @@ export interface PostgresOptions {
  * the pool opens a new one for the next query.
  */
 export async function openPostgres (url: string, options: PostgresOptions = {}): Promise<pg.Pool> {
-  const pool = new pg.Pool({
+  const { Pool } = await loadPg()
+  const pool = new Pool({
     connectionString: url,
     max: options.max ?? 10,
     application_name: options.applicationName ?? 'agent-host',

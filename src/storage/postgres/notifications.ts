@@ -1,4 +1,5 @@
-import pg from 'pg'
+import type pg from 'pg'
+import { loadPg } from './database.js'
 
 /** The channels instances tell each other on. Payloads are ids only, comma-separated. */
 export const CHANNELS = {
@@ -89,8 +90,9 @@ export class Notifications {
   }
 
   async #connect (): Promise<void> {
+    const { Client } = await loadPg()
     if (this.#closed) return
-    const client = new pg.Client(this.#config)
+    const client = new Client(this.#config)
     const lost = (err?: Error): void => {
       if (this.#client !== client) return
       this.#client = undefined
