@@ -27,11 +27,13 @@ export const CACHE = process.env.AGENT_HOST_TS_CACHE ?? join(ROOT, 'node_modules
  * build. Left out, and so loaded as they are: better-sqlite3 (a native addon), pino and pino-pretty
  * (a transport starts a worker from a file beside pino's), @fastify/swagger-ui (serves files beside
  * its own), the tools (tap, typescript, eslint, tsx, playwright-core, autocannon: workers, or files
- * read from their folders) and the OpenTelemetry exporter and SDK (loaded only when tracing is on).
+ * read from their folders), the OpenTelemetry exporter and SDK (loaded only when tracing is on),
+ * and eventsource-parser, whose file the playground serves to browsers (found by import.meta.resolve,
+ * which these hooks answer too).
  */
 export const VENDORED = [
   'fastify', 'fastify-plugin', 'typebox', 'jose', 'pg', 'ajv', 'ajv-formats', 'env-schema', 'semver', 'prom-client',
-  'picomatch', 'proper-lockfile', 'which', 'safe-stable-stringify', 'ipaddr.js', 'eventsource-parser', 'diff',
+  'picomatch', 'proper-lockfile', 'which', 'safe-stable-stringify', 'ipaddr.js', 'diff',
   'close-with-grace', 'canonicalize', 'yaml', 'fast-check',
   '@fastify/type-provider-typebox', '@fastify/rate-limit', '@fastify/jwt', '@fastify/under-pressure', '@fastify/swagger',
   '@fastify/static', '@fastify/fast-json-stringify-compiler', '@fastify/error', '@fastify/cors',

@@ -77,7 +77,8 @@ if (file !== undefined && /\.test\.(ts|mjs)$/.test(file) && process.env.AGENT_HO
   syncBuiltinESMExports()
 
   try {
-    const pg = require('pg')
+    // through the test loader, as the tests import it: the same copy of pg (scripts/vendor-bundle.mjs)
+    const { default: pg } = await import('pg')
     const query = pg.Client.prototype.query
     pg.Client.prototype.query = function (config, ...rest) {
       const text = typeof config === 'string' ? config : config?.text
