@@ -75,7 +75,7 @@ function make () {
     // made by a process of its own: importing every package to read its names is no work for the
     // module hooks' thread (which this runs in under the test loader)
     if (!existsSync(index)) {
-      const { NODE_OPTIONS: _options, NODE_V8_COVERAGE: _coverage, ...env } = process.env
+      const { NODE_OPTIONS: _options, ...env } = process.env
       spawnSync(process.execPath, [fileURLToPath(import.meta.url), dir], { env, stdio: 'ignore' })
     }
     const names = JSON.parse(readFileSync(index, 'utf8'))
@@ -85,12 +85,18 @@ function make () {
   }
 }
 
-async function build (dir) {
+/**
+ * Make the build of `specifiers` in `dir` (the process that makes it imports each of them once, to
+ * read its names): an entry for each that imports, and `entries.json` naming them. Made beside `dir`
+ * and renamed into place, so a reader finds the whole build or none; when another process made it
+ * first, this one's is thrown away.
+ */
+export async function buildVendor (dir, specifiers = VENDORED) {
   const partial = `${dir}.${process.pid}.tmp`
   const sources = join(partial, 'src')
   mkdirSync(sources, { recursive: true })
   const entries = {}
-  for (const specifier of VENDORED) {
+  for (const specifier of specifiers) {
     let namespace
     try {
       namespace = await import(specifier)
@@ -123,7 +129,7 @@ async function build (dir) {
     banner: { js: `import { createRequire as __vendorRequire } from 'node:module'; const require = __vendorRequire(${JSON.stringify(join(ROOT, 'package.json'))});` }
   })
   rmSync(sources, { recursive: true, force: true })
-  writeFileSync(join(partial, 'entries.json'), JSON.stringify(Object.keys(entries).map((name) => VENDORED.find((s) => entryName(s) === `${name}.mjs`))))
+  writeFileSync(join(partial, 'entries.json'), JSON.stringify(Object.keys(entries).map((name) => specifiers.find((s) => entryName(s) === `${name}.mjs`))))
   try {
     renameSync(partial, dir)
   } catch {
@@ -137,4 +143,4 @@ export function fromProject (parentURL) {
   return parentURL !== undefined && parentURL.startsWith(pathToFileURL(ROOT).href) && !parentURL.includes('/node_modules/')
 }
 
-if (process.argv[1] === fileURLToPath(import.meta.url) && process.argv[2] !== undefined) await build(process.argv[2])
+if (process.argv[1] === fileURLToPath(import.meta.url) && process.argv[2] !== undefined) await buildVendor(process.argv[2])

@@ -1,10 +1,16 @@
 import t from 'tap'
+import { readdirSync, readFileSync } from 'node:fs'
+import { dirname, join } from 'node:path'
+import { pathToFileURL } from 'node:url'
 import { Ajv } from 'ajv'
 import fastify from 'fastify'
 import fp from 'fastify-plugin'
 import { Type } from 'typebox'
 // @ts-expect-error the test loader's hooks are plain JavaScript, without types
 import { resolve } from './typescript-hooks.mjs'
+// @ts-expect-error plain JavaScript, without types
+import { buildVendor } from '../../scripts/vendor-bundle.mjs'
+import { tempDataDir } from '../helper.js'
 
 // The test suite's TypeScript loader (typescript-hooks.mjs) loads the packages the project imports
 // from one esbuild build (scripts/vendor-bundle.mjs): what this process imports is that build, its
@@ -44,4 +50,19 @@ t.test('a package\'s own import of a package is its own: only the project\'s fil
   const fromProject = await resolve('fastify', { parentURL: import.meta.url }, next) as { url: string }
   t.match(fromProject.url, VENDOR)
   t.same(asked, ['fastify'])
+})
+
+t.test('the build, made from nothing: an entry per package that imports, one that does not left out; a second maker keeps the first\'s', async (t) => {
+  const dir = join(tempDataDir(t), 'build')
+  await buildVendor(dir, ['fastify-plugin', 'typebox', 'no-such-package'])
+  t.same(JSON.parse(readFileSync(join(dir, 'entries.json'), 'utf8')), ['fastify-plugin', 'typebox'])
+  const { default: plugin } = await import(pathToFileURL(join(dir, 'fastify-plugin.mjs')).href) as { default: unknown }
+  t.type(plugin, 'function', 'a CommonJS package\'s module.exports is the entry\'s default')
+  const { Type: built } = await import(pathToFileURL(join(dir, 'typebox.mjs')).href) as { Type: typeof Type }
+  t.match(built.String(), { type: 'string' }, 'an ES module package\'s names')
+  const first = readFileSync(join(dir, 'typebox.mjs'), 'utf8')
+  await buildVendor(dir, ['typebox'])
+  t.same(JSON.parse(readFileSync(join(dir, 'entries.json'), 'utf8')), ['fastify-plugin', 'typebox'], 'the first build stays')
+  t.equal(readFileSync(join(dir, 'typebox.mjs'), 'utf8'), first)
+  t.same(readdirSync(dirname(dir)).filter((name) => name.endsWith('.tmp')), [], 'the second one is thrown away')
 })
