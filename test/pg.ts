@@ -103,7 +103,9 @@ export async function pgDatabase (t: Test, options: { empty?: boolean } = {}): P
   const admin = new pg.Client({ connectionString: found.url })
   await admin.connect()
   try {
-    await admin.query(`CREATE DATABASE ${name}${from === undefined ? '' : ` TEMPLATE ${from}`}`)
+    // FILE_COPY: the default (WAL_LOG) writes every page of the copy to the WAL, some 8 MB for the
+    // catalogs alone; copying the files took the server a fifth of the CPU (40 ms, against 180)
+    await admin.query(`CREATE DATABASE ${name}${from === undefined ? '' : ` TEMPLATE ${from}`} STRATEGY FILE_COPY`)
   } finally {
     await admin.end()
   }
