@@ -70,6 +70,7 @@ for (const [kind, make] of Object.entries(stores)) {
 t.test('a process killed while holding the file lock: another proceeds once the lock is stale', async (t) => {
   const dir = tempDataDir(t)
   const store = new FileTaskStore(dir, { staleMs: 2000 })
+  t.teardown(async () => { await store.close() })
   await store.create([{ id: 'before', type: 'w' }])
   const holder = spawn(process.execPath, [...process.execArgv, 'test/fixtures/scripts/hold-lock.ts', store.file], { cwd: ROOT, stdio: ['ignore', 'pipe', 'inherit'] })
   await once(holder.stdout, 'data')
@@ -90,6 +91,7 @@ t.test('a process killed while holding the file lock: another proceeds once the 
 t.test('a worker paused while it holds the file lock never writes its stale graph once the lock was taken over', async (t) => {
   const dir = tempDataDir(t)
   const store = new FileTaskStore(dir, { staleMs: 1000 })
+  t.teardown(async () => { await store.close() })
   await store.create(['a', 'b', 'c'].map((id) => ({ id, type: 'w' })))
   const child = spawn(process.execPath, [...process.execArgv, 'test/fixtures/scripts/paused-claimer.ts', dir], { cwd: ROOT, stdio: ['ignore', 'pipe', 'inherit'] })
   t.teardown(() => { child.kill('SIGKILL') })
@@ -111,6 +113,8 @@ t.test('a worker paused while it holds the file lock never writes its stale grap
   t.equal(out.trim().split('\n').at(-1), 'none', 'continued, the paused worker found nothing left to claim')
   const tasks = await store.list()
   t.same(tasks.map((task) => [task.id, task.status, task.owner, task.attempt]), [['a', 'COMPLETED', 'live-worker', 1], ['b', 'COMPLETED', 'live-worker', 1], ['c', 'COMPLETED', 'live-worker', 1]], 'nothing was reverted')
-  await new FileTaskStore(dir).list()
+  const another = new FileTaskStore(dir)
+  await another.list()
+  await another.close()
   t.same(readdirSync(dir).filter((f) => f.includes('.lock') || f.endsWith('.tmp')), [], 'no lock directory or temp file left behind')
 })

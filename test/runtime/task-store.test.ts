@@ -20,7 +20,11 @@ function clock (start = Date.parse('2026-11-22T10:00:00.000Z')): { now: () => Da
 
 /** A new, empty store of each kind; undefined (the test skipped, loudly) when PostgreSQL is missing. */
 const stores: Record<string, (t: Test, now: () => Date) => Promise<TaskStore | undefined>> = {
-  file: async (t, now) => new FileTaskStore(tempDataDir(t), { now, retryBaseMs: 1000, retryCapMs: 8000 }),
+  file: async (t, now) => {
+    const store = new FileTaskStore(tempDataDir(t), { now, retryBaseMs: 1000, retryCapMs: 8000 })
+    t.teardown(async () => { await store.close() })
+    return store
+  },
   sqlite: async (t, now) => {
     const db = openDatabase(tempDataDir(t))
     t.teardown(() => db.close())
@@ -198,6 +202,7 @@ for (const [kind, make] of Object.entries(stores)) {
 t.test('the file store writes {"tasks": [...]} atomically and refuses a corrupt file', async (t) => {
   const dir = tempDataDir(t)
   const store = new FileTaskStore(dir)
+  t.teardown(async () => { await store.close() })
   await store.create([{ id: 'a', type: 'w' }])
   const parsed = JSON.parse(readFileSync(store.file, 'utf8'))
   t.same(Object.keys(parsed), ['tasks'])
@@ -213,6 +218,7 @@ t.test('the file store writes {"tasks": [...]} atomically and refuses a corrupt 
 t.test('the file store waits out a held lock, gives up after lockWaitMs, and fails fast when the directory is gone', async (t) => {
   const dir = tempDataDir(t)
   const store = new FileTaskStore(dir, { lockWaitMs: 300 })
+  t.teardown(async () => { await store.close() })
   await store.create([{ id: 'a', type: 'w' }])
   const release = await lockfile.lock(store.file, { realpath: false })
   setTimeout(() => { release().catch(() => {}) }, 100)
@@ -229,6 +235,7 @@ t.test('the file store waits out a held lock, gives up after lockWaitMs, and fai
 
   // a budget of a minute, so that a retry would show whatever the machine's load (a 250 ms bound failed at load 10)
   const patient = new FileTaskStore(dir, { lockWaitMs: 60_000 })
+  t.teardown(async () => { await patient.close() })
   rmSync(dir, { recursive: true, force: true })
   const gone = Date.now()
   await t.rejects(patient.claim('w', 'x', 1000), { code: 'ENOENT' })
