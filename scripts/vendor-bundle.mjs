@@ -18,7 +18,7 @@ import { join } from 'node:path'
 import { fileURLToPath, pathToFileURL } from 'node:url'
 
 const require = createRequire(import.meta.url)
-const VERSION = '1'
+const VERSION = '2'
 const ROOT = fileURLToPath(new URL('../', import.meta.url))
 export const CACHE = process.env.AGENT_HOST_TS_CACHE ?? join(ROOT, 'node_modules', '.cache', 'agent-host-ts')
 
@@ -105,29 +105,35 @@ export async function buildVendor (dir, specifiers = VENDORED) {
     }
     const names = Object.keys(namespace).filter((name) => IDENTIFIER.test(name) && !RESERVED.has(name))
     const file = join(sources, entryName(specifier))
+    // a default only where Node.js gives one: `import x from` a package without one must fail here too
     writeFileSync(file, [
       `import * as namespace from ${JSON.stringify(specifier)}`,
-      'export default namespace.default',
+      'default' in namespace ? 'export default namespace.default' : '',
       names.length === 0 ? '' : `export const { ${names.join(', ')} } = namespace`
     ].join('\n'))
     entries[entryName(specifier).replace(/\.mjs$/, '')] = file
   }
   const esbuild = require('esbuild')
-  await esbuild.build({
-    entryPoints: entries,
-    bundle: true,
-    splitting: true,
-    format: 'esm',
-    platform: 'node',
-    target: 'node20',
-    outdir: partial,
-    outExtension: { '.js': '.mjs' },
-    external: EXTERNAL,
-    nodePaths: [join(ROOT, 'node_modules')],
-    logLevel: 'silent',
-    // CommonJS code's require() of Node.js's modules and of the packages left out, from the project's root
-    banner: { js: `import { createRequire as __vendorRequire } from 'node:module'; const require = __vendorRequire(${JSON.stringify(join(ROOT, 'package.json'))});` }
-  })
+  try {
+    await esbuild.build({
+      entryPoints: entries,
+      bundle: true,
+      splitting: true,
+      format: 'esm',
+      platform: 'node',
+      target: 'node20',
+      outdir: partial,
+      outExtension: { '.js': '.mjs' },
+      external: EXTERNAL,
+      nodePaths: [join(ROOT, 'node_modules')],
+      logLevel: 'silent',
+      // CommonJS code's require() of Node.js's modules and of the packages left out, from the project's root
+      banner: { js: `import { createRequire as __vendorRequire } from 'node:module'; const require = __vendorRequire(${JSON.stringify(join(ROOT, 'package.json'))});` }
+    })
+  } catch (err) {
+    rmSync(partial, { recursive: true, force: true })
+    throw err
+  }
   rmSync(sources, { recursive: true, force: true })
   writeFileSync(join(partial, 'entries.json'), JSON.stringify(Object.keys(entries).map((name) => specifiers.find((s) => entryName(s) === `${name}.mjs`))))
   try {
@@ -139,8 +145,19 @@ export async function buildVendor (dir, specifiers = VENDORED) {
 }
 
 /** Whether `parentURL` is one of this project's files (not a package's, whose imports stay its own). */
-export function fromProject (parentURL) {
+function fromProject (parentURL) {
   return parentURL !== undefined && parentURL.startsWith(pathToFileURL(ROOT).href) && !parentURL.includes('/node_modules/')
+}
+
+/**
+ * A module hook's answer for `specifier` imported from `parentURL`: its entry in the build when the
+ * importer is one of the project's files and the package is in the build, else undefined (resolve
+ * it as usual). Shared by the test loader's hooks and `npm run dev`'s.
+ */
+export function resolveVendored (specifier, parentURL) {
+  if (!fromProject(parentURL)) return undefined
+  const url = vendorEntries().get(specifier)
+  return url === undefined ? undefined : { url, format: 'module', shortCircuit: true }
 }
 
 if (process.argv[1] === fileURLToPath(import.meta.url) && process.argv[2] !== undefined) await buildVendor(process.argv[2])

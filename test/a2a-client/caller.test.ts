@@ -22,7 +22,8 @@ function caller (): { call: ReturnType<typeof app.a2aAgents.caller>['call'], run
 
 /** The task id of the message the remote got after `before` messages, once it got it. */
 async function remoteTask (before: number): Promise<string> {
-  await until('the remote got the message', () => remote.received.length > before)
+  // a ceiling for a hung call: the first call of a process loads the A2A client, slow on a loaded machine
+  await until('the remote got the message', () => remote.received.length > before, 30_000)
   return remote.received[before]?.taskId as string
 }
 

@@ -12,7 +12,7 @@ import { mkdirSync, readFileSync, renameSync, writeFileSync } from 'node:fs'
 import { createRequire } from 'node:module'
 import { dirname, join } from 'node:path'
 import { fileURLToPath } from 'node:url'
-import { CACHE, fromProject, vendorEntries } from '../../scripts/vendor-bundle.mjs'
+import { CACHE, resolveVendored } from '../../scripts/vendor-bundle.mjs'
 
 const require = createRequire(import.meta.url)
 const VERSION = '2'
@@ -72,10 +72,8 @@ const TS = /\.(ts|mts)$/
  * mocks import `file:///…/x.js?tapmock=…`).
  */
 export async function resolve (specifier, context, nextResolve) {
-  if (fromProject(context.parentURL)) {
-    const url = vendorEntries().get(specifier)
-    if (url !== undefined) return { url, format: 'module', shortCircuit: true }
-  }
+  const vendored = resolveVendored(specifier, context.parentURL)
+  if (vendored !== undefined) return vendored
   try {
     return await nextResolve(specifier, context)
   } catch (err) {

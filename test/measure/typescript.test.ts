@@ -54,15 +54,18 @@ t.test('a package\'s own import of a package is its own: only the project\'s fil
 
 t.test('the build, made from nothing: an entry per package that imports, one that does not left out; a second maker keeps the first\'s', async (t) => {
   const dir = join(tempDataDir(t), 'build')
-  await buildVendor(dir, ['fastify-plugin', 'typebox', 'no-such-package'])
-  t.same(JSON.parse(readFileSync(join(dir, 'entries.json'), 'utf8')), ['fastify-plugin', 'typebox'])
+  await buildVendor(dir, ['fastify-plugin', 'typebox', 'jose', 'no-such-package'])
+  t.same(JSON.parse(readFileSync(join(dir, 'entries.json'), 'utf8')), ['fastify-plugin', 'typebox', 'jose'])
+  const jose = await import(pathToFileURL(join(dir, 'jose.mjs')).href) as Record<string, unknown>
+  t.notOk('default' in jose, 'no default where the package has none, as Node.js gives it')
+  t.type(jose.SignJWT, 'function')
   const { default: plugin } = await import(pathToFileURL(join(dir, 'fastify-plugin.mjs')).href) as { default: unknown }
   t.type(plugin, 'function', 'a CommonJS package\'s module.exports is the entry\'s default')
   const { Type: built } = await import(pathToFileURL(join(dir, 'typebox.mjs')).href) as { Type: typeof Type }
   t.match(built.String(), { type: 'string' }, 'an ES module package\'s names')
   const first = readFileSync(join(dir, 'typebox.mjs'), 'utf8')
   await buildVendor(dir, ['typebox'])
-  t.same(JSON.parse(readFileSync(join(dir, 'entries.json'), 'utf8')), ['fastify-plugin', 'typebox'], 'the first build stays')
+  t.same(JSON.parse(readFileSync(join(dir, 'entries.json'), 'utf8')), ['fastify-plugin', 'typebox', 'jose'], 'the first build stays')
   t.equal(readFileSync(join(dir, 'typebox.mjs'), 'utf8'), first)
   t.same(readdirSync(dirname(dir)).filter((name) => name.endsWith('.tmp')), [], 'the second one is thrown away')
 })
