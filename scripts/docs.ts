@@ -223,7 +223,7 @@ export function metricsPage (): string {
 export function cliPage (): string {
   const [name, path] = Object.entries(pkg.bin)[0] ?? ['agent-host', 'dist/src/cli.js']
   return page(
-    generatedFrom('src/commands.ts', 'package.json'),
+    generatedFrom('src/commands/usage.ts', 'package.json'),
     '# Command-line reference',
     `For whoever administers an agent-host installation from a shell: the ${code(name)} command and its commands, which ` +
       'work on the same data as the server (its `DATA_DIR`, or its `DATABASE_URL`).',
