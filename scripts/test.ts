@@ -21,7 +21,8 @@
  * server (it sets `PG_TEST_URL=none`). More arguments go to tap; with test files among them, tap runs
  * those files alone, one process each, as it would without this script.
  */
-import { spawnSync } from 'node:child_process'
+import { spawn, spawnSync } from 'node:child_process'
+import { once } from 'node:events'
 import { mkdirSync, readdirSync, readFileSync, rmSync, writeFileSync } from 'node:fs'
 import { dirname, join, relative } from 'node:path'
 import { fileURLToPath, pathToFileURL } from 'node:url'
@@ -29,14 +30,22 @@ import picomatch from 'picomatch'
 
 const ROOT = fileURLToPath(new URL('../', import.meta.url))
 
-/** Files that start processes, servers as processes, builds, browsers or benchmarks: a process each. */
+/**
+ * Files that keep a process each: those that start many processes, their own PostgreSQL server, builds,
+ * browsers or benchmarks, or wait long on timers. A file that starts a server or two, or runs a guide's
+ * few commands, shares a group: a process of its own cost it some 0.8 s of CPU before its first test
+ * (1.5 s with the app), which 26 such files paid in every run.
+ */
 export const HEAVY = [
-  'test/{bench,deploy,docs,layout,playground,storage/postgres}/**',
-  'test/{scaffold,server-process,config,journal-first,resume,telemetry,cli-output,backup-restore}.test.ts',
+  'test/{bench,deploy,playground}/**',
+  'test/layout/{build,dev-mode}.test.ts',
+  'test/docs/{walkthrough,a2a-mcp-example,runs,protocol-commands}.test.ts',
+  'test/storage/postgres/{cluster-chaos,database-restart,notifications,cross-instance,audit}.test.ts',
+  'test/{scaffold,config,resume,telemetry,backup-restore}.test.ts',
   'test/runtime/{chaos,concurrency,crash,narrator}.test.ts',
   'test/storage/{bus-processes,audit,audit-tamper,events-contract,data-dir}.test.ts',
-  'test/assist/{lease-recovery,orphan-follow,paused-owner,shutdown-stuck-agent,foreign-lock,join-race}.test.ts',
-  'test/tools/{calls,tools-guide,servers-file}.test.ts',
+  'test/assist/{lease-recovery,foreign-lock,join-race}.test.ts',
+  'test/tools/calls.test.ts',
   'test/bus/bus-http.test.ts',
   'test/plugins/swagger-ui.test.ts',
   'test/measure/preload.test.ts'
@@ -180,11 +189,15 @@ interface VendorBundle {
 
 /**
  * Fill the test loader's caches in this one process before tap starts its own: every TypeScript
- * file's output and the packages' build (scripts/vendor-bundle.mjs). On a fresh clone the first
- * processes (three groups and a file) otherwise each load the compiler and compile every file at
- * once, on two cores, and each make the build.
+ * file's output and the packages' build (scripts/vendor-bundle.mjs, made by a child process while
+ * this one compiles). On a fresh clone the first processes (three groups and a file) otherwise each
+ * load the compiler and compile every file at once, on two cores, and each make the build.
  */
 export async function warmTestLoader (root: string): Promise<number> {
+  const vendorUrl = pathToFileURL(join(root, 'scripts', 'vendor-bundle.mjs')).href
+  const { NODE_OPTIONS: _options, ...env } = process.env
+  const vendorBuild = spawn(process.execPath, ['--input-type=module', '-e', `(await import(${JSON.stringify(vendorUrl)})).vendorEntries()`], { cwd: root, env, stdio: 'ignore' })
+  const vendorBuilt = once(vendorBuild, 'exit')
   const loader = await import(pathToFileURL(join(root, 'test', 'measure', 'typescript-hooks.mjs')).href) as TestLoader
   let files = 0
   for (const dir of ['src', 'agents', 'test']) {
@@ -195,9 +208,27 @@ export async function warmTestLoader (root: string): Promise<number> {
       files++
     }
   }
-  const vendor = await import(pathToFileURL(join(root, 'scripts', 'vendor-bundle.mjs')).href) as VendorBundle
+  await vendorBuilt
+  // read here as the test processes will (and made here, should the child have failed)
+  const vendor = await import(vendorUrl) as VendorBundle
   vendor.vendorEntries()
   return files
+}
+
+/**
+ * Whether tap's Test class in `node_modules` is built with the plugins `.taprc` asks for. `npm ci`
+ * installs it with tap's defaults, its TypeScript plugin among them; tap's runner notices only
+ * after it has computed its processes' arguments, so that run would still load ts-node into each.
+ */
+export async function tapBuilt (root: string): Promise<boolean> {
+  const { TapConfig } = await import('@tapjs/config')
+  const config = await TapConfig.load()
+  try {
+    const built = readFileSync(join(root, 'node_modules', '@tapjs', 'test', 'test-built', 'dist', 'esm', 'index.js'), 'utf8')
+    return /^export const signature = `([^`]*)`/m.exec(built)?.[1]?.trim() === config.pluginSignature
+  } catch {
+    return false
+  }
 }
 
 if (import.meta.url === pathToFileURL(process.argv[1] ?? '').href) {
@@ -222,7 +253,15 @@ if (import.meta.url === pathToFileURL(process.argv[1] ?? '').href) {
     // the durations report reads what this run writes, not a file's results from an older run
     for (const old of ['test-results', 'measure']) rmSync(join(ROOT, '.tap', old), { recursive: true, force: true })
   }
+  // tap's own build, when .taprc's plugins are not what it is built with, beside the warm-up (some 6 s
+  // of wall time each on a fresh clone), not before it as npm's pretest would
+  const tapBuild = await tapBuilt(ROOT) ? undefined : spawn('npx', ['tap', 'build'], { cwd: ROOT, stdio: 'inherit' })
+  const tapBuildDone = tapBuild === undefined ? undefined : once(tapBuild, 'exit') as Promise<[number | null]>
   await warmTestLoader(ROOT)
+  if (tapBuildDone !== undefined) {
+    const [code] = await tapBuildDone
+    if (code !== 0) throw new Error(`npx tap build exited with ${String(code)}`)
+  }
   const env = quick ? { ...process.env, PG_TEST_URL: process.env.PG_TEST_URL ?? 'none' } : process.env
   const tap = spawnSync('npx', ['tap', ...(quick ? ['--disable-coverage', `--jobs=${QUICK_GROUPS}`] : []), ...tapArgs, ...files], { cwd: ROOT, env, stdio: 'inherit' })
   process.exitCode = tap.status ?? 1

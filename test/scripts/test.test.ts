@@ -4,7 +4,7 @@ import { copyFileSync, existsSync, mkdirSync, readdirSync, readFileSync, symlink
 import { dirname, join } from 'node:path'
 import { fileURLToPath } from 'node:url'
 import picomatch from 'picomatch'
-import { ALONE, HEAVY, deal, groupSource, groupedFiles, launchers, testFileOf, testFiles, warmTestLoader, weight } from '../../scripts/test.js'
+import { ALONE, HEAVY, deal, groupSource, groupedFiles, launchers, tapBuilt, testFileOf, testFiles, warmTestLoader, weight } from '../../scripts/test.js'
 import { tempDataDir } from '../helper.js'
 
 const ROOT = fileURLToPath(new URL('../../', import.meta.url))
@@ -122,4 +122,14 @@ t.test('before tap starts, one process fills the test loader\'s cache: every Typ
   t.same(more, [], 'one build, no partial one left')
   const entries = JSON.parse(readFileSync(join(cache, 'vendor', build ?? '', 'entries.json'), 'utf8')) as string[]
   t.ok(entries.includes('fastify') && entries.includes('typebox') && entries.includes('@a2a-js/sdk/server'), entries.join(', '))
+})
+
+t.test('tap is built again only when it is not built with .taprc\'s plugins', async (t) => {
+  const repo = fileURLToPath(new URL('../../', import.meta.url))
+  // this run's own tap: were it not built as .taprc asks, each of these processes would load ts-node
+  t.equal(await tapBuilt(repo), true, 'the checkout\'s tap, as npm test leaves it')
+  const root = tempDataDir(t)
+  t.equal(await tapBuilt(root), false, 'none built: build it')
+  put(root, 'node_modules/@tapjs/test/test-built/dist/esm/index.js', 'export const signature = `@tapjs/after\n@tapjs/typescript`\n')
+  t.equal(await tapBuilt(root), false, 'built with tap\'s defaults, as npm ci installs it: build it')
 })
