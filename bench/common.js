@@ -119,7 +119,8 @@ export async function startDurablePostgres () {
     console.log('postgres: SKIPPED, no PostgreSQL server binaries (apt-get install -y postgresql, or set PG_BIN, or give a server\'s URL)')
     return undefined
   }
-  const cluster = await startCluster({ settings: DURABLE_POSTGRES })
+  // on a disk: its commits are flushed (fsync on), as a deployment's are
+  const cluster = await startCluster({ settings: DURABLE_POSTGRES, where: 'disk' })
   process.once('exit', () => { cluster.destroy() })
   return {
     url: cluster.url,
