@@ -3,7 +3,7 @@
  * of 127.0.0.1, trust authentication, `fsync=off` (its data is thrown away, so a crash of the machine
  * costs nothing). What the PostgreSQL tests, `.ci/run` and `npm run pg:dev` start. Its folder is in
  * memory (`/dev/shm`) when there is room: each test database is some 300 files, and making them on
- * a disk's file system cost the server 3 to 8 times the CPU (see {@link clusterParent}).
+ * a disk's file system cost the server 3 to 8 times the CPU (see scripts/scratch.ts).
  *
  * `initdb` and `pg_ctl` refuse to run as root: as root they run as the `postgres` user, which then
  * owns the folder.
@@ -13,11 +13,11 @@
  *     tsx scripts/pg-cluster.ts stop DIR # stop it and delete DIR
  */
 import { execFileSync, spawnSync } from 'node:child_process'
-import { chownSync, existsSync, mkdtempSync, readdirSync, readFileSync, rmSync, statfsSync, writeFileSync } from 'node:fs'
+import { chownSync, existsSync, mkdtempSync, readdirSync, readFileSync, rmSync, writeFileSync } from 'node:fs'
 import { createServer } from 'node:net'
-import { tmpdir } from 'node:os'
 import { join } from 'node:path'
 import { pathToFileURL } from 'node:url'
+import { scratchParent } from './scratch.js'
 
 /** A running throwaway server. */
 export interface Cluster {
@@ -70,26 +70,6 @@ function run (bin: string, args: string[]): void {
   }
 }
 
-/** The room a server in memory needs: its WAL may grow to `max_wal_size` (1 GiB), beside the databases. */
-const MEMORY_NEEDED = 2 * 1024 ** 3
-
-/**
- * Where a throwaway server's folder goes: `/dev/shm` (a tmpfs) when it has {@link MEMORY_NEEDED} free,
- * else the temporary folder. A test database is made by copying its template's some 300 files:
- * on ext4 under the suite's load the server spent 9 to 24 s of CPU on the audit tamper and run
- * ledger tests (mostly allocating inodes), in memory 2.9 s, and they took 7.5 s, not 12 to 21 s.
- * @param where `disk` for a server whose writes must reach a disk (a benchmark's, fsync on)
- */
-export function clusterParent (where: 'memory' | 'disk' = 'memory', shm = '/dev/shm', needed = MEMORY_NEEDED): string {
-  if (where === 'memory') {
-    try {
-      const fs = statfsSync(shm)
-      if (fs.bavail * fs.bsize >= needed) return shm
-    } catch { /* no /dev/shm (not Linux) */ }
-  }
-  return tmpdir()
-}
-
 /**
  * Start a throwaway server.
  * @param options.settings more `postgresql.conf` settings (e.g. `max_connections`)
@@ -99,7 +79,7 @@ export function clusterParent (where: 'memory' | 'disk' = 'memory', shm = '/dev/
 export async function startCluster (options: { settings?: Record<string, string | number>, where?: 'memory' | 'disk' } = {}): Promise<Cluster> {
   const bin = serverBinaries()
   if (bin === undefined) throw new Error('no PostgreSQL server binaries (initdb, pg_ctl, postgres): apt-get install -y postgresql, or set PG_BIN')
-  const dir = mkdtempSync(join(clusterParent(options.where), 'agent-host-pg-'))
+  const dir = mkdtempSync(join(scratchParent(options.where), 'agent-host-pg-'))
   if (process.getuid?.() === 0) {
     const uid = Number(execFileSync('id', ['-u', 'postgres'], { encoding: 'utf8' }))
     const gid = Number(execFileSync('id', ['-g', 'postgres'], { encoding: 'utf8' }))

@@ -23,10 +23,11 @@
  */
 import { spawn, spawnSync } from 'node:child_process'
 import { once } from 'node:events'
-import { mkdirSync, readdirSync, readFileSync, rmSync, writeFileSync } from 'node:fs'
+import { mkdirSync, mkdtempSync, readdirSync, readFileSync, rmSync, writeFileSync } from 'node:fs'
 import { dirname, join, relative } from 'node:path'
 import { fileURLToPath, pathToFileURL } from 'node:url'
 import picomatch from 'picomatch'
+import { scratchParent } from './scratch.js'
 
 const ROOT = fileURLToPath(new URL('../', import.meta.url))
 
@@ -262,7 +263,13 @@ if (import.meta.url === pathToFileURL(process.argv[1] ?? '').href) {
     const [code] = await tapBuildDone
     if (code !== 0) throw new Error(`npx tap build exited with ${String(code)}`)
   }
-  const env = quick ? { ...process.env, PG_TEST_URL: process.env.PG_TEST_URL ?? 'none' } : process.env
-  const tap = spawnSync('npx', ['tap', ...(quick ? ['--disable-coverage', `--jobs=${QUICK_GROUPS}`] : []), ...tapArgs, ...files], { cwd: ROOT, env, stdio: 'inherit' })
-  process.exitCode = tap.status ?? 1
+  // the tests' temporary files in memory when there is room (scripts/scratch.ts), removed after the run
+  const scratch = mkdtempSync(join(scratchParent(), 'agent-host-test-'))
+  const env = { ...process.env, TMPDIR: scratch, ...(quick ? { PG_TEST_URL: process.env.PG_TEST_URL ?? 'none' } : {}) }
+  try {
+    const tap = spawnSync('npx', ['tap', ...(quick ? ['--disable-coverage', `--jobs=${QUICK_GROUPS}`] : []), ...tapArgs, ...files], { cwd: ROOT, env, stdio: 'inherit' })
+    process.exitCode = tap.status ?? 1
+  } finally {
+    rmSync(scratch, { recursive: true, force: true })
+  }
 }
