@@ -1,5 +1,6 @@
 import t from 'tap'
 import { execFile } from 'node:child_process'
+import { createServer, type AddressInfo } from 'node:net'
 import { fileURLToPath } from 'node:url'
 import { harnessFreeEnv } from '../child-env.js'
 import { startServer } from '../server-child.js'
@@ -7,12 +8,14 @@ import { tempDataDir } from '../helper.js'
 import { docBlocks } from './doc-blocks.js'
 
 // The "A2A server" section of docs/a2a-and-mcp.md, run as written (only the port changes): curl on both bindings,
-// then the official SDK client from a node one-liner in the repository.
+// then the official SDK client from a node one-liner in the repository, and the "Push notifications"
+// registration on the task it made (the reader's hook replaced by a port of this machine).
 
 const ROOT = fileURLToPath(new URL('../../', import.meta.url))
 
 t.test('the A2A server section of docs/a2a-and-mcp.md works as written: the card, SendMessage over JSON-RPC, a stream over HTTP+JSON, the SDK client', { timeout: 120_000 }, async (t) => {
-  const server = await startServer(t, { DATA_DIR: tempDataDir(t), WORKERS_PER_TYPE: '0' })
+  // a push hook on this machine is allowed (A2A_PUSH_ALLOW_PRIVATE): the guide's own hook is outside it
+  const server = await startServer(t, { DATA_DIR: tempDataDir(t), WORKERS_PER_TYPE: '0', A2A_PUSH_ALLOW_PRIVATE: 'true' })
   const [curls, client] = docBlocks('docs/a2a-and-mcp.md', '### A2A server')
   t.ok(curls !== undefined && client !== undefined, 'two shell blocks')
   const run = async (script: string): Promise<string> => await new Promise((resolve, reject) => {
@@ -34,4 +37,23 @@ t.test('the A2A server section of docs/a2a-and-mcp.md works as written: the card
     'chunk: word ',
     'statusUpdate TASK_STATE_COMPLETED'
   ], 'the SDK client\'s stream, word by word')
+
+  // "Push notifications": the reader registers their hook on the task SendMessage made
+  const taskId = /"task":\{"id":"([^"]+)"/.exec(first)?.[1]
+  t.ok(taskId, 'SendMessage answered a task id')
+  const [register] = docBlocks('docs/a2a-and-mcp.md', '### Push notifications')
+  t.match(register, 'https://hooks.example.com/a2a', 'the guide registers a hook of its reader\'s')
+  // the reader's hook, here a port of this machine nothing listens on: the test reaches no other machine
+  const hook = `http://127.0.0.1:${await closedPort()}/a2a`
+  const registered = JSON.parse(await run(`TASK_ID=${taskId ?? ''}\n${(register as string).replace('https://hooks.example.com/a2a', hook)}`)) as Record<string, unknown>
+  t.match(registered, { taskId, url: hook, token: 'a-long-random-secret', id: String }, 'the config, with the id the server made')
 })
+
+/** A port of 127.0.0.1 that nothing listens on (one the system just gave out and took back). */
+async function closedPort (): Promise<number> {
+  const probe = createServer()
+  await new Promise<void>((resolve) => probe.listen(0, '127.0.0.1', resolve))
+  const { port } = probe.address() as AddressInfo
+  await new Promise((resolve) => probe.close(resolve))
+  return port
+}

@@ -62,36 +62,77 @@ export function brokenLinks (page: string, read: (path: string) => string = (p) 
   return broken
 }
 
-/** The sections tests take blocks from: `file\0heading`, from every docBlocks/docSection call under test/. */
-function testedSections (dir = join(ROOT, 'test')): Set<string> {
-  const out = new Set<string>()
-  for (const entry of readdirSync(dir, { withFileTypes: true, recursive: true })) {
-    if (!entry.isFile() || !entry.name.endsWith('.ts')) continue
-    const source = readFileSync(join(entry.parentPath, entry.name), 'utf8')
-    for (const m of source.matchAll(/doc(?:Blocks|Section)\('([^']+)', '((?:[^'\\]|\\.)+)'/g)) out.add(`${m[1] as string}\0${(m[2] as string).replaceAll("\\'", "'")}`)
+/** Which `sh` blocks of a section tests take: all of them, or these (by their place among the section's `sh` blocks, from 0). */
+type Taken = 'all' | Set<number>
+
+/**
+ * The `sh` blocks tests take, by `file\0heading`, read from their sources: `docSection(f, h)` and
+ * `docBlocks(f, h)` kept whole (mapped, looped over, passed on) take all; `docBlocks(f, h)[2]` takes
+ * the third; `const [a, , c] = docBlocks(f, h)` the first and the third (`...rest` the rest too).
+ * Blocks of another language (`docBlocks(f, h, 'js')`) take no `sh` block; a language given as a
+ * variable takes them all.
+ */
+export function takenBlocks (sources: string[]): Map<string, Taken> {
+  const out = new Map<string, Taken>()
+  const take = (key: string, taken: Taken): void => {
+    const had = out.get(key)
+    if (had === 'all' || taken === 'all') { out.set(key, 'all'); return }
+    out.set(key, new Set([...(had ?? []), ...taken]))
+  }
+  for (const source of sources) {
+    for (const m of source.matchAll(/doc(Blocks|Section)\('([^']+)', '((?:[^'\\]|\\.)+)'(?:, ([^)]+))?\)(?:\[(\d+)\])?/g)) {
+      const [, kind, file, heading, lang, index] = m as unknown as [string, string, string, string, string | undefined, string | undefined]
+      const key = `${file}\0${heading.replaceAll("\\'", "'")}`
+      if (kind === 'Section') { take(key, 'all'); continue }
+      if (lang !== undefined && /^'[^']*'$/.test(lang.trim()) && lang.trim() !== "'sh'") continue
+      if (index !== undefined) { take(key, new Set([Number(index)])); continue }
+      const destructured = /const \[([^\]]*)\] = \(?$/.exec(source.slice(Math.max(0, (m.index ?? 0) - 80), m.index))?.[1]
+      if (destructured === undefined || lang !== undefined) { take(key, 'all'); continue }
+      const names = destructured.split(',').map((n) => n.trim())
+      if (names.some((n) => n.startsWith('...'))) { take(key, 'all'); continue }
+      take(key, new Set(names.flatMap((n, k) => n === '' ? [] : [k])))
+    }
   }
   return out
 }
 
-/** The `sh` blocks of README.md and docs/ that no test runs and that do not say why: `page:line: heading`. */
-function unrunBlocks (tested: Set<string>): string[] {
+/** The test sources under `dir`. */
+function testSources (dir = join(ROOT, 'test')): string[] {
+  return readdirSync(dir, { withFileTypes: true, recursive: true })
+    .filter((entry) => entry.isFile() && entry.name.endsWith('.ts'))
+    .map((entry) => readFileSync(join(entry.parentPath, entry.name), 'utf8'))
+}
+
+/** The `sh` blocks of `pages` that no test takes and that do not say why: `page:line: heading`. */
+export function unrunBlocks (taken: Map<string, Taken>, pageList = pages().filter((p) => p === 'README.md' || p.startsWith('docs/')), read: (path: string) => string = (p) => readFileSync(join(ROOT, p), 'utf8')): string[] {
   const out: string[] = []
-  for (const page of pages().filter((p) => p === 'README.md' || p.startsWith('docs/'))) {
-    const lines = readFileSync(join(ROOT, page), 'utf8').split('\n')
+  for (const page of pageList) {
+    const lines = read(page).split('\n')
     const headings: string[] = []
+    // per heading level: the sh blocks seen since that heading, which is the next one's place in its section
+    const seen: number[] = []
     let fenced = false
     lines.forEach((line, i) => {
       if (line.startsWith('```')) {
         if (!fenced && line === '```sh') {
-          const covered = headings.some((h) => tested.has(`${page}\0${h}`))
+          const covered = headings.some((h, level) => {
+            const t = taken.get(`${page}\0${h}`)
+            return t === 'all' || (t?.has(seen[level] ?? 0) ?? false)
+          })
           const excused = /^<!-- not run: .+ -->$/.test(lines[i - 1] ?? '') || /^<!-- not run: .+ -->$/.test(lines[i - 2] ?? '')
           if (!covered && !excused) out.push(`${page}:${i + 1}: ${headings.at(-1) ?? '(top)'}`)
+          for (let level = 0; level < headings.length; level++) seen[level] = (seen[level] ?? 0) + 1
         }
         fenced = !fenced
         return
       }
       const level = fenced ? undefined : /^(#{1,6}) /.exec(line)?.[1]?.length
-      if (level !== undefined) { headings.splice(level - 1); headings[level - 1] = line }
+      if (level !== undefined) {
+        headings.splice(level - 1)
+        headings[level - 1] = line
+        seen.splice(level - 1)
+        seen[level - 1] = 0
+      }
     })
   }
   return out
@@ -135,8 +176,24 @@ t.test('the check finds a dead file, a dead heading on another page and on its o
 })
 
 t.test('every shell block of README.md and docs/ is run by a test, or says why not (<!-- not run: why -->)', async (t) => {
-  const tested = testedSections()
-  t.ok(tested.has('docs/task-graph-and-bus.md\0### Walkthrough: review a new agent'), 'the tests\' sections are found')
-  t.same(unrunBlocks(tested), [])
-  t.not(unrunBlocks(new Set()).length, 0, 'with no test, blocks are found unrun')
+  const taken = takenBlocks(testSources())
+  t.equal(taken.get('docs/task-graph-and-bus.md\0### Walkthrough: review a new agent'), 'all', 'the tests\' sections are found')
+  t.same(unrunBlocks(taken), [])
+  t.not(unrunBlocks(new Map()).length, 0, 'with no test, blocks are found unrun')
+})
+
+// a section whose tests took one block of three counted all three as run
+t.test('a block is run only when a test takes it: by its place in the section, by destructuring, or with the whole section', async (t) => {
+  const page = ['# Page', '', '## Three', '', '```sh', 'one', '```', '', '```json', '{}', '```', '', '```sh', 'two', '```', '', '### Deeper', '', '```sh', 'three', '```', '',
+    '## Alone', '', '<!-- not run: it needs a cloud account -->', '```sh', 'four', '```', ''].join('\n')
+  const unrun = (sources: string[]): string[] => unrunBlocks(takenBlocks(sources), ['docs/x.md'], () => page)
+  t.same(unrun([]), ['docs/x.md:5: ## Three', 'docs/x.md:13: ## Three', 'docs/x.md:19: ### Deeper'], 'none taken (the excused one never counts)')
+  t.same(unrun(["const [, second] = docBlocks('docs/x.md', '## Three')"]), ['docs/x.md:5: ## Three', 'docs/x.md:19: ### Deeper'], 'the second sh block (the json one is not counted)')
+  t.same(unrun(["const x = (docBlocks('docs/x.md', '## Three')[2] as string)"]), ['docs/x.md:5: ## Three', 'docs/x.md:13: ## Three'], 'the third, in the subsection')
+  t.same(unrun(["const [first] = docBlocks('docs/x.md', '## Three')", "const [deeper] = docBlocks('docs/x.md', '### Deeper')"]), ['docs/x.md:13: ## Three'], 'the first, and the subsection\'s own first')
+  t.same(unrun(["for (const b of docBlocks('docs/x.md', '## Three')) run(b)"]), [], 'kept whole: all')
+  t.same(unrun(["docSection('docs/x.md', '# Page')"]), [], 'the whole page')
+  t.same(unrun(["const [a, ...rest] = docBlocks('docs/x.md', '## Three')"]), [], 'and the rest')
+  t.same(unrun(["const [js] = docBlocks('docs/x.md', '## Three', 'js')"]), unrun([]), 'another language\'s blocks take no sh block')
+  t.same(unrun(["const blocks = (lang: string) => docBlocks('docs/x.md', '## Three', lang)"]), [], 'a language given as a variable takes them all')
 })
