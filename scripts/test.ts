@@ -23,7 +23,7 @@
  */
 import { spawn, spawnSync } from 'node:child_process'
 import { once } from 'node:events'
-import { mkdirSync, mkdtempSync, readdirSync, readFileSync, rmSync, writeFileSync } from 'node:fs'
+import { chmodSync, mkdirSync, mkdtempSync, readdirSync, readFileSync, rmSync, writeFileSync } from 'node:fs'
 import { dirname, join, relative } from 'node:path'
 import { fileURLToPath, pathToFileURL } from 'node:url'
 import picomatch from 'picomatch'
@@ -265,6 +265,8 @@ if (import.meta.url === pathToFileURL(process.argv[1] ?? '').href) {
   }
   // the tests' temporary files in memory when there is room (scripts/scratch.ts), removed after the run
   const scratch = mkdtempSync(join(scratchParent(), 'agent-host-test-'))
+  // as /tmp is: the tests run servers and PostgreSQL as other users, who must reach their folders in it
+  chmodSync(scratch, 0o1777)
   const env = { ...process.env, TMPDIR: scratch, ...(quick ? { PG_TEST_URL: process.env.PG_TEST_URL ?? 'none' } : {}) }
   try {
     const tap = spawnSync('npx', ['tap', ...(quick ? ['--disable-coverage', `--jobs=${QUICK_GROUPS}`] : []), ...tapArgs, ...files], { cwd: ROOT, env, stdio: 'inherit' })
