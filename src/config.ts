@@ -98,7 +98,7 @@ export const ConfigSchema = Type.Object({
   OPENAI_MODEL: Type.String({ default: 'gpt-4o-mini', minLength: 1, description: 'model for the OpenAI-compatible backend' }),
   ANTHROPIC_BASE_URL: Type.String({ default: '', description: 'empty means `api.anthropic.com`' }),
   ANTHROPIC_API_KEY: Type.String({ default: '', description: 'needed for the Anthropic backend' }),
-  ANTHROPIC_MODEL: Type.String({ default: 'claude-sonnet-4-5', minLength: 1, description: 'model for the Anthropic backend' }),
+  ANTHROPIC_MODEL: Type.String({ default: 'claude-sonnet-5-5', minLength: 1, description: 'model for the Anthropic backend' }),
   LLM_MAX_TOKENS: Type.Integer({ default: 1024, minimum: 1, description: 'largest answer one model call may produce, in tokens' }),
   LLM_TIMEOUT_MS: Type.Integer({ default: 60000, minimum: 100, description: 'how long a provider may send nothing (before its first byte or between chunks); then TRANSIENT `backend_timeout`' }),
   LLM_MAX_RETRIES: Type.Integer({ default: 2, minimum: 0, maximum: 10, description: 'SDK retries of a call that failed before streaming (connection errors, 429, 5xx)' }),

@@ -120,6 +120,26 @@ t.test('Anthropic: text, thinking and tool_use stream; tool results go back as t
   ])
 })
 
+// the default was claude-sonnet-4-5, which the SDK warned (on every call, in every log) reaches its end
+// of life on 30 November 2026: a deployment that kept the default would then fail every call
+t.test('Anthropic with the default model: a model the SDK knows and does not call deprecated', async (t) => {
+  const fake = await fakeProvider(t)
+  fake.script({ frames: anthropic.text(['Hi.'], [5, 1]) })
+  const { ANTHROPIC_MODEL: _model, ...env } = anthropicEnv(fake)
+  const app = await build(t, env)
+  const warned: string[] = []
+  const warn = console.warn
+  console.warn = (...args: unknown[]) => { warned.push(args.map(String).join(' ')) }
+  try {
+    t.same(deltas(await sse(app, envelope(LLM_CHAT, { query: 'hello' }))), ['Hi.'])
+  } finally {
+    console.warn = warn
+  }
+  const model = fake.received[0]?.body.model
+  t.equal(model, testConfig(t).ANTHROPIC_MODEL, 'the default model is sent')
+  t.same(warned.filter((line) => /deprecated/i.test(line)), [], 'no deprecation warning')
+})
+
 t.test('a provider error mid-stream ends the answer with a backend_failed ERROR', async (t) => {
   const fake = await fakeProvider(t)
   fake.script({ frames: [...anthropic.text(['partial']).slice(0, 3), anthropic.event('error', { error: { type: 'overloaded_error', message: 'Overloaded' } })] })

@@ -38,7 +38,7 @@ t.test('pointed at an OpenAI-compatible server as the page says, llm-chat chats 
 t.test('the page\'s Anthropic settings (a fake standing in for api.anthropic.com) price the usage', async (t) => {
   const fake = await fakeProvider(t)
   const env = await settings(t, claude as string)
-  t.match(env, { LLM_PROVIDER: 'anthropic', ANTHROPIC_API_KEY: 'sk-ant-...', ANTHROPIC_MODEL: 'claude-sonnet-4-5' })
+  t.match(env, { LLM_PROVIDER: 'anthropic', ANTHROPIC_API_KEY: 'sk-ant-...', ANTHROPIC_MODEL: 'claude-sonnet-5-5' })
   const { url } = await listen(t, { ...env, ANTHROPIC_BASE_URL: fake.url })
   fake.script({ frames: anthropic.text(['Hello.'], [1_000_000, 100_000]) })
   const [call] = (chat as string).replaceAll('http://127.0.0.1:3000', url).split(/\n(?=curl -s http:\/\/[^ ]+\/v1\/backends)/)
