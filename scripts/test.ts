@@ -216,17 +216,25 @@ export async function warmTestLoader (root: string): Promise<number> {
   return files
 }
 
+let wanted: Promise<string> | undefined
+
+/** The plugins `.taprc` asks for, as tap signs them (read once: tap's config can be loaded once a process). */
+async function pluginSignature (): Promise<string> {
+  const { TapConfig } = await import('@tapjs/config')
+  // tap's config reads this process's command line unless given one, and this one's (--quick) is not tap's
+  return (await new TapConfig().loadPluginConfigFields().loadConfigFile()).parse([]).pluginSignature
+}
+
 /**
  * Whether tap's Test class in `node_modules` is built with the plugins `.taprc` asks for. `npm ci`
  * installs it with tap's defaults, its TypeScript plugin among them; tap's runner notices only
  * after it has computed its processes' arguments, so that run would still load ts-node into each.
  */
 export async function tapBuilt (root: string): Promise<boolean> {
-  const { TapConfig } = await import('@tapjs/config')
-  const config = await TapConfig.load()
+  const signature = await (wanted ??= pluginSignature())
   try {
     const built = readFileSync(join(root, 'node_modules', '@tapjs', 'test', 'test-built', 'dist', 'esm', 'index.js'), 'utf8')
-    return /^export const signature = `([^`]*)`/m.exec(built)?.[1]?.trim() === config.pluginSignature
+    return /^export const signature = `([^`]*)`/m.exec(built)?.[1]?.trim() === signature
   } catch {
     return false
   }

@@ -1,6 +1,7 @@
 import t from 'tap'
 import { buildApp } from '../src/app.js'
-import { ftsQuery, normaliseRank, SqliteSessionStore } from '../src/storage/sessions.js'
+import { SqliteSessionStore } from '../src/storage/sqlite/sessions.js'
+import { ftsQuery, normaliseRank } from '../src/storage/sessions.js'
 import { openDatabase } from '../src/storage/sqlite/database.js'
 import { GroupWriter } from '../src/storage/sqlite/group-writer.js'
 import { AGENTS, envelope, FIXTURE_AGENTS_DIR, sqliteDb, sqliteSessions, tempDataDir, testConfig } from './helper.js'

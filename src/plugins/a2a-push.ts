@@ -4,7 +4,8 @@ import { PushConfigs } from '../a2a/push-configs.js'
 import { PushDelivery } from '../a2a/push-delivery.js'
 import { projectionOf } from '../a2a/task-projection.js'
 import { PushSender } from '../a2a/push-sender.js'
-import { sqlitePushChanges, SqlitePushStore, type A2APushStore, type PushConfigChanges } from '../storage/a2a-push.js'
+import { sqlitePushChanges, SqlitePushStore } from '../storage/sqlite/a2a-push.js'
+import { type A2APushStore, type PushConfigChanges } from '../storage/a2a-push.js'
 import { pgPushChanges, PgPushStore } from '../storage/postgres/a2a-push.js'
 
 declare module 'fastify' {

@@ -1,7 +1,7 @@
 import fp from 'fastify-plugin'
 import type { FastifyInstance } from 'fastify'
 import { EventBus } from '../bus/event-bus.js'
-import { SqliteBusStore } from '../storage/bus.js'
+import { SqliteBusStore } from '../storage/sqlite/bus.js'
 import { PgBusStore } from '../storage/postgres/bus.js'
 
 declare module 'fastify' {

@@ -1,7 +1,8 @@
 import { randomUUID } from 'node:crypto'
 import type { Awaitable } from '../storage/awaitable.js'
 import type { Db } from '../storage/sqlite/database.js'
-import type { EventInput, EventQuery, EventStore } from '../storage/events.js'
+import type { EventStore } from '../storage/sqlite/events.js'
+import type { EventInput, EventQuery } from '../storage/events.js'
 import type { StoredEvent } from '../protocol/events.js'
 
 /** Hints that always open the gate. */

@@ -1,6 +1,7 @@
 import t from 'tap'
 import { openDatabase } from '../../src/storage/sqlite/database.js'
-import { SqliteBusStore, type BusEvent, type BusStore } from '../../src/storage/bus.js'
+import { SqliteBusStore } from '../../src/storage/sqlite/bus.js'
+import { type BusEvent, type BusStore } from '../../src/storage/bus.js'
 import { EventBus, type Subscription } from '../../src/bus/event-bus.js'
 import { filterMatches, typeMatcher } from '../../src/bus/match.js'
 import { tempDataDir, type Teardown } from '../helper.js'
