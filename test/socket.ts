@@ -1,5 +1,19 @@
 import { request, type IncomingMessage, type ClientRequest } from 'node:http'
+import { createServer } from 'node:net'
 import { setTimeout as sleep } from 'node:timers/promises'
+
+/**
+ * A port of 127.0.0.1 that nothing listens on: one the system just gave out and took back. For a
+ * server started as a process on a port given in advance, or an address that must refuse connections.
+ */
+export async function freePort (): Promise<number> {
+  return await new Promise((resolve) => {
+    const server = createServer().listen(0, '127.0.0.1', () => {
+      const { port } = server.address() as { port: number }
+      server.close(() => { resolve(port) })
+    })
+  })
+}
 
 /** A response read from a real socket as it arrives. */
 export interface Open {

@@ -1,13 +1,13 @@
 import t from 'tap'
 import { execFileSync, spawn, type ChildProcess } from 'node:child_process'
 import { existsSync, mkdirSync, mkdtempSync, readFileSync, rmSync, writeFileSync } from 'node:fs'
-import { createServer } from 'node:net'
 import { tmpdir } from 'node:os'
 import { join } from 'node:path'
 import { fileURLToPath } from 'node:url'
 import { buildImage, parseDockerfile, rewritePaths, type Image } from './dockerfile-runner.js'
 import { harnessFreeEnv } from '../child-env.js'
 import { needsPrograms } from '../host-programs.js'
+import { freePort } from '../socket.js'
 
 // Issue 17: the Dockerfile's steps run outside Docker (same npm ci, same build and prune, same
 // files copied, same ENV, ENTRYPOINT and CMD, same HEALTHCHECK command), so a broken step fails CI.
@@ -33,15 +33,6 @@ function localPrebuild (dir: string): Record<string, string> {
   mkdirSync(dir, { recursive: true })
   execFileSync('tar', ['-czf', join(dir, name), '-C', join(ROOT, 'node_modules/better-sqlite3'), 'build/Release/better_sqlite3.node'])
   return { npm_config_better_sqlite3_local_prebuilds: dir }
-}
-
-async function freePort (): Promise<number> {
-  return await new Promise((resolve) => {
-    const server = createServer().listen(0, '127.0.0.1', () => {
-      const { port } = server.address() as { port: number }
-      server.close(() => { resolve(port) })
-    })
-  })
 }
 
 interface Container { child: ChildProcess, output: () => string, url: string, env: Record<string, string>, exited: Promise<number | null> }

@@ -1,6 +1,6 @@
 import t from 'tap'
 import { spawn } from 'node:child_process'
-import { connect, createServer, type AddressInfo } from 'node:net'
+import { connect } from 'node:net'
 import { randomUUID } from 'node:crypto'
 import { fileURLToPath } from 'node:url'
 import { setTimeout as sleep } from 'node:timers/promises'
@@ -9,6 +9,7 @@ import { ClientFactory } from '@a2a-js/sdk/client'
 import { harnessFreeEnv } from '../child-env.js'
 import { docBlocks } from './doc-blocks.js'
 import { listen } from '../helper.js'
+import { freePort } from '../socket.js'
 
 // The "Push notifications" receiver of docs/a2a-and-mcp.md, run as written (only its port changes), against what
 // the host sends: it takes the updates signed with its token, and refuses those signed with another.
@@ -19,14 +20,6 @@ function receiverCode (): string {
   const [code] = docBlocks('docs/a2a-and-mcp.md', '### Push notifications', 'js')
   if (code === undefined) throw new Error('no js block in "Push notifications" of docs/a2a-and-mcp.md')
   return code
-}
-
-async function freePort (): Promise<number> {
-  const server = createServer()
-  await new Promise<void>((resolve) => server.listen(0, '127.0.0.1', resolve))
-  const { port } = server.address() as AddressInfo
-  await new Promise((resolve) => server.close(resolve))
-  return port
 }
 
 async function eventually (what: string, check: () => boolean | Promise<boolean>, ms = 20_000): Promise<void> {

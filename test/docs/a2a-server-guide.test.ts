@@ -1,11 +1,11 @@
 import t from 'tap'
 import { execFile } from 'node:child_process'
-import { createServer, type AddressInfo } from 'node:net'
 import { fileURLToPath } from 'node:url'
 import { harnessFreeEnv } from '../child-env.js'
 import { startServer } from '../server-child.js'
 import { tempDataDir } from '../helper.js'
 import { docBlocks } from './doc-blocks.js'
+import { freePort } from '../socket.js'
 
 // The "A2A server" section of docs/a2a-and-mcp.md, run as written (only the port changes): curl on both bindings,
 // then the official SDK client from a node one-liner in the repository, and the "Push notifications"
@@ -44,16 +44,7 @@ t.test('the A2A server section of docs/a2a-and-mcp.md works as written: the card
   const [register] = docBlocks('docs/a2a-and-mcp.md', '### Push notifications')
   t.match(register, 'https://hooks.example.com/a2a', 'the guide registers a hook of its reader\'s')
   // the reader's hook, here a port of this machine nothing listens on: the test reaches no other machine
-  const hook = `http://127.0.0.1:${await closedPort()}/a2a`
+  const hook = `http://127.0.0.1:${await freePort()}/a2a`
   const registered = JSON.parse(await run(`TASK_ID=${taskId ?? ''}\n${(register as string).replace('https://hooks.example.com/a2a', hook)}`)) as Record<string, unknown>
   t.match(registered, { taskId, url: hook, token: 'a-long-random-secret', id: String }, 'the config, with the id the server made')
 })
-
-/** A port of 127.0.0.1 that nothing listens on (one the system just gave out and took back). */
-async function closedPort (): Promise<number> {
-  const probe = createServer()
-  await new Promise<void>((resolve) => probe.listen(0, '127.0.0.1', resolve))
-  const { port } = probe.address() as AddressInfo
-  await new Promise((resolve) => probe.close(resolve))
-  return port
-}

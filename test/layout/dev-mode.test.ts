@@ -1,13 +1,13 @@
 import t from 'tap'
 import { spawn } from 'node:child_process'
 import { mkdirSync, mkdtempSync, rmSync, symlinkSync, writeFileSync } from 'node:fs'
-import { createServer } from 'node:net'
 import { tmpdir } from 'node:os'
 import { join } from 'node:path'
 import { fileURLToPath } from 'node:url'
 import { envelope } from '../helper.js'
 import { harnessFreeEnv } from '../child-env.js'
 import { docBlocks } from '../docs/doc-blocks.js'
+import { freePort } from '../socket.js'
 
 // Issue 17: `npm run dev` runs the TypeScript sources, serves a changed agent after a restart, logs
 // pretty lines and names .ts files in stacks; issue 31: a restart logs one line, not the whole
@@ -31,15 +31,6 @@ export default defineAgent({
   }
 })
 `
-
-async function freePort (): Promise<number> {
-  return await new Promise((resolve) => {
-    const server = createServer().listen(0, '127.0.0.1', () => {
-      const { port } = server.address() as { port: number }
-      server.close(() => { resolve(port) })
-    })
-  })
-}
 
 t.test('npm run dev: an edited agent is served after a restart, logs are pretty, stacks name .ts files', { timeout: 120_000 }, async (t) => {
   const project = mkdtempSync(join(tmpdir(), 'agent-host-dev-'))
