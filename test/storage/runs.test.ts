@@ -1,6 +1,7 @@
 import t from 'tap'
 import { openDatabase } from '../../src/storage/sqlite/database.js'
-import { RunStore, type JournalRow } from '../../src/storage/runs.js'
+import { RunStore } from '../../src/storage/sqlite/runs.js'
+import { type JournalRow } from '../../src/storage/runs.js'
 import { tempDataDir, type Teardown } from '../helper.js'
 
 const MAIN = 'a0000000-0000-4000-8000-00000000000a'
