@@ -8,7 +8,7 @@ import type Database from 'better-sqlite3'
 import type { GroupWriter } from '../src/storage/sqlite/group-writer.js'
 import type { SqliteSessionStore } from '../src/storage/sqlite/sessions.js'
 import { RunStore } from '../src/storage/sqlite/runs.js'
-import type { AuditLog } from '../src/storage/audit.js'
+import type { AuditLog } from '../src/storage/sqlite/audit.js'
 import { buildApp } from '../src/app.js'
 import { loadConfig, type Config } from '../src/config.js'
 

@@ -1,7 +1,7 @@
 import t from 'tap'
 import { setTimeout as sleep } from 'node:timers/promises'
 import { openDatabase } from '../../src/storage/sqlite/database.js'
-import { AuditLog } from '../../src/storage/audit.js'
+import { AuditLog } from '../../src/storage/sqlite/audit.js'
 import { EventStore } from '../../src/storage/sqlite/events.js'
 import { FileTaskStore } from '../../src/storage/file/file-task-store.js'
 import { AgentRuntime, type AgentResult } from '../../src/runtime/agent-runtime.js'

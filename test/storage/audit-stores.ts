@@ -5,7 +5,8 @@
  */
 import type { Test } from 'tap'
 import { openDatabase } from '../../src/storage/sqlite/database.js'
-import { AuditLog, auditRowFromRaw, hashAuditRow, type AuditRawRow, type AuditRow, type AuditStore } from '../../src/storage/audit.js'
+import { AuditLog } from '../../src/storage/sqlite/audit.js'
+import { auditRowFromRaw, hashAuditRow, type AuditRawRow, type AuditRow, type AuditStore } from '../../src/storage/audit.js'
 import { AuditKeyring } from '../../src/storage/audit-key.js'
 import { PgAuditLog } from '../../src/storage/postgres/audit.js'
 import { openPostgres } from '../../src/storage/postgres/database.js'

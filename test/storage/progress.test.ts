@@ -3,7 +3,8 @@ import Database from 'better-sqlite3'
 import { join } from 'node:path'
 import { DB_FILE, migrate, openDatabase } from '../../src/storage/sqlite/database.js'
 import { MIGRATIONS } from '../../src/storage/sqlite/migrations.js'
-import { AUDIT_PROGRESS_ROWS, AuditLog } from '../../src/storage/audit.js'
+import { AuditLog } from '../../src/storage/sqlite/audit.js'
+import { AUDIT_PROGRESS_ROWS } from '../../src/storage/audit.js'
 import { tempDataDir } from '../helper.js'
 
 t.test('verify tells its progress every AUDIT_PROGRESS_ROWS rows, against the last row id', async (t) => {
