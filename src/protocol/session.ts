@@ -1,6 +1,6 @@
 /**
  * The session contract (seed 000): what an agent's `session` argument offers, and how the host
- * stores sessions. Types only; the SQLite store in `src/storage/sessions.ts` implements it.
+ * stores sessions. Types only; the SQLite store in `src/storage/sqlite/sessions.ts` and the PostgreSQL one in `src/storage/postgres/sessions.ts` implement it.
  */
 
 /** A JSON object. */
@@ -69,7 +69,7 @@ export interface InteractionRecord extends Interaction {
 
 /**
  * Where sessions live. The host opens a {@link SessionHandle} for every `/v1/assist` call and records
- * the interaction when the run ends (the SQLite store in `src/storage/sessions.ts`).
+ * the interaction when the run ends (the SQLite store in `src/storage/sqlite/sessions.ts`).
  */
 export interface SessionStore {
   open(sessionId: string, identity: SessionIdentity): SessionHandle
