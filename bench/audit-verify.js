@@ -5,7 +5,7 @@
 import { arg, load, mean, saveResult, tempDir } from './common.js'
 
 const { openDatabase } = await load('storage/sqlite/database')
-const { AuditLog } = await load('storage/audit')
+const { AuditLog } = await load('storage/sqlite/audit')
 const { AuditKeyring } = await load('storage/audit-key')
 const rows = arg('rows', 1_000_000, 2000)
 const rounds = arg('rounds', 3, 1)
