@@ -13,7 +13,8 @@ export const MEMORY_NEEDED = 2 * 1024 ** 3
 
 /**
  * The folder to make a throwaway folder in: `shm` when `where` is `memory` and it has `needed`
- * bytes free, else the temporary folder (`disk`: for a benchmark's server whose commits must reach a disk).
+ * bytes free, else the temporary folder (`disk`: for a benchmark's server whose commits must reach a disk;
+ * under `npm test` the temporary folder is its scratch folder, itself in memory, and the smoke runs claim no timing).
  */
 export function scratchParent (where: 'memory' | 'disk' = 'memory', shm = '/dev/shm', needed = MEMORY_NEEDED): string {
   if (where === 'memory') {
