@@ -5,7 +5,7 @@
 import { arg, load, mean, saveResult, tempDir } from './common.js'
 
 const { openDatabase } = await load('storage/sqlite/database')
-const { AuditLog } = await load('storage/sqlite/audit')
+const { SqliteAuditLog } = await load('storage/sqlite/audit')
 const { AuditKeyring } = await load('storage/audit-key')
 const rows = arg('rows', 1_000_000, 2000)
 const rounds = arg('rounds', 3, 1)
@@ -14,7 +14,7 @@ const rounds = arg('rounds', 3, 1)
 function fill (keyring) {
   const data = tempDir()
   const db = openDatabase(data.dir)
-  const audit = new AuditLog(db, keyring)
+  const audit = new SqliteAuditLog(db, keyring)
   const started = Date.now()
   for (let done = 0; done < rows; done += 10_000) {
     db.transaction(() => {
@@ -31,7 +31,7 @@ function fill (keyring) {
 function verify (log) {
   global.gc?.()
   const before = process.memoryUsage().heapUsed
-  const result = new AuditLog(log.db, log.keyring, { readOnly: true }).verify([])
+  const result = new SqliteAuditLog(log.db, log.keyring, { readOnly: true }).verify([])
   global.gc?.()
   const held = process.memoryUsage().heapUsed - before
   if (!result.ok || result.rows !== rows) throw new Error(`verify failed: ${JSON.stringify(result)}`)

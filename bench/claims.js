@@ -21,9 +21,9 @@ import pg from 'pg'
 import { arg, childExecArgv, load, postgresCpuMs, saveResult, smoke, startDurablePostgres, tempDir } from './common.js'
 
 const { openDatabase } = await load('storage/sqlite/database')
-const { FileTaskStore } = await load('storage/file/file-task-store')
-const { SqliteTaskStore } = await load('storage/sqlite/sqlite-task-store')
-const { PgTaskStore } = await load('storage/postgres/pg-task-store')
+const { FileTaskStore } = await load('storage/file/tasks')
+const { SqliteTaskStore } = await load('storage/sqlite/tasks')
+const { PgTaskStore } = await load('storage/postgres/tasks')
 const { openPostgres } = await load('storage/postgres/database')
 const seconds = arg('seconds', 5, 2)
 const rounds = arg('rounds', 3, 1)

@@ -12,13 +12,18 @@ import lockfile from 'proper-lockfile'
 import { load } from './common.js'
 
 const [kind, dataDir, owner, seconds, warmup, build] = process.argv.slice(2).filter((a) => !a.startsWith('--'))
-// a build from before issue 29 has its modules at their old paths
-const loadEither = async (path, before) => await load(path, build).catch(async () => await load(before, build))
+// a build from before issue 29 has its modules at their old paths (newest first)
+const loadEither = async (path, ...before) => {
+  for (const older of before) {
+    try { return await load(path, build) } catch { path = older }
+  }
+  return await load(path, build)
+}
 const { openDatabase } = await loadEither('storage/sqlite/database', 'storage/database')
-const { FileTaskStore, TASK_GRAPH_FILE } = await loadEither('storage/file/file-task-store', 'runtime/file-task-store')
-const { SqliteTaskStore } = await loadEither('storage/sqlite/sqlite-task-store', 'runtime/sqlite-task-store')
+const { FileTaskStore, TASK_GRAPH_FILE } = await loadEither('storage/file/tasks', 'storage/file/file-task-store', 'runtime/file-task-store')
+const { SqliteTaskStore } = await loadEither('storage/sqlite/tasks', 'storage/sqlite/sqlite-task-store', 'runtime/sqlite-task-store')
 // only asked for when used: a build given to compare may predate them
-const postgres = kind === 'postgres' ? { ...await loadEither('storage/postgres/pg-task-store', 'runtime/pg-task-store'), ...await load('storage/postgres/database', build) } : undefined
+const postgres = kind === 'postgres' ? { ...await loadEither('storage/postgres/tasks', 'storage/postgres/pg-task-store', 'runtime/pg-task-store'), ...await load('storage/postgres/database', build) } : undefined
 const graph = await loadEither('storage/tasks/task-graph', 'runtime/task-graph')
 
 /** A naive store: lock, read, parse, change, stringify, write (`safely`: temp file, fsync, rename), unlock. */

@@ -6,7 +6,7 @@ import { DB_FILE } from './storage/sqlite/database.js'
 import { CHECKPOINT_FILE } from './storage/audit-checkpoints.js'
 import { AUDIT_GENESIS } from './storage/audit.js'
 import type { Awaitable } from './storage/awaitable.js'
-import { TASK_GRAPH_FILE } from './storage/file/file-task-store.js'
+import { TASK_GRAPH_FILE } from './storage/file/tasks.js'
 import { GraphLock } from './storage/file/graph-lock.js'
 
 // This is the `backup` command's logic, beside commands.ts (as scaffold.ts is `new agent`'s); it takes

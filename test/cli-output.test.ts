@@ -5,10 +5,10 @@ import { fileURLToPath } from 'node:url'
 import { main, type CommandIo } from '../src/commands.js'
 import { openDatabase } from '../src/storage/sqlite/database.js'
 import { MIGRATIONS } from '../src/storage/sqlite/migrations.js'
-import { AuditLog } from '../src/storage/sqlite/audit.js'
+import { SqliteAuditLog } from '../src/storage/sqlite/audit.js'
 import { AUDIT_PROGRESS_ROWS } from '../src/storage/audit.js'
 import { terminalProgress } from '../src/terminal-progress.js'
-import { SqliteKeyStore } from '../src/auth/keys.js'
+import { SqliteKeyStore } from '../src/storage/sqlite/keys.js'
 import pkg from '../package.json' with { type: 'json' }
 import { tempDataDir, type Teardown } from './helper.js'
 
@@ -33,7 +33,7 @@ function capture (terminal: boolean): { io: CommandIo, out: string[], err: strin
 function auditLogOf (t: Teardown, rows: number): string {
   const dir = tempDataDir(t)
   const db = openDatabase(dir)
-  const audit = new AuditLog(db)
+  const audit = new SqliteAuditLog(db)
   db.transaction(() => {
     for (let i = 1; i <= rows; i++) audit.append({ actor: `key-${i % 5}`, action: 'assist', resource: 'agent:echo', success: true, details: { i } })
   })()

@@ -6,7 +6,7 @@ import { fileURLToPath } from 'node:url'
 import { main } from '../src/commands.js'
 import { userInfo } from 'node:os'
 import { openDatabase } from '../src/storage/sqlite/database.js'
-import { AuditLog } from '../src/storage/sqlite/audit.js'
+import { SqliteAuditLog } from '../src/storage/sqlite/audit.js'
 import { LocalAgentProtocol } from '../src/backends/local/local-agent-protocol.js'
 import { CHECKPOINT_FILE } from '../src/storage/audit-checkpoints.js'
 import { AGENTS, build, envelope, listen, tempDataDir } from './helper.js'
@@ -82,7 +82,7 @@ t.test('keys create refuses an expiry in the past and agents that do not exist',
   t.equal(await main(['keys', 'revoke', 'ok'], { DATA_DIR: dir }, quiet), 0)
   const db = openDatabase(dir)
   t.teardown(() => db.close())
-  t.match(new AuditLog(db).list({ limit: 100 }).filter((r) => r.action.startsWith('key.')), [
+  t.match(new SqliteAuditLog(db).list({ limit: 100 }).filter((r) => r.action.startsWith('key.')), [
     { action: 'key.create', actor: `cli:${userInfo().username}`, details: { name: 'ok', scopes: ['assist:invoke'], agents: ['echo'] } },
     { action: 'key.revoke', actor: `cli:${userInfo().username}`, resource: 'ok' }
   ], 'the CLI\'s key changes are audited, by the operating-system user')

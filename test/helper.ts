@@ -5,10 +5,10 @@ import { randomUUID } from 'node:crypto'
 import { fileURLToPath } from 'node:url'
 import type { FastifyInstance } from 'fastify'
 import type Database from 'better-sqlite3'
-import type { GroupWriter } from '../src/storage/sqlite/group-writer.js'
+import type { SqliteGroupWriter } from '../src/storage/sqlite/group-writer.js'
 import type { SqliteSessionStore } from '../src/storage/sqlite/sessions.js'
-import { RunStore } from '../src/storage/sqlite/runs.js'
-import type { AuditLog } from '../src/storage/sqlite/audit.js'
+import { SqliteRunStore } from '../src/storage/sqlite/runs.js'
+import type { SqliteAuditLog } from '../src/storage/sqlite/audit.js'
 import { buildApp } from '../src/app.js'
 import { loadConfig, type Config } from '../src/config.js'
 
@@ -113,7 +113,7 @@ export function sqliteDb (app: FastifyInstance): Database.Database {
 }
 
 /** The group writer of an app built on SQLite. */
-export function sqliteWriter (app: FastifyInstance): GroupWriter {
+export function sqliteWriter (app: FastifyInstance): SqliteGroupWriter {
   if (app.storage.kind !== 'sqlite') throw new Error('this test needs the SQLite backend')
   return app.storage.writer
 }
@@ -125,12 +125,12 @@ export function sqliteSessions (app: FastifyInstance): SqliteSessionStore {
 }
 
 /** The run store of an app built on SQLite, read synchronously. */
-export function sqliteRuns (app: FastifyInstance): RunStore {
-  return new RunStore(sqliteDb(app))
+export function sqliteRuns (app: FastifyInstance): SqliteRunStore {
+  return new SqliteRunStore(sqliteDb(app))
 }
 
 /** The audit log of an app built on SQLite, read synchronously. */
-export function sqliteAudit (app: FastifyInstance): AuditLog {
+export function sqliteAudit (app: FastifyInstance): SqliteAuditLog {
   if (app.storage.kind !== 'sqlite') throw new Error('this test needs the SQLite backend')
   return app.storage.audit
 }

@@ -1,5 +1,5 @@
 import t from 'tap'
-import { criticalPath } from '../src/runtime/plans.js'
+import { criticalPath } from '../src/storage/tasks/plans.js'
 import { build } from './helper.js'
 
 const task = (id: string, hours: number, agent = 'wordcount', extra: Record<string, unknown> = {}): Record<string, unknown> => ({

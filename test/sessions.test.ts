@@ -3,7 +3,7 @@ import { buildApp } from '../src/app.js'
 import { SqliteSessionStore } from '../src/storage/sqlite/sessions.js'
 import { ftsQuery, normaliseRank } from '../src/storage/sessions.js'
 import { openDatabase } from '../src/storage/sqlite/database.js'
-import { GroupWriter } from '../src/storage/sqlite/group-writer.js'
+import { SqliteGroupWriter } from '../src/storage/sqlite/group-writer.js'
 import { AGENTS, envelope, FIXTURE_AGENTS_DIR, sqliteDb, sqliteSessions, tempDataDir, testConfig } from './helper.js'
 import { checkErrorBody } from './sse.js'
 import { until } from './socket.js'
@@ -184,7 +184,7 @@ t.test('a value stored again and again joins the search index once a batch, with
   // the store alone, without a server's background indexer (every 250 ms, which fifty stores on a
   // loaded machine can outlast)
   const db = openDatabase(tempDataDir(t))
-  const writer = new GroupWriter(db, { budgetMs: 5000 })
+  const writer = new SqliteGroupWriter(db, { budgetMs: 5000 })
   t.teardown(() => { writer.close(); db.close() })
   const sessions = new SqliteSessionStore(db, writer)
   const sessionId = '5e550000-0000-4000-8000-0000000000f1'

@@ -5,11 +5,11 @@ import type { AddressInfo } from 'node:net'
 import { context, diag, propagation, ROOT_CONTEXT, SpanStatusCode, trace, type TextMapGetter, type TextMapSetter } from '@opentelemetry/api'
 import { InMemorySpanExporter, NodeTracerProvider, SimpleSpanProcessor, type ReadableSpan } from '@opentelemetry/sdk-trace-node'
 import { buildApp } from '../src/app.js'
-import { GroupWriter } from '../src/storage/sqlite/group-writer.js'
+import { SqliteGroupWriter } from '../src/storage/sqlite/group-writer.js'
 import { openDatabase } from '../src/storage/sqlite/database.js'
 import { startTelemetry, traceExporters } from '../src/telemetry.js'
 import { TraceparentPropagator } from '../src/plugins/telemetry.js'
-import { ANONYMOUS } from '../src/auth/keys.js'
+import { ANONYMOUS } from '../src/storage/api-keys.js'
 import { AGENTS, build, envelope, tempDataDir, testConfig, type Teardown } from './helper.js'
 import { fakeProvider, openai } from './fixtures/providers.js'
 import { holdDbLock } from './lock-holder.js'
@@ -275,7 +275,7 @@ t.test('a commit that waited for another process\'s lock counts its busy tries; 
   db.exec('CREATE TABLE scratch (id INTEGER PRIMARY KEY, v TEXT NOT NULL)')
   const insert = db.prepare('INSERT INTO scratch (id, v) VALUES (?, ?)')
   const { provider, spans } = memoryProvider(t)
-  const writer = new GroupWriter(db, { budgetMs: 10_000 })
+  const writer = new SqliteGroupWriter(db, { budgetMs: 10_000 })
   writer.trace(provider.getTracer('test'))
 
   const holder = await holdDbLock(t, dir)

@@ -2,7 +2,7 @@ import { createHash } from 'node:crypto'
 import { defineContractAgent, type AgentOutput, type JsonObject } from '../../src/agents/index.js'
 import { compileSchema } from '../../src/agents/json-schema.js'
 import { PlannerAgentInput, PlannerAgentOutput, type ExecutionPlan, type Insight, type PlanTask } from '../../src/protocol/contract.js'
-import { criticalPath } from '../../src/runtime/plans.js'
+import { criticalPath } from '../../src/storage/tasks/plans.js'
 import { measure, totals } from '../_shared/code-scan.js'
 
 type Goal = 'quality' | 'speed' | 'coverage'

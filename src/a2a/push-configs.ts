@@ -1,7 +1,7 @@
 import { createHash, randomBytes, randomUUID } from 'node:crypto'
 import type { TaskPushNotificationConfig } from '@a2a-js/sdk'
 import { RequestMalformedError, TaskNotFoundError } from '@a2a-js/sdk/errors'
-import type { Identity } from '../auth/keys.js'
+import type { Identity } from '../storage/api-keys.js'
 import { AH_ERR_PUSH_ADDRESS_REFUSED } from '../errors.js'
 import type { ServiceRequest } from '../protocol/envelope.js'
 import type { A2APushStore, PushConfigChanges, PushConfigRecord } from '../storage/a2a-push.js'

@@ -1,5 +1,5 @@
 import { AH_ERR_AUTH_REQUIRED, AH_ERR_FORBIDDEN } from '../errors.js'
-import type { Identity } from './keys.js'
+import type { Identity } from '../storage/api-keys.js'
 
 /**
  * Whether a principal limited to `agents` (names or manifest ids; null: any agent) may have `agent`

@@ -3,7 +3,7 @@ import { readFileSync, statSync } from 'node:fs'
 import type { FastifyJWTOptions } from '@fastify/jwt'
 import type { Config } from '../config.js'
 import { AH_ERR_AUTH_UNKNOWN_KEY, AH_ERR_CONFIG_INVALID } from '../errors.js'
-import type { Identity } from './keys.js'
+import type { Identity } from '../storage/api-keys.js'
 import { SCOPES } from './scopes.js'
 
 /** Why credentials were refused: the audited reason, and the message for the caller. */

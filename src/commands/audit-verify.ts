@@ -5,7 +5,7 @@ import { auditKeysRetired, loadConfig } from '../config.js'
 import { DB_FILE } from '../storage/sqlite/database.js'
 import { CHECKPOINT_FILE, parseCheckpoint, readCheckpoints, type FoundCheckpoint } from '../storage/audit-checkpoints.js'
 import { AuditKeyring } from '../storage/audit-key.js'
-import { AuditLog } from '../storage/sqlite/audit.js'
+import { SqliteAuditLog } from '../storage/sqlite/audit.js'
 import { type AuditStore, type AuditVerification } from '../storage/audit.js'
 import { databaseName, openAuditReader, PgAuditLog } from '../storage/postgres/audit.js'
 import type { CommandIo } from './shared.js'
@@ -53,7 +53,7 @@ export async function auditVerify (values: { checkpoint?: string[], 'checkpoint-
     close = async () => { await opened.end() }
   } else {
     const db = new Database(file, { readonly: true, fileMustExist: true })
-    audit = new AuditLog(db, keyring, { readOnly: true })
+    audit = new SqliteAuditLog(db, keyring, { readOnly: true })
     close = async () => { db.close() }
   }
   try {

@@ -4,12 +4,13 @@ import { auditKeysRetired, loadConfig } from '../config.js'
 import { USAGE } from './usage.js'
 import { openData, table, type CommandIo } from './shared.js'
 import { AuditKeyring } from '../storage/audit-key.js'
-import { AuditLog } from '../storage/sqlite/audit.js'
+import { SqliteAuditLog } from '../storage/sqlite/audit.js'
 import { PgAuditLog } from '../storage/postgres/audit.js'
 import { PgKeyStore } from '../storage/postgres/keys.js'
 import { inTransaction, openPostgres } from '../storage/postgres/database.js'
 import { loadAgents } from '../agents/loader.js'
-import { SqliteKeyStore, type ApiKeyRecord, type NewKey } from '../auth/keys.js'
+import { SqliteKeyStore } from '../storage/sqlite/keys.js'
+import { type ApiKeyRecord, type NewKey } from '../storage/api-keys.js'
 import { SCOPES } from '../auth/scopes.js'
 import { AH_ERR_KEY_NAME_AMBIGUOUS, AH_ERR_KEY_NAME_TAKEN } from '../errors.js'
 
@@ -108,7 +109,7 @@ function sqliteKeys (dataDir: string, keyring: AuditKeyring, actor: string, io: 
   const db = openData(dataDir, io)
   const store = new SqliteKeyStore(db)
   const audit = (action: string, resource: string, details: Record<string, unknown>): void => {
-    new AuditLog(db, keyring).append({ actor, action, resource, success: true, details })
+    new SqliteAuditLog(db, keyring).append({ actor, action, resource, success: true, details })
   }
   return {
     create: async (options) => {

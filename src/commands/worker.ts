@@ -3,19 +3,19 @@ import { auditKeysRetired, loadConfig, type Config } from '../config.js'
 import { USAGE } from './usage.js'
 import { openData, type CommandIo } from './shared.js'
 import { AuditKeyring } from '../storage/audit-key.js'
-import { AuditLog } from '../storage/sqlite/audit.js'
+import { SqliteAuditLog } from '../storage/sqlite/audit.js'
 import { type AuditStore } from '../storage/audit.js'
-import { EventStore } from '../storage/sqlite/events.js'
+import { SqliteEventStore } from '../storage/sqlite/events.js'
 import { type EventLog } from '../storage/events.js'
 import type { Awaitable } from '../storage/awaitable.js'
 import { PgEventStore } from '../storage/postgres/events.js'
 import { PgBusStore } from '../storage/postgres/bus.js'
 import { PgAuditLog } from '../storage/postgres/audit.js'
-import { PgTaskStore } from '../storage/postgres/pg-task-store.js'
+import { PgTaskStore } from '../storage/postgres/tasks.js'
 import { openPostgres } from '../storage/postgres/database.js'
 import type { TaskStore } from '../storage/tasks/task-store.js'
-import { FileTaskStore } from '../storage/file/file-task-store.js'
-import { SqliteTaskStore } from '../storage/sqlite/sqlite-task-store.js'
+import { FileTaskStore } from '../storage/file/tasks.js'
+import { SqliteTaskStore } from '../storage/sqlite/tasks.js'
 import { SqliteBusStore } from '../storage/sqlite/bus.js'
 import { type BusStore } from '../storage/bus.js'
 import { retryBusy } from '../storage/busy.js'
@@ -102,8 +102,8 @@ async function workerStores (config: Config, io: CommandIo): Promise<{ tasks: Ta
   return {
     tasks: config.TASK_STORE === 'sqlite' ? new SqliteTaskStore(db) : new FileTaskStore(config.DATA_DIR, { staleMs: config.TASK_LOCK_STALE_MS }),
     bus: new SqliteBusStore(db),
-    events: new EventStore(db),
-    audit: new AuditLog(db, keyring),
+    events: new SqliteEventStore(db),
+    audit: new SqliteAuditLog(db, keyring),
     write: async (op) => await retryBusy(op, config.DB_WRITE_BUDGET_MS),
     close: async () => { db.close() }
   }

@@ -6,7 +6,7 @@ import {
 import type { JsonObject } from '../agents/contract.js'
 import type { AssistEngine, RunTrace, SubmitOptions } from '../assist/engine.js'
 import type { RunLogger } from '../assist/run.js'
-import type { Identity } from '../auth/keys.js'
+import type { Identity } from '../storage/api-keys.js'
 import type { TraceContext } from '../protocol/envelope.js'
 import type { StreamPacket } from '../protocol/packets.js'
 import type { EventLog } from '../storage/events.js'

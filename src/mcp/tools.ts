@@ -1,7 +1,7 @@
 import type { Tool, ToolAnnotations } from '@modelcontextprotocol/sdk/types.js'
 import type { HostedAgent } from '../agents/hosted-agent.js'
 import { agentRefusal } from '../auth/agent-access.js'
-import type { Identity } from '../auth/keys.js'
+import type { Identity } from '../storage/api-keys.js'
 
 /** What the MCP spec allows in a tool name (1 to 128 of these characters). */
 const NAME_CHARACTER = /[^A-Za-z0-9_.-]/g

@@ -2,28 +2,28 @@ import fp from 'fastify-plugin'
 import type { FastifyInstance } from 'fastify'
 import { join } from 'node:path'
 import type pg from 'pg'
-import { Checkpointer } from '../storage/sqlite/checkpointer.js'
+import { SqliteCheckpointer } from '../storage/sqlite/checkpointer.js'
 import { DB_FILE, openDatabase, type Db } from '../storage/sqlite/database.js'
 import { ensureWritableDir } from '../storage/data-dir.js'
-import { AuditLog } from '../storage/sqlite/audit.js'
+import { SqliteAuditLog } from '../storage/sqlite/audit.js'
 import { AUDIT_BOOT, type AuditStore } from '../storage/audit.js'
 import { appendCheckpoint } from '../storage/audit-checkpoints.js'
 import { AuditKeyring } from '../storage/audit-key.js'
 import type { Awaitable } from '../storage/awaitable.js'
 import { auditKeysRetired } from '../config.js'
-import { EventStore } from '../storage/sqlite/events.js'
+import { SqliteEventStore } from '../storage/sqlite/events.js'
 import { type EventLog } from '../storage/events.js'
-import { GroupWriter } from '../storage/sqlite/group-writer.js'
+import { SqliteGroupWriter } from '../storage/sqlite/group-writer.js'
 import { SqliteRunLedger } from '../storage/sqlite/run-ledger.js'
 import { type RunLedger } from '../storage/run-ledger.js'
-import { RunStore } from '../storage/sqlite/runs.js'
+import { SqliteRunStore } from '../storage/sqlite/runs.js'
 import { SqliteSessionStore } from '../storage/sqlite/sessions.js'
 import { INDEX_BATCH, type HostSessionStore } from '../storage/sessions.js'
 import { PgAuditLog } from '../storage/postgres/audit.js'
 import { openPostgres } from '../storage/postgres/database.js'
 import { PgEventStore } from '../storage/postgres/events.js'
 import { PgGroupWriter } from '../storage/postgres/group-writer.js'
-import { Notifications } from '../storage/postgres/notifications.js'
+import { PgNotifications } from '../storage/postgres/notifications.js'
 import { PgRunLedger } from '../storage/postgres/run-ledger.js'
 import { PgSessionStore } from '../storage/postgres/sessions.js'
 import pkg from '../../package.json' with { type: 'json' }
@@ -40,8 +40,8 @@ const BLOCKING_BUSY_TIMEOUT_MS = 5000
  * instances; each store's write is its own transaction, the run engine's are group-committed).
  */
 export type StorageBackend =
-  | { kind: 'sqlite', db: Db, writer: GroupWriter, audit: AuditLog, events: EventStore, write: <T>(op: () => Awaitable<T>) => Promise<T> }
-  | { kind: 'postgres', pool: pg.Pool, writer: PgGroupWriter, notifications: Notifications, audit: PgAuditLog, events: PgEventStore, write: <T>(op: () => Awaitable<T>) => Promise<T> }
+  | { kind: 'sqlite', db: Db, writer: SqliteGroupWriter, audit: SqliteAuditLog, events: SqliteEventStore, write: <T>(op: () => Awaitable<T>) => Promise<T> }
+  | { kind: 'postgres', pool: pg.Pool, writer: PgGroupWriter, notifications: PgNotifications, audit: PgAuditLog, events: PgEventStore, write: <T>(op: () => Awaitable<T>) => Promise<T> }
 
 declare module 'fastify' {
   interface FastifyInstance {
@@ -113,20 +113,20 @@ function sqlite (app: FastifyInstance): Closing {
   const db = openDatabase(config.DATA_DIR, { busyTimeoutMs: BLOCKING_BUSY_TIMEOUT_MS, cacheKiB: config.DB_CACHE_KIB, pageSize: config.DB_PAGE_SIZE, autoCheckpoint: config.DB_CHECKPOINT_INTERVAL_MS === 0 })
   const checkpointer = config.DB_CHECKPOINT_INTERVAL_MS === 0
     ? undefined
-    : new Checkpointer(join(config.DATA_DIR, DB_FILE), config.DB_CHECKPOINT_INTERVAL_MS, (err) => {
+    : new SqliteCheckpointer(join(config.DATA_DIR, DB_FILE), config.DB_CHECKPOINT_INTERVAL_MS, (err) => {
       app.log.error({ err }, 'the checkpoint worker failed: SQLite checkpoints by itself again')
       if (db.open) db.pragma('wal_autocheckpoint = 1000')
     })
-  let audit: AuditLog
+  let audit: SqliteAuditLog
   try {
-    audit = new AuditLog(db, new AuditKeyring(config.AUDIT_KEY, auditKeysRetired(config)))
+    audit = new SqliteAuditLog(db, new AuditKeyring(config.AUDIT_KEY, auditKeysRetired(config)))
   } catch (err) {
     db.close()
     throw err
   }
-  const writer = new GroupWriter(db, { budgetMs: config.DB_WRITE_BUDGET_MS })
-  const events = new EventStore(db)
-  const runStore = new RunStore(db)
+  const writer = new SqliteGroupWriter(db, { budgetMs: config.DB_WRITE_BUDGET_MS })
+  const events = new SqliteEventStore(db)
+  const runStore = new SqliteRunStore(db)
   const sessions = new SqliteSessionStore(db, writer)
   app.decorate('storage', { kind: 'sqlite', db, writer, audit, events, write: async (op) => await writer.write(op) })
   app.decorate('audit', audit)
@@ -177,7 +177,7 @@ async function postgres (app: FastifyInstance): Promise<Closing> {
     await pool.end()
     throw err
   }
-  const notifications = new Notifications({ connectionString: config.DATABASE_URL, application_name: `agent-host ${app.instanceId} (listen)` }, log)
+  const notifications = new PgNotifications({ connectionString: config.DATABASE_URL, application_name: `agent-host ${app.instanceId} (listen)` }, log)
   await notifications.start()
   const writer = new PgGroupWriter(pool)
   const events = new PgEventStore(pool)

@@ -1,10 +1,11 @@
 import fp from 'fastify-plugin'
 import type { FastifyInstance } from 'fastify'
-import { FileTaskStore } from '../storage/file/file-task-store.js'
-import { SqliteTaskStore } from '../storage/sqlite/sqlite-task-store.js'
-import { Narrator, type TaskNarrator } from '../runtime/narrator.js'
-import { PgNarrator } from '../runtime/pg-narrator.js'
-import { PgTaskStore } from '../storage/postgres/pg-task-store.js'
+import { FileTaskStore } from '../storage/file/tasks.js'
+import { SqliteTaskStore } from '../storage/sqlite/tasks.js'
+import { type TaskNarrator } from '../storage/tasks/narration.js'
+import { SqliteNarrator } from '../storage/sqlite/narrator.js'
+import { PgNarrator } from '../storage/postgres/narrator.js'
+import { PgTaskStore } from '../storage/postgres/tasks.js'
 import { isBusy } from '../storage/busy.js'
 import { Reaper } from '../runtime/reaper.js'
 import { WorkerPool } from '../runtime/worker-pool.js'
@@ -40,7 +41,7 @@ async function tasks (app: FastifyInstance): Promise<void> {
       : config.TASK_STORE === 'sqlite' && backend.kind === 'sqlite'
         ? new SqliteTaskStore(backend.db)
         : new FileTaskStore(config.DATA_DIR, { staleMs: config.TASK_LOCK_STALE_MS })))
-  const narrator: TaskNarrator = backend.kind === 'postgres' ? new PgNarrator(backend.pool, backend.events) : new Narrator(backend.events, backend.db)
+  const narrator: TaskNarrator = backend.kind === 'postgres' ? new PgNarrator(backend.pool, backend.events) : new SqliteNarrator(backend.events, backend.db)
   const reaper = new Reaper(store, app.events, app.audit)
   const pool = new WorkerPool({
     store,

@@ -26,6 +26,8 @@ export interface Identity {
   agents: ReadonlySet<string> | null
   anonymous: boolean
 }
+/** The caller when AUTH_MODE is off: anonymous, holding every scope. */
+export const ANONYMOUS: Identity = { id: 'anonymous', name: 'anonymous', scopes: new Set(['admin']), agents: null, anonymous: true }
 
 /** A key from the API_KEYS setting. */
 export interface ConfigKey {
@@ -49,7 +51,7 @@ export interface NewKey {
 export interface KeyRefusal { refused: 'unknown' | 'revoked' | 'expired' }
 
 /**
- * API keys, in SQLite (`auth/keys.ts`) or PostgreSQL (`storage/postgres/keys.ts`): only a salted
+ * API keys, in SQLite (`storage/sqlite/keys.ts`) or PostgreSQL (`storage/postgres/keys.ts`): only a salted
  * HMAC of each key is stored, the key itself is shown once when it is made. Keys look like
  * `ahk_<16 hex id>_<43 base64url>`; a key is found by its id and compared in constant time. Keys
  * from API_KEYS are held in memory beside the stored ones. Callers `await` every method.

@@ -118,7 +118,7 @@ export interface AuditVerifyOptions {
 export const AUDIT_BOOT = { actor: 'agent-host', action: 'boot' } as const
 
 /**
- * The audit log, whichever database holds it: {@link AuditLog} (SQLite, answers at once, composable
+ * The audit log, whichever database holds it: {@link SqliteAuditLog} (SQLite, answers at once, composable
  * inside the group commit) and `PgAuditLog` (PostgreSQL, `src/storage/postgres/audit.ts`) keep the
  * same chain, with the same hashes, verdicts and messages. Callers `await` every call.
  */

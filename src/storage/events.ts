@@ -147,7 +147,7 @@ export function appendedEvent (seq: number, input: EventInput): AppendedEvent {
 }
 
 /**
- * The event log, as the engine, the runtime and the routes use it. {@link EventStore} (SQLite)
+ * The event log, as the engine, the runtime and the routes use it. {@link SqliteEventStore} (SQLite)
  * answers at once; the PostgreSQL store (`postgres/events.ts`) answers with promises: callers
  * `await` every call. On both, `seq` grows in commit order, so a follower that lists `after` the
  * last seq it saw never skips an event.

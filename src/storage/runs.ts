@@ -77,7 +77,7 @@ export function batchOf (rows: readonly JournalRow[]): StoredBatch {
 }
 
 /** What a new run is stored with. */
-/** Which runs {@link RunStore.list} returns. */
+/** Which runs {@link SqliteRunStore.list} returns. */
 export interface RunFilter {
   agentId: string
   /** Only this principal's runs. */

@@ -2,7 +2,7 @@ import t from 'tap'
 import { join } from 'node:path'
 import Database from 'better-sqlite3'
 import { AGENTS, build, envelope, FIXTURE_AGENTS_DIR, SCRIPTED, tempDataDir } from '../helper.js'
-import { ANONYMOUS } from '../../src/auth/keys.js'
+import { ANONYMOUS } from '../../src/storage/api-keys.js'
 import type { ServiceRequest } from '../../src/protocol/envelope.js'
 
 // Regression: a request whose run was being stored when the server began closing started its agent

@@ -1,9 +1,9 @@
 import t from 'tap'
 import { setTimeout as sleep } from 'node:timers/promises'
 import { openDatabase } from '../../src/storage/sqlite/database.js'
-import { AuditLog } from '../../src/storage/sqlite/audit.js'
-import { EventStore } from '../../src/storage/sqlite/events.js'
-import { FileTaskStore } from '../../src/storage/file/file-task-store.js'
+import { SqliteAuditLog } from '../../src/storage/sqlite/audit.js'
+import { SqliteEventStore } from '../../src/storage/sqlite/events.js'
+import { FileTaskStore } from '../../src/storage/file/tasks.js'
 import { AgentRuntime, type AgentResult } from '../../src/runtime/agent-runtime.js'
 import { BaseAgent, type TaskContext } from '../../src/runtime/base-agent.js'
 import { AgentError } from '../../src/agents/index.js'
@@ -16,8 +16,8 @@ function setup (t: Teardown, options: { heartbeatMs?: number, leaseMs?: number }
   const dir = tempDataDir(t)
   const db = openDatabase(dir)
   t.teardown(() => db.close())
-  const events = new EventStore(db)
-  const audit = new AuditLog(db)
+  const events = new SqliteEventStore(db)
+  const audit = new SqliteAuditLog(db)
   const store = new FileTaskStore(dir, { retryBaseMs: 20, retryCapMs: 40 })
   const runtime = new AgentRuntime({ agentId: 'agent-1', agentType: 'count', store, events, audit, heartbeatMs: options.heartbeatMs ?? 1000, leaseMs: options.leaseMs ?? 5000 })
   return { store, events, audit, runtime, db }
@@ -204,8 +204,8 @@ t.test('guardrails (S36): task events are internal; render_to_user anywhere is r
 
 t.test('the narrator speaks only when the gate opens, and otherwise records NARRATION_SUPPRESSED', async (t) => {
   const { events, store, runtime, db } = setup(t)
-  const { Narrator } = await import('../../src/runtime/narrator.js')
-  const narrator = new Narrator(events, db)
+  const { SqliteNarrator } = await import('../../src/storage/sqlite/narrator.js')
+  const narrator = new SqliteNarrator(events, db)
   await store.create([{ id: 'n1', type: 'count', metadata: { conversation_id: 'talk' } }])
   await runtime.claimTask()
   await runtime.emitUpdate('n1', 'reading the text', 0.3)

@@ -4,7 +4,7 @@ import { once } from 'node:events'
 import { readdirSync, readFileSync } from 'node:fs'
 import { fileURLToPath } from 'node:url'
 import { setTimeout as sleep } from 'node:timers/promises'
-import { FileTaskStore } from '../../src/storage/file/file-task-store.js'
+import { FileTaskStore } from '../../src/storage/file/tasks.js'
 import { tempDataDir } from '../helper.js'
 import { taskStoreMakers } from './task-stores.js'
 

@@ -4,9 +4,9 @@ import { once } from 'node:events'
 import { fileURLToPath } from 'node:url'
 import { setTimeout as sleep } from 'node:timers/promises'
 import { openDatabase } from '../../src/storage/sqlite/database.js'
-import { AuditLog } from '../../src/storage/sqlite/audit.js'
-import { EventStore } from '../../src/storage/sqlite/events.js'
-import { FileTaskStore } from '../../src/storage/file/file-task-store.js'
+import { SqliteAuditLog } from '../../src/storage/sqlite/audit.js'
+import { SqliteEventStore } from '../../src/storage/sqlite/events.js'
+import { FileTaskStore } from '../../src/storage/file/tasks.js'
 import { Reaper } from '../../src/runtime/reaper.js'
 import { FIXTURE_AGENTS_DIR, tempDataDir, type Teardown } from '../helper.js'
 
@@ -45,8 +45,8 @@ function setup (t: Teardown) {
   const db = openDatabase(dataDir)
   t.teardown(() => db.close())
   const store = new FileTaskStore(dataDir, { retryBaseMs: 10, retryCapMs: 20 })
-  const audit = new AuditLog(db)
-  const reaper = new Reaper(store, new EventStore(db), audit)
+  const audit = new SqliteAuditLog(db)
+  const reaper = new Reaper(store, new SqliteEventStore(db), audit)
   return { dataDir, store, audit, reaper }
 }
 

@@ -1,6 +1,6 @@
 import t from 'tap'
 import { readFileSync, renameSync, writeFileSync } from 'node:fs'
-import { FileTaskStore } from '../../src/storage/file/file-task-store.js'
+import { FileTaskStore } from '../../src/storage/file/tasks.js'
 import { GraphFile } from '../../src/storage/file/graph-file.js'
 import { newTaskNode } from '../../src/storage/tasks/task.js'
 import { tempDataDir } from '../helper.js'

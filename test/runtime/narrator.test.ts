@@ -5,14 +5,15 @@ import { once } from 'node:events'
 import { fileURLToPath } from 'node:url'
 import type pg from 'pg'
 import { openDatabase } from '../../src/storage/sqlite/database.js'
-import { EventStore } from '../../src/storage/sqlite/events.js'
+import { SqliteEventStore } from '../../src/storage/sqlite/events.js'
 import { type AppendedEvent, type EventInput, type EventLog } from '../../src/storage/events.js'
 import { openPostgres } from '../../src/storage/postgres/database.js'
 import { PgEventStore } from '../../src/storage/postgres/events.js'
-import { FileTaskStore } from '../../src/storage/file/file-task-store.js'
+import { FileTaskStore } from '../../src/storage/file/tasks.js'
 import { AgentRuntime } from '../../src/runtime/agent-runtime.js'
-import { Narrator, type TaskNarrator } from '../../src/runtime/narrator.js'
-import { PgNarrator } from '../../src/runtime/pg-narrator.js'
+import { type TaskNarrator } from '../../src/storage/tasks/narration.js'
+import { SqliteNarrator } from '../../src/storage/sqlite/narrator.js'
+import { PgNarrator } from '../../src/storage/postgres/narrator.js'
 import { Reaper } from '../../src/runtime/reaper.js'
 import { build, envelope, FIXTURE_AGENTS_DIR, SCRIPTED, tempDataDir } from '../helper.js'
 import { pgDatabase } from '../pg.js'
@@ -39,8 +40,8 @@ const backends: Record<string, (t: Test) => Promise<Backend | undefined>> = {
     const dir = tempDataDir(t)
     const db = openDatabase(dir)
     t.teardown(() => db.close())
-    const events = new EventStore(db)
-    return { events, narrator: new Narrator(events, db), another: async () => new Narrator(events, db), location: dir, env: { DATA_DIR: dir } }
+    const events = new SqliteEventStore(db)
+    return { events, narrator: new SqliteNarrator(events, db), another: async () => new SqliteNarrator(events, db), location: dir, env: { DATA_DIR: dir } }
   },
   postgres: async (t) => {
     const url = await pgDatabase(t)

@@ -4,7 +4,7 @@
 import t, { type Test } from 'tap'
 import { setTimeout as sleep } from 'node:timers/promises'
 import pg from 'pg'
-import { PgTaskStore } from '../../src/storage/postgres/pg-task-store.js'
+import { PgTaskStore } from '../../src/storage/postgres/tasks.js'
 import { claimNode, completeNode } from '../../src/storage/tasks/task-graph.js'
 import type { TaskNode } from '../../src/storage/tasks/task.js'
 import { inTransaction, openPostgres, PG_LOCKS } from '../../src/storage/postgres/database.js'

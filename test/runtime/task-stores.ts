@@ -1,8 +1,8 @@
 /** The task stores the multi-process tests (concurrency, chaos) run against, each with where its worker processes find it. */
 import type { Test } from 'tap'
-import { FileTaskStore } from '../../src/storage/file/file-task-store.js'
-import { PgTaskStore } from '../../src/storage/postgres/pg-task-store.js'
-import { SqliteTaskStore } from '../../src/storage/sqlite/sqlite-task-store.js'
+import { FileTaskStore } from '../../src/storage/file/tasks.js'
+import { PgTaskStore } from '../../src/storage/postgres/tasks.js'
+import { SqliteTaskStore } from '../../src/storage/sqlite/tasks.js'
 import type { TaskStore } from '../../src/storage/tasks/task-store.js'
 import { openDatabase } from '../../src/storage/sqlite/database.js'
 import { openPostgres } from '../../src/storage/postgres/database.js'

@@ -115,7 +115,7 @@ t.test('a clean stop gives running tasks back without using an attempt, and clai
   const closing = app.close()
   await sleep(50)
   // created behind the server's back (another process would), while it drains
-  const { FileTaskStore } = await import('../../src/storage/file/file-task-store.js')
+  const { FileTaskStore } = await import('../../src/storage/file/tasks.js')
   const other = new FileTaskStore(dir)
   await other.create([{ id: 'late', type: 'sleep', inputs: { ms: 10 } }])
   await closing

@@ -5,7 +5,7 @@
  */
 import type { Test } from 'tap'
 import { openDatabase } from '../../src/storage/sqlite/database.js'
-import { AuditLog } from '../../src/storage/sqlite/audit.js'
+import { SqliteAuditLog } from '../../src/storage/sqlite/audit.js'
 import { auditRowFromRaw, hashAuditRow, type AuditRawRow, type AuditRow, type AuditStore } from '../../src/storage/audit.js'
 import { AuditKeyring } from '../../src/storage/audit-key.js'
 import { PgAuditLog } from '../../src/storage/postgres/audit.js'
@@ -31,7 +31,7 @@ export interface AuditSubject {
   database: { DATABASE_URL: string }
   /** What `test/fixtures/scripts/audit-writer.ts` takes: the DATA_DIR or the URL. */
   target: string
-  /** The log (`AuditLog` or `PgAuditLog.open`), with this keyring. */
+  /** The log (`SqliteAuditLog` or `PgAuditLog.open`), with this keyring. */
   open: (keyring?: AuditKeyring, options?: { readOnly?: boolean }) => Promise<AuditStore>
   sql: RawSql
 }
@@ -52,7 +52,7 @@ export const AUDIT_STORES: Record<'sqlite' | 'postgres', (t: Test) => Promise<Au
       dir,
       database: { DATABASE_URL: '' },
       target: dir,
-      open: async (keyring = new AuditKeyring(''), options = {}) => new AuditLog(db, keyring, options),
+      open: async (keyring = new AuditKeyring(''), options = {}) => new SqliteAuditLog(db, keyring, options),
       sql: {
         exec: async (sql) => { db.exec(sql) },
         run: async (sql, ...params) => { db.prepare(sql).run(...params) },

@@ -1,7 +1,7 @@
 import t from 'tap'
 import { statSync } from 'node:fs'
 import { join } from 'node:path'
-import { Checkpointer } from '../../src/storage/sqlite/checkpointer.js'
+import { SqliteCheckpointer } from '../../src/storage/sqlite/checkpointer.js'
 import { DB_FILE, openDatabase } from '../../src/storage/sqlite/database.js'
 import { loadConfig } from '../../src/config.js'
 import { build, tempDataDir, sqliteDb } from '../helper.js'
@@ -17,7 +17,7 @@ t.test('a checkpointer copies the WAL into the database file from its worker thr
   const insert = db.prepare('INSERT INTO scratch (v) VALUES (?)')
   db.transaction(() => { for (let i = 0; i < 2000; i++) insert.run('x'.repeat(500)) })()
   t.equal(statSync(join(dir, DB_FILE)).size, before, 'written to the WAL only')
-  const checkpointer = new Checkpointer(join(dir, DB_FILE), 20)
+  const checkpointer = new SqliteCheckpointer(join(dir, DB_FILE), 20)
   await until('a checkpoint', () => (checkpointer.last?.checkpointed ?? 0) > 0, 10_000)
   t.match(checkpointer.last, { busy: 0 })
   t.ok(statSync(join(dir, DB_FILE)).size > before + 500_000, 'the rows are in the database file')
@@ -50,7 +50,7 @@ t.test('DB_PAGE_SIZE sets the page size of a new database; an existing one keeps
 
 t.test('a checkpointer whose worker cannot open the database says so, and closing it still resolves', async (t) => {
   const failures: unknown[] = []
-  const checkpointer = new Checkpointer('/nonexistent/dir/agent-host.db', 20, (err) => { failures.push(err) })
+  const checkpointer = new SqliteCheckpointer('/nonexistent/dir/agent-host.db', 20, (err) => { failures.push(err) })
   await until('the failure', () => failures.length > 0, 10_000)
   t.match(failures[0], { message: /Cannot open database/ })
   await checkpointer.close()
@@ -62,7 +62,7 @@ t.test('a checkpointer whose worker cannot open the database says so, and closin
 // not open", thrown from the worker's error event, ended a whole group of test files
 t.test('a worker that fails once closing has begun is not reported: there is nothing left to hand checkpoints back to', async (t) => {
   const failures: unknown[] = []
-  const checkpointer = new Checkpointer('/nonexistent/dir/agent-host.db', 20, (err) => { failures.push(err) })
+  const checkpointer = new SqliteCheckpointer('/nonexistent/dir/agent-host.db', 20, (err) => { failures.push(err) })
   await checkpointer.close()
   t.same(failures, [])
 })

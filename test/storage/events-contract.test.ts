@@ -4,7 +4,7 @@ import { once } from 'node:events'
 import { fileURLToPath } from 'node:url'
 import { setTimeout as sleep } from 'node:timers/promises'
 import { openDatabase } from '../../src/storage/sqlite/database.js'
-import { EventStore } from '../../src/storage/sqlite/events.js'
+import { SqliteEventStore } from '../../src/storage/sqlite/events.js'
 import { type AppendedEvent, type EventInput, type EventLog } from '../../src/storage/events.js'
 import { inTransaction, openPostgres } from '../../src/storage/postgres/database.js'
 import { PgEventStore } from '../../src/storage/postgres/events.js'
@@ -19,7 +19,7 @@ const logs: Record<string, (t: Test) => Promise<{ events: EventLog, location: st
     const dir = tempDataDir(t)
     const db = openDatabase(dir)
     t.teardown(() => db.close())
-    return { events: new EventStore(db), location: dir }
+    return { events: new SqliteEventStore(db), location: dir }
   },
   postgres: async (t) => {
     const url = await pgDatabase(t)

@@ -3,7 +3,7 @@ import { join } from 'node:path'
 import Database from 'better-sqlite3'
 import { AH_ERR_STORAGE_BUSY } from '../../src/errors.js'
 import { DB_FILE, openDatabase } from '../../src/storage/sqlite/database.js'
-import { GroupWriter, type CommitStats } from '../../src/storage/sqlite/group-writer.js'
+import { SqliteGroupWriter, type CommitStats } from '../../src/storage/sqlite/group-writer.js'
 import { tempDataDir } from '../helper.js'
 import { holdDbLock } from '../lock-holder.js'
 
@@ -13,7 +13,7 @@ function setup (t: Parameters<typeof tempDataDir>[0], budgetMs = 2000) {
   const db = openDatabase(dir, { busyTimeoutMs: 10 })
   db.exec('CREATE TABLE scratch (id INTEGER PRIMARY KEY, v TEXT NOT NULL)')
   const commits: CommitStats[] = []
-  const writer = new GroupWriter(db, { budgetMs, onCommit: (s) => { commits.push(s) } })
+  const writer = new SqliteGroupWriter(db, { budgetMs, onCommit: (s) => { commits.push(s) } })
   const other = new Database(join(dir, DB_FILE), { readonly: true })
   t.teardown(() => { other.close(); db.close() })
   const insert = db.prepare('INSERT INTO scratch (id, v) VALUES (?, ?)')

@@ -3,14 +3,14 @@ import Database from 'better-sqlite3'
 import { join } from 'node:path'
 import { DB_FILE, migrate, openDatabase } from '../../src/storage/sqlite/database.js'
 import { MIGRATIONS } from '../../src/storage/sqlite/migrations.js'
-import { AuditLog } from '../../src/storage/sqlite/audit.js'
+import { SqliteAuditLog } from '../../src/storage/sqlite/audit.js'
 import { AUDIT_PROGRESS_ROWS } from '../../src/storage/audit.js'
 import { tempDataDir } from '../helper.js'
 
 t.test('verify tells its progress every AUDIT_PROGRESS_ROWS rows, against the last row id', async (t) => {
   const db = openDatabase(tempDataDir(t))
   t.teardown(() => db.close())
-  const audit = new AuditLog(db)
+  const audit = new SqliteAuditLog(db)
   const told: Array<[number, number]> = []
   t.match(audit.verify([], { onProgress: (rows, total) => { told.push([rows, total]) } }), { ok: true, rows: 0 })
   t.same(told, [], 'an empty log: nothing to tell')

@@ -2,15 +2,15 @@ import t, { type Test } from 'tap'
 import { randomUUID } from 'node:crypto'
 import { once } from 'node:events'
 import type { InteractionRecord } from '../../src/protocol/session.js'
-import { AuditLog } from '../../src/storage/sqlite/audit.js'
+import { SqliteAuditLog } from '../../src/storage/sqlite/audit.js'
 import { type AuditInput, type AuditStore } from '../../src/storage/audit.js'
 import { openDatabase } from '../../src/storage/sqlite/database.js'
-import { EventStore } from '../../src/storage/sqlite/events.js'
+import { SqliteEventStore } from '../../src/storage/sqlite/events.js'
 import { type EventInput, type EventLog } from '../../src/storage/events.js'
-import { GroupWriter } from '../../src/storage/sqlite/group-writer.js'
+import { SqliteGroupWriter } from '../../src/storage/sqlite/group-writer.js'
 import { SqliteRunLedger } from '../../src/storage/sqlite/run-ledger.js'
 import { type Recovery, type RunLedger } from '../../src/storage/run-ledger.js'
-import { RunStore } from '../../src/storage/sqlite/runs.js'
+import { SqliteRunStore } from '../../src/storage/sqlite/runs.js'
 import { type JournalRow, type NewRun, type RunRecord } from '../../src/storage/runs.js'
 import { SqliteSessionStore } from '../../src/storage/sqlite/sessions.js'
 import { type HostSessionStore } from '../../src/storage/sessions.js'
@@ -18,7 +18,7 @@ import { PgAuditLog } from '../../src/storage/postgres/audit.js'
 import { openPostgres } from '../../src/storage/postgres/database.js'
 import { PgEventStore } from '../../src/storage/postgres/events.js'
 import { PgGroupWriter } from '../../src/storage/postgres/group-writer.js'
-import { CHANNELS, Notifications } from '../../src/storage/postgres/notifications.js'
+import { CHANNELS, PgNotifications } from '../../src/storage/postgres/notifications.js'
 import { PgRunLedger } from '../../src/storage/postgres/run-ledger.js'
 import { PgSessionStore } from '../../src/storage/postgres/sessions.js'
 import { AGENTS, envelope, tempDataDir } from '../helper.js'
@@ -37,7 +37,7 @@ interface Instance {
   audit: AuditStore
   events: EventLog
   /** PostgreSQL: this instance's listening connection. */
-  notifications?: Notifications
+  notifications?: PgNotifications
 }
 
 /** A database with one instance on it, and a way to start another on the same database. */
@@ -53,12 +53,12 @@ const stores: Record<string, (t: Test) => Promise<Subject | undefined>> = {
     const dir = tempDataDir(t)
     const open = (): Instance => {
       const db = openDatabase(dir)
-      const writer = new GroupWriter(db, { budgetMs: 5000 })
+      const writer = new SqliteGroupWriter(db, { budgetMs: 5000 })
       t.teardown(() => { writer.close(); db.close() })
       const sessions = new SqliteSessionStore(db, writer)
-      const audit = new AuditLog(db)
-      const events = new EventStore(db)
-      return { ledger: new SqliteRunLedger({ store: new RunStore(db), sessions, audit, events, writer }), sessions, audit, events }
+      const audit = new SqliteAuditLog(db)
+      const events = new SqliteEventStore(db)
+      return { ledger: new SqliteRunLedger({ store: new SqliteRunStore(db), sessions, audit, events, writer }), sessions, audit, events }
     }
     return { ...open(), another: async () => open() }
   },
@@ -67,7 +67,7 @@ const stores: Record<string, (t: Test) => Promise<Subject | undefined>> = {
     if (url === undefined) return undefined
     const open = async (): Promise<Instance> => {
       const pool = await openPostgres(url)
-      const notifications = new Notifications({ connectionString: url }, quiet)
+      const notifications = new PgNotifications({ connectionString: url }, quiet)
       await notifications.start()
       const writer = new PgGroupWriter(pool)
       t.teardown(async () => {
@@ -635,7 +635,7 @@ t.test('postgres ledger: how a follower is woken', async (t) => {
   const s = await stores.postgres?.(t)
   if (s === undefined) return
   const follower = await s.another()
-  const notifications = follower.notifications as Notifications
+  const notifications = follower.notifications as PgNotifications
 
   t.test('a notification that came while the follower was reading makes its next wait return at once', async (t) => {
     const run = newRun()
@@ -672,7 +672,7 @@ t.test('postgres ledger: how a follower is woken', async (t) => {
     if (url === undefined) return
     const pool = await openPostgres(url)
     const writer = new PgGroupWriter(pool)
-    const down = new Notifications({ connectionString: url }, quiet)
+    const down = new PgNotifications({ connectionString: url }, quiet)
     t.teardown(async () => { await writer.drain(); await pool.end() })
     t.equal(down.connected, false, 'never started')
     const ledger = new PgRunLedger({ pool, writer, notifications: down, sessions: new PgSessionStore(pool), audit: await PgAuditLog.open(pool), events: new PgEventStore(pool) })

@@ -1,16 +1,16 @@
 import t from 'tap'
 import { openDatabase } from '../../src/storage/sqlite/database.js'
-import { RunStore } from '../../src/storage/sqlite/runs.js'
+import { SqliteRunStore } from '../../src/storage/sqlite/runs.js'
 import { type JournalRow } from '../../src/storage/runs.js'
 import { tempDataDir, type Teardown } from '../helper.js'
 
 const MAIN = 'a0000000-0000-4000-8000-00000000000a'
 const SUB = 'a0000000-0000-4000-8000-00000000000b'
 
-function store (t: Teardown): RunStore {
+function store (t: Teardown): SqliteRunStore {
   const db = openDatabase(tempDataDir(t))
   t.teardown(() => { db.close() })
-  const runs = new RunStore(db)
+  const runs = new SqliteRunStore(db)
   runs.start({ request_id: 'r1', envelope_hash: 'h', envelope: '{}', session_id: 's', agent_id: 'a', main_stream_id: MAIN, owner_instance: 'i', owner_pid: 1, owner_key: null, lease_token: 'tok', lease_expires_at: Date.now() + 60_000 })
   return runs
 }

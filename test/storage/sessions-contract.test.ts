@@ -1,8 +1,8 @@
 import t, { type Test } from 'tap'
 import { openDatabase } from '../../src/storage/sqlite/database.js'
-import { EventStore } from '../../src/storage/sqlite/events.js'
+import { SqliteEventStore } from '../../src/storage/sqlite/events.js'
 import { type EventLog } from '../../src/storage/events.js'
-import { GroupWriter } from '../../src/storage/sqlite/group-writer.js'
+import { SqliteGroupWriter } from '../../src/storage/sqlite/group-writer.js'
 import { inTransaction, openPostgres } from '../../src/storage/postgres/database.js'
 import { PgEventStore } from '../../src/storage/postgres/events.js'
 import { PgSessionStore } from '../../src/storage/postgres/sessions.js'
@@ -29,12 +29,12 @@ const stores: Record<string, (t: Test) => Promise<Subject | undefined>> = {
     const dir = tempDataDir(t)
     const open = (): { db: ReturnType<typeof openDatabase>, sessions: SqliteSessionStore } => {
       const db = openDatabase(dir)
-      const writer = new GroupWriter(db, { budgetMs: 5000 })
+      const writer = new SqliteGroupWriter(db, { budgetMs: 5000 })
       t.teardown(() => { writer.close(); db.close() })
       return { db, sessions: new SqliteSessionStore(db, writer) }
     }
     const { db, sessions } = open()
-    const events = new EventStore(db)
+    const events = new SqliteEventStore(db)
     return {
       sessions,
       events,

@@ -5,7 +5,7 @@ import { ExecutionPlan } from '../../protocol/contract.js'
 import { errorResponse } from '../../protocol/openapi.js'
 import { PlanCreated, PlanProgress } from '../../protocol/plans.js'
 import { ownedBy, TASK_STATUSES, type TaskNode } from '../../storage/tasks/task.js'
-import { criticalPath, planTasks } from '../../runtime/plans.js'
+import { criticalPath, planTasks } from '../../storage/tasks/plans.js'
 import { visibleOwner } from '../../auth/scopes.js'
 
 /** The critical path of a plan's stored tasks, by their plan task ids. */

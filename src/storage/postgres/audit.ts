@@ -36,7 +36,7 @@ const LOCK_AND_HEAD = `SELECT pg_advisory_xact_lock(${PG_LOCKS.audit}); ${HEAD}`
 interface Head { audit_id: number, integrity_hash: string }
 
 /**
- * The audit log on PostgreSQL: the chain of {@link AuditLog} (the same rows, hashes, keys,
+ * The audit log on PostgreSQL: the chain of {@link SqliteAuditLog} (the same rows, hashes, keys,
  * checkpoints, verdicts and messages; see `src/storage/audit.ts`), ONE chain for every instance
  * and worker on the database. Appends take turns on a transaction-scoped advisory lock
  * (`PG_LOCKS.audit`), held from the moment the head is read until the append's transaction

@@ -37,7 +37,7 @@ export async function notifyIn (client: pg.ClientBase, channel: Channel, ids: Re
  * while it is down {@link connected} is false and waiters fall back to polling, so a lost
  * notification costs latency, never correctness.
  */
-export class Notifications {
+export class PgNotifications {
   readonly #config: pg.ClientConfig
   readonly #log: { warn: (obj: object, msg: string) => void }
   readonly #listeners = new Map<Channel, Set<(id: string) => void>>()

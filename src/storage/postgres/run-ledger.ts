@@ -7,7 +7,7 @@ import type { Recovery, RunEnd, RunLedger } from '../run-ledger.js'
 import { batchOf, frameHead, journalRows, ordIn, type JournalRow, type NewRun, type Renewal, type RunFilter, type RunRecord, type StoredBatch } from '../runs.js'
 import { isUnavailable } from '../busy.js'
 import { WRITE_RANK, type PgGroupWriter } from './group-writer.js'
-import { CHANNELS, notifyIn, type Notifications } from './notifications.js'
+import { CHANNELS, notifyIn, type PgNotifications } from './notifications.js'
 import { PgReadBatch } from './read-batch.js'
 import { claimingCte, INTERACTION_ARRAYS, interactionArrays, recordingCtes } from './sessions.js'
 
@@ -19,7 +19,7 @@ export interface PgLedgerParts {
   pool: pg.Pool
   /** Group commit: the runs' writes of one turn in one transaction. */
   writer: PgGroupWriter
-  notifications: Notifications
+  notifications: PgNotifications
   sessions: {
     recordIn: (client: pg.ClientBase, record: InteractionRecord) => Promise<unknown>
     keyOf: (sessionId: string) => Awaitable<string | null | undefined>

@@ -12,7 +12,7 @@ import { type AuditInput, type AuditQuery, type AuditRawRow, type AuditRow, type
  * Appends run in an immediate transaction: processes sharing the file take turns and the chain
  * never forks. Every call answers at once, so an append composes inside the group commit.
  */
-export class AuditLog implements AuditStore {
+export class SqliteAuditLog implements AuditStore {
   readonly #db: Db
   readonly #keyring: AuditKeyring
   readonly #append: (input: AuditInput) => AuditRow

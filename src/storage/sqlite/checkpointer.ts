@@ -44,7 +44,7 @@ export interface CheckpointResult {
  * PASSIVE checkpoints never wait for readers or writers; several processes on one DATA_DIR may each
  * run one (SQLite lets one checkpoint run at a time).
  */
-export class Checkpointer {
+export class SqliteCheckpointer {
   readonly #worker: Worker
   readonly #exited: Promise<void>
   #last: CheckpointResult | undefined

@@ -8,7 +8,7 @@ import { EVENT_FILTERS, type EventAuthor, type EventInput, type EventLog, type E
  * session and trace they belong to. `appended` fires after each local append (followers also poll,
  * to see other processes' writes).
  */
-export class EventStore implements EventLog {
+export class SqliteEventStore implements EventLog {
   readonly #db: Db
   readonly #insert
   readonly appended = new EventEmitter()

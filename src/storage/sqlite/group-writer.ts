@@ -51,7 +51,7 @@ export const COMMIT_ATTRIBUTES = {
  * While another process holds the write lock the batch is retried without blocking the loop
  * (5 ms doubling to 200 ms); writes whose budget runs out first fail with 503 `AH_ERR_STORAGE_BUSY`.
  */
-export class GroupWriter {
+export class SqliteGroupWriter {
   readonly #options: GroupWriterOptions
   readonly #commit: Database.Transaction<(batch: Entry[]) => void>
   readonly #savepoint: (op: () => unknown) => unknown

@@ -1,22 +1,22 @@
 import type { InteractionRecord } from '../../protocol/session.js'
 import type { AuditInput } from '../audit.js'
 import type { EventInput } from '../events.js'
-import type { RunStore } from './runs.js'
+import type { SqliteRunStore } from './runs.js'
 import type { JournalRow, NewRun, Renewal, RunFilter, RunRecord } from '../runs.js'
-import type { AuditLog } from './audit.js'
-import type { EventStore } from './events.js'
+import type { SqliteAuditLog } from './audit.js'
+import type { SqliteEventStore } from './events.js'
 import type { SqliteSessionStore } from './sessions.js'
-import type { GroupWriter } from './group-writer.js'
+import type { SqliteGroupWriter } from './group-writer.js'
 import { type Recovery, type RunEnd, type RunLedger } from '../run-ledger.js'
 
 /** The SQLite stores a {@link SqliteRunLedger} writes, all on one database. */
 export interface SqliteLedgerStores {
-  store: RunStore
+  store: SqliteRunStore
   sessions: SqliteSessionStore
-  audit: AuditLog
-  events: EventStore
+  audit: SqliteAuditLog
+  events: SqliteEventStore
   /** Group commit: every write but recovery goes through it. */
-  writer: GroupWriter
+  writer: SqliteGroupWriter
 }
 
 /**

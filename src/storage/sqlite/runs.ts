@@ -9,7 +9,7 @@ import { type JournalRow, type NewRun, type Renewal, type RunFilter, type RunRec
  * Every write of a running run is fenced by its lease token: a process whose lease was taken (it
  * was paused or cut off past its lease and the run was recovered elsewhere) changes nothing.
  */
-export class RunStore {
+export class SqliteRunStore {
   readonly #db: Db
   /** Packets waiting for the next flush: request id → [lease token, rows]. */
   readonly #pending = new Map<string, { token: string, rows: JournalRow[] }>()

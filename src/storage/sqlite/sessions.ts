@@ -1,5 +1,5 @@
 import type { Interaction, InteractionRecord, RecallHit, SessionHandle, SessionIdentity } from '../../protocol/session.js'
-import type { GroupWriter } from './group-writer.js'
+import type { SqliteGroupWriter } from './group-writer.js'
 import type { Db } from './database.js'
 import { type HostSessionStore, INDEX_BATCH, type InteractionRow, ftsQuery, normaliseRank, recallRows, toInteraction, valueText, type JsonObject } from '../sessions.js'
 
@@ -28,10 +28,10 @@ export class SqliteSessionStore implements HostSessionStore {
   readonly #unindexed
 
   /** Where agents' `store()` and a recall's pending index work go: the engine's group commit. */
-  readonly #writer: GroupWriter
+  readonly #writer: SqliteGroupWriter
 
   /** @param writer the group writer (an agent's `store()` resolves once its commit is durable) */
-  constructor (db: Db, writer: GroupWriter) {
+  constructor (db: Db, writer: SqliteGroupWriter) {
     this.#db = db
     this.#writer = writer
     this.#touch = db.prepare(`INSERT INTO sessions (session_id, user_id, created_at, updated_at) VALUES (@session_id, @user_id, @now, @now)

@@ -5,7 +5,7 @@ import { createServer, type AddressInfo, type Socket } from 'node:net'
 import { fileURLToPath } from 'node:url'
 import pg from 'pg'
 import { inTransaction, openPostgres } from '../../../src/storage/postgres/database.js'
-import { CHANNELS, Notifications, notifyIn, type Channel } from '../../../src/storage/postgres/notifications.js'
+import { CHANNELS, PgNotifications, notifyIn, type Channel } from '../../../src/storage/postgres/notifications.js'
 import { until } from '../../socket.js'
 import { pgDatabase } from '../../pg.js'
 
@@ -14,13 +14,13 @@ const ROOT = fileURLToPath(new URL('../../../', import.meta.url))
 let listeners = 0
 
 /** A database, a pool to notify from, and a started listener on it (closed after the test) with the warnings it logged. */
-async function setup (t: Test): Promise<{ url: string, pool: pg.Pool, notifications: Notifications, name: string, warnings: Array<{ obj: object, msg: string }> } | undefined> {
+async function setup (t: Test): Promise<{ url: string, pool: pg.Pool, notifications: PgNotifications, name: string, warnings: Array<{ obj: object, msg: string }> } | undefined> {
   const url = await pgDatabase(t)
   if (url === undefined) return undefined
   const pool = await openPostgres(url)
   const name = `notifications test ${process.pid} ${++listeners}`
   const warnings: Array<{ obj: object, msg: string }> = []
-  const notifications = new Notifications({ connectionString: url, application_name: name }, { warn: (obj, msg) => { warnings.push({ obj, msg }) } })
+  const notifications = new PgNotifications({ connectionString: url, application_name: name }, { warn: (obj, msg) => { warnings.push({ obj, msg }) } })
   t.teardown(async () => {
     await notifications.close()
     await pool.end()
@@ -152,7 +152,7 @@ async function silentServer (t: Test): Promise<{ port: number, connections: () =
 
 t.test('closed while its first connect hangs, start settles (it does not wait for a server that never answers)', async (t) => {
   const silent = await silentServer(t)
-  const listener = new Notifications({ host: '127.0.0.1', port: silent.port, user: 'nobody', database: 'none' }, { warn: () => {} })
+  const listener = new PgNotifications({ host: '127.0.0.1', port: silent.port, user: 'nobody', database: 'none' }, { warn: () => {} })
   const started = listener.start()
   await until('the first connect', () => silent.connections() === 1)
   const closed = listener.close()
@@ -169,7 +169,7 @@ t.test('a connect the server never answers times out (10 s unless told otherwise
   const silent = await silentServer(t)
   const warnings: string[] = []
   // no connectionTimeoutMillis given: the listener's own default applies (pg's is to wait forever)
-  const listener = new Notifications({ host: '127.0.0.1', port: silent.port, user: 'nobody', database: 'none' }, { warn: (_obj, msg) => { warnings.push(msg) } })
+  const listener = new PgNotifications({ host: '127.0.0.1', port: silent.port, user: 'nobody', database: 'none' }, { warn: (_obj, msg) => { warnings.push(msg) } })
   t.teardown(async () => { await listener.close() })
   const started = listener.start()
   // bounded: without a timeout the first connect would wait for the server forever

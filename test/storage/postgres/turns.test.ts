@@ -11,7 +11,7 @@ import { PgAuditLog } from '../../../src/storage/postgres/audit.js'
 import { openPostgres } from '../../../src/storage/postgres/database.js'
 import { PgEventStore } from '../../../src/storage/postgres/events.js'
 import { PgGroupWriter } from '../../../src/storage/postgres/group-writer.js'
-import { Notifications } from '../../../src/storage/postgres/notifications.js'
+import { PgNotifications } from '../../../src/storage/postgres/notifications.js'
 import { PgRunLedger } from '../../../src/storage/postgres/run-ledger.js'
 import { PgSessionStore } from '../../../src/storage/postgres/sessions.js'
 import type { NewRun } from '../../../src/storage/runs.js'
@@ -31,7 +31,7 @@ async function setup (t: Test): Promise<Setup | undefined> {
   const url = await pgDatabase(t)
   if (url === undefined) return undefined
   const pool = await openPostgres(url)
-  const notifications = new Notifications({ connectionString: url }, { warn: () => {} })
+  const notifications = new PgNotifications({ connectionString: url }, { warn: () => {} })
   await notifications.start()
   const commits: Setup['commits'] = []
   const writer = new PgGroupWriter(pool, { onCommit: (stats) => { commits.push(stats) } })

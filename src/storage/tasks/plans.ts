@@ -1,7 +1,7 @@
-import { AH_ERR_TASK_INVALID, withDetails } from '../errors.js'
-import type { ExecutionPlan } from '../protocol/contract.js'
-import { findCycle } from '../storage/tasks/task-graph.js'
-import type { NewTask, TaskNode } from '../storage/tasks/task.js'
+import { AH_ERR_TASK_INVALID, withDetails } from '../../errors.js'
+import type { ExecutionPlan } from '../../protocol/contract.js'
+import { findCycle } from './task-graph.js'
+import type { NewTask, TaskNode } from './task.js'
 
 /** The longest task id of the graph (what `POST /v1/tasks` and the task routes take). */
 const MAX_TASK_ID = 128

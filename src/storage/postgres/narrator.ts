@@ -1,8 +1,8 @@
 import type pg from 'pg'
-import type { AppendedEvent } from '../storage/events.js'
-import { inTransaction, PG_LOCKS } from '../storage/postgres/database.js'
-import type { PgEventStore } from '../storage/postgres/events.js'
-import { conversationsToNarrate, narrationQuery, narrationStep, TASK_RESULT_TYPES, type NarrationHint, type NarrationStep, type TaskNarrator, type TaskResultRow } from './narrator.js'
+import type { AppendedEvent } from '../events.js'
+import { inTransaction, PG_LOCKS } from './database.js'
+import type { PgEventStore } from './events.js'
+import { conversationsToNarrate, narrationQuery, narrationStep, TASK_RESULT_TYPES, type NarrationHint, type NarrationStep, type TaskNarrator, type TaskResultRow } from '../tasks/narration.js'
 
 const LOCK = 'SELECT pg_advisory_xact_lock($1)'
 const FOLLOWED = 'SELECT seq FROM narrator_state WHERE id = 1'

@@ -1,9 +1,7 @@
 import { randomUUID } from 'node:crypto'
-import type { Awaitable } from '../storage/awaitable.js'
-import type { Db } from '../storage/sqlite/database.js'
-import type { EventStore } from '../storage/sqlite/events.js'
-import type { EventInput, EventQuery } from '../storage/events.js'
-import type { StoredEvent } from '../protocol/events.js'
+import type { Awaitable } from '../awaitable.js'
+import type { EventInput, EventQuery } from '../events.js'
+import type { StoredEvent } from '../../protocol/events.js'
 
 /** Hints that always open the gate. */
 export const NARRATION_HINTS = ['user_waiting', 'task_completed', 'agent_failed'] as const
@@ -30,7 +28,7 @@ const WINDOW = 500
  * conversation — is stored, and each step is one transaction that excludes every other narrator's
  * on the same database, so across restarts, processes and instances every event is narrated once.
  *
- * {@link Narrator} (SQLite) answers at once, `PgNarrator` (`pg-narrator.ts`) with promises:
+ * `SqliteNarrator` (`storage/sqlite/narrator.ts`) answers at once, `PgNarrator` (`storage/postgres/narrator.ts`) with promises:
  * callers `await` every call. Both apply the rules of this file ({@link narrationStep},
  * {@link conversationsToNarrate}).
  */
@@ -118,58 +116,5 @@ export function narrationStep (conversationId: string, hint: NarrationHint | und
   return {
     event: { ...base, type: 'NARRATION', visibility: 'user', event: { text, hint: hint ?? null, based_on: recent.map((e) => e.seq) } },
     place: recent.at(-1)?.seq ?? since
-  }
-}
-
-/**
- * The narrator on SQLite (see {@link TaskNarrator}): each step is one immediate transaction, so
- * narrators in several processes on one DATA_DIR take turns.
- */
-export class Narrator implements TaskNarrator {
-  readonly #events: EventStore
-  readonly #db: Db
-  readonly #conversationSeq
-  readonly #setConversationSeq
-  readonly #followed
-  readonly #setFollowed
-  readonly #results
-
-  constructor (events: EventStore, db: Db) {
-    this.#events = events
-    this.#db = db
-    this.#conversationSeq = db.prepare('SELECT seq FROM narrations WHERE session_id = ?').pluck()
-    this.#setConversationSeq = db.prepare('INSERT INTO narrations (session_id, seq) VALUES (?, ?) ON CONFLICT (session_id) DO UPDATE SET seq = excluded.seq')
-    this.#followed = db.prepare('SELECT seq FROM narrator_state WHERE id = 1').pluck()
-    this.#setFollowed = db.prepare('UPDATE narrator_state SET seq = ? WHERE id = 1')
-    this.#results = db.prepare(`SELECT seq, session_id, owner_key, type, body FROM events
-      WHERE seq > ? AND kind = 'task' AND type IN (${TASK_RESULT_TYPES.map(() => '?').join(', ')}) AND session_id IS NOT NULL ORDER BY seq LIMIT ?`)
-  }
-
-  narrate (conversationId: string, hint?: NarrationHint, owner: string | null = null): number | undefined {
-    return this.#db.transaction(() => this.#narrate(conversationId, hint, owner)).immediate()
-  }
-
-  follow (limit = 500): number {
-    return this.#db.transaction(() => {
-      const rows = this.#results.all(this.#followed.get(), ...TASK_RESULT_TYPES, limit) as TaskResultRow[]
-      if (rows.length === 0) return 0
-      let spoken = 0
-      for (const { conversation, owner, hint } of conversationsToNarrate(rows)) if (this.#narrate(conversation, hint, owner) !== undefined) spoken++
-      this.#setFollowed.run((rows.at(-1) as TaskResultRow).seq)
-      return spoken
-    }).immediate()
-  }
-
-  #narrate (conversationId: string, hint: NarrationHint | undefined, owner: string | null): number | undefined {
-    // the place of an owner's conversation is kept apart from another's of the same id (the host's own under the bare id, as before owners)
-    const place = owner === null ? conversationId : `${owner}\u0000${conversationId}`
-    const since = (this.#conversationSeq.get(place) as number | undefined) ?? 0
-    const step = narrationStep(conversationId, hint, owner, since, this.#events.list(narrationQuery(conversationId, owner, since)))
-    if (step.place === undefined) {
-      this.#events.append(step.event, 'narrator')
-      return undefined
-    }
-    this.#setConversationSeq.run(place, step.place)
-    return this.#events.append(step.event, 'narrator')
   }
 }

@@ -1,8 +1,6 @@
 import type { Statement } from 'better-sqlite3'
-import type { Db } from '../storage/sqlite/database.js'
-import { BOOTSTRAP_KEY_NAME, checkKey, ConfigKeys, nameFree, namedKey, newKeyRow, splitKey, toRecord, type ApiKeyRecord, type ConfigKey, type Identity, type KeyRefusal, type KeyRow, type KeyStore as KeyStoreContract, type NewKey } from '../storage/api-keys.js'
-
-export { BOOTSTRAP_KEY_NAME, type ApiKeyRecord, type ConfigKey, type Identity, type KeyRefusal, type KeyStoreContract, type NewKey }
+import type { Db } from './database.js'
+import { BOOTSTRAP_KEY_NAME, checkKey, ConfigKeys, nameFree, namedKey, newKeyRow, splitKey, toRecord, type ApiKeyRecord, type ConfigKey, type Identity, type KeyRefusal, type KeyRow, type KeyStore as KeyStoreContract, type NewKey } from '../api-keys.js'
 
 /**
  * API keys in SQLite (the {@link KeyStoreContract} contract; synchronous): made with `agent-host keys create`
@@ -73,6 +71,3 @@ export class SqliteKeyStore implements KeyStoreContract {
     return checkKey(this.#byId.get(id) as KeyRow | undefined, secret, now)
   }
 }
-
-/** The caller when AUTH_MODE is off: anonymous, holding every scope. */
-export const ANONYMOUS: Identity = { id: 'anonymous', name: 'anonymous', scopes: new Set(['admin']), agents: null, anonymous: true }
