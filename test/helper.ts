@@ -9,6 +9,7 @@ import type { SqliteGroupWriter } from '../src/storage/sqlite/group-writer.js'
 import type { SqliteSessionStore } from '../src/storage/sqlite/sessions.js'
 import { SqliteRunStore } from '../src/storage/sqlite/runs.js'
 import type { SqliteAuditLog } from '../src/storage/sqlite/audit.js'
+import type { SqliteStores } from '../src/storage/sqlite/index.js'
 import { buildApp } from '../src/app.js'
 import { loadConfig, type Config } from '../src/config.js'
 
@@ -106,22 +107,25 @@ export function envelope (agentId: string, payload: Record<string, unknown> = { 
   }
 }
 
+/** The stores of an app built on SQLite (tests that look at or tamper with its file). */
+export function sqliteStores (app: FastifyInstance): SqliteStores {
+  if (app.stores.driver !== 'sqlite') throw new Error('this test needs the SQLite backend')
+  return app.stores as SqliteStores
+}
+
 /** The SQLite database of an app built on SQLite (tests that look at or tamper with its file). */
 export function sqliteDb (app: FastifyInstance): Database.Database {
-  if (app.storage.kind !== 'sqlite') throw new Error('this test needs the SQLite backend')
-  return app.storage.db
+  return sqliteStores(app).db
 }
 
 /** The group writer of an app built on SQLite. */
 export function sqliteWriter (app: FastifyInstance): SqliteGroupWriter {
-  if (app.storage.kind !== 'sqlite') throw new Error('this test needs the SQLite backend')
-  return app.storage.writer
+  return sqliteStores(app).writer
 }
 
 /** The session store of an app built on SQLite (its search index is SQLite's own). */
 export function sqliteSessions (app: FastifyInstance): SqliteSessionStore {
-  if (app.storage.kind !== 'sqlite') throw new Error('this test needs the SQLite backend')
-  return app.sessions as SqliteSessionStore
+  return sqliteStores(app).sessions
 }
 
 /** The run store of an app built on SQLite, read synchronously. */
@@ -131,6 +135,5 @@ export function sqliteRuns (app: FastifyInstance): SqliteRunStore {
 
 /** The audit log of an app built on SQLite, read synchronously. */
 export function sqliteAudit (app: FastifyInstance): SqliteAuditLog {
-  if (app.storage.kind !== 'sqlite') throw new Error('this test needs the SQLite backend')
-  return app.storage.audit
+  return sqliteStores(app).audit
 }

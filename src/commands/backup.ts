@@ -1,5 +1,6 @@
 import { loadConfig } from '../config.js'
 import { USAGE } from './usage.js'
+import { driverOf } from '../plugins/storage.js'
 import { backupDataDir, backupRefusal, BACKUP_MANIFEST, type BackupManifest } from '../backup.js'
 import type { CommandIo } from './shared.js'
 
@@ -33,7 +34,7 @@ function backupLines (manifest: BackupManifest): string[] {
 export async function backup (values: { to?: string, json?: boolean }, env: Record<string, string | undefined>, io: CommandIo): Promise<number> {
   if (values.to === undefined || values.to === '') { io.err(`backup needs --to DIR\n\n${USAGE}`); return 2 }
   const config = loadConfig(env)
-  const database = config.DATABASE_URL === '' ? 'sqlite' : 'postgres'
+  const database = driverOf(config)
   const options = { dataDir: config.DATA_DIR, to: values.to, database, graphLock: { staleMs: config.TASK_LOCK_STALE_MS } } as const
   const refused = backupRefusal(options)
   if (refused !== undefined) { io.err(`backup refused: ${refused}`); return 2 }

@@ -1,16 +1,9 @@
 import { userInfo } from 'node:os'
-import type pg from 'pg'
-import { auditKeysRetired, loadConfig } from '../config.js'
+import { loadConfig } from '../config.js'
 import { USAGE } from './usage.js'
-import { openData, table, type CommandIo } from './shared.js'
-import { AuditKeyring } from '../storage/audit-key.js'
-import { SqliteAuditLog } from '../storage/sqlite/audit.js'
-import { PgAuditLog } from '../storage/postgres/audit.js'
-import { PgKeyStore } from '../storage/postgres/keys.js'
-import { inTransaction, openPostgres } from '../storage/postgres/database.js'
+import { openCommandStores, table, type CommandIo } from './shared.js'
 import { loadAgents } from '../agents/loader.js'
-import { SqliteKeyStore } from '../storage/sqlite/keys.js'
-import { type ApiKeyRecord, type NewKey } from '../storage/api-keys.js'
+import { type ApiKeyRecord } from '../storage/api-keys.js'
 import { SCOPES } from '../auth/scopes.js'
 import { AH_ERR_KEY_NAME_AMBIGUOUS, AH_ERR_KEY_NAME_TAKEN } from '../errors.js'
 
@@ -60,11 +53,12 @@ export async function keys (sub: string | undefined, target: string | undefined,
   }
   // who ran the command on this machine: the operating-system user (keys are made outside the HTTP API)
   const actor = `cli:${userInfo().username}`
-  const keyring = new AuditKeyring(config.AUDIT_KEY, auditKeysRetired(config))
-  const store = config.DATABASE_URL !== '' ? await pgKeys(config.DATABASE_URL, keyring, actor, io) : sqliteKeys(config.DATA_DIR, keyring, actor, io)
+  // the stored keys only: those of API_KEYS live in the environment, and are neither listed nor revoked here
+  const stores = await openCommandStores({ ...config, API_KEYS: '' }, 'keys', io)
+  const store = stores.keys
   try {
     if (sub === 'create') {
-      const { key, record } = await store.create({ name: values.name as string, scopes: list(values.scopes), ...(agents.length > 0 ? { agents } : {}), ...(expiresAt !== undefined ? { expiresAt } : {}) })
+      const { key, record } = await store.create({ name: values.name as string, scopes: list(values.scopes), ...(agents.length > 0 ? { agents } : {}), ...(expiresAt !== undefined ? { expiresAt } : {}) }, actor)
       io.out(key)
       io.err(`key ${record.id} "${record.name}" made; it is shown only now`)
       return 0
@@ -78,7 +72,7 @@ export async function keys (sub: string | undefined, target: string | undefined,
       ]), io)
       return 0
     }
-    const revoked = target === undefined ? 0 : await store.revoke(target)
+    const revoked = target === undefined ? 0 : await store.revoke(target, actor)
     if (revoked === 0) { io.err(`no active key with id or name "${target ?? ''}"`); return 1 }
     io.out(`revoked ${revoked} key(s)`)
     return 0
@@ -87,76 +81,6 @@ export async function keys (sub: string | undefined, target: string | undefined,
     if (err instanceof AH_ERR_KEY_NAME_TAKEN || err instanceof AH_ERR_KEY_NAME_AMBIGUOUS) { io.err((err as Error).message); return 1 }
     throw err
   } finally {
-    await store.close()
-  }
-}
-
-/** The keys as `agent-host keys` changes them: each change with its audit row. */
-interface KeysCommandStore {
-  create: (options: NewKey) => Promise<{ key: string, record: ApiKeyRecord }>
-  list: () => Promise<ApiKeyRecord[]>
-  /** Revoke by id or name; audited when something was revoked. */
-  revoke: (target: string) => Promise<number>
-  close: () => Promise<void>
-}
-
-function keyCreated (record: ApiKeyRecord): Record<string, unknown> {
-  return { name: record.name, scopes: record.scopes, agents: record.agents, expires_at: record.expires_at }
-}
-
-/** The keys of DATA_DIR's SQLite database. */
-function sqliteKeys (dataDir: string, keyring: AuditKeyring, actor: string, io: CommandIo): KeysCommandStore {
-  const db = openData(dataDir, io)
-  const store = new SqliteKeyStore(db)
-  const audit = (action: string, resource: string, details: Record<string, unknown>): void => {
-    new SqliteAuditLog(db, keyring).append({ actor, action, resource, success: true, details })
-  }
-  return {
-    create: async (options) => {
-      const made = store.create(options)
-      audit('key.create', made.record.id, keyCreated(made.record))
-      return made
-    },
-    list: async () => store.list(),
-    revoke: async (target) => {
-      const revoked = store.revoke(target)
-      if (revoked > 0) audit('key.revoke', target, { keys: revoked })
-      return revoked
-    },
-    close: async () => { db.close() }
-  }
-}
-
-/** The keys of DATABASE_URL's PostgreSQL database (migrated first): a key and its audit row are committed together. */
-async function pgKeys (url: string, keyring: AuditKeyring, actor: string, io: CommandIo): Promise<KeysCommandStore> {
-  const progress = io.progress
-  let pool: pg.Pool
-  try {
-    pool = await openPostgres(url, { max: 2, applicationName: 'agent-host keys', ...(progress !== undefined ? { onMigration: (step, index, pending) => { progress.update(index, pending, `migrating the database (${step.version}: ${step.description})`) } } : {}) })
-  } finally {
-    progress?.end()
-  }
-  const opened = pool
-  const store = new PgKeyStore(opened)
-  let audit: PgAuditLog
-  try {
-    audit = await PgAuditLog.open(opened, keyring)
-  } catch (err) {
-    await opened.end()
-    throw err
-  }
-  return {
-    create: async (options) => await inTransaction(opened, async (client) => {
-      const made = await store.createIn(client, options)
-      await audit.appendIn(client, { actor, action: 'key.create', resource: made.record.id, success: true, details: keyCreated(made.record) })
-      return made
-    }),
-    list: async () => await store.list(),
-    revoke: async (target) => await inTransaction(opened, async (client) => {
-      const revoked = await store.revokeIn(client, target)
-      if (revoked > 0) await audit.appendIn(client, { actor, action: 'key.revoke', resource: target, success: true, details: { keys: revoked } })
-      return revoked
-    }),
-    close: async () => { await opened.end() }
+    await stores.close()
   }
 }

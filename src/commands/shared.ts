@@ -1,5 +1,7 @@
-/** What the commands share: where they write, DATA_DIR's database, and tables for people or pipes. */
-import { openDatabase, type Db } from '../storage/sqlite/database.js'
+/** What the commands share: where they write, the stores, and tables for people or pipes. */
+import type { Config } from '../config.js'
+import { openStores } from '../plugins/storage.js'
+import type { Stores } from '../storage/stores.js'
 import type { Progress } from '../terminal-progress.js'
 
 /** Where a command writes, and what stops a long-running one. */
@@ -16,14 +18,23 @@ export interface CommandIo {
   outIsTerminal?: boolean
 }
 
-/** DATA_DIR's database, its pending migrations (if any) shown on `io.progress`. */
-export function openData (dataDir: string, io: CommandIo): Db {
+/**
+ * The stores the server uses (DATABASE_URL's, else DATA_DIR's), without a server's background work;
+ * pending migrations (if any) shown on `io.progress`. `name` is the process's in the database
+ * (`agent-host <name>`, PostgreSQL's `application_name`).
+ */
+export async function openCommandStores (config: Config, name: string, io: CommandIo): Promise<Stores> {
   const progress = io.progress
-  if (progress === undefined) return openDatabase(dataDir)
+  const line = (level: string) => (obj: object, msg: string) => { io.err(JSON.stringify({ level, msg, ...obj })) }
   try {
-    return openDatabase(dataDir, { onMigration: (step, index, pending) => { progress.update(index, pending, `migrating the database (${step.version}: ${step.description})`) } })
+    return await openStores(config, {
+      instanceId: name,
+      log: { info: line('info'), warn: line('warn'), error: line('error') },
+      serving: false,
+      ...(progress !== undefined ? { onMigration: (step, index, pending) => { progress.update(index, pending, `migrating the database (${step.version}: ${step.description})`) } } : {})
+    })
   } finally {
-    progress.end()
+    progress?.end()
   }
 }
 

@@ -4,9 +4,7 @@ import { PushConfigs } from '../a2a/push-configs.js'
 import { PushDelivery } from '../a2a/push-delivery.js'
 import { projectionOf } from '../a2a/task-projection.js'
 import { PushSender } from '../a2a/push-sender.js'
-import { sqlitePushChanges, SqlitePushStore } from '../storage/sqlite/a2a-push.js'
-import { type A2APushStore, type PushConfigChanges } from '../storage/a2a-push.js'
-import { pgPushChanges, PgPushStore } from '../storage/postgres/a2a-push.js'
+import { type A2APushStore } from '../storage/a2a-push.js'
 
 declare module 'fastify' {
   interface FastifyInstance {
@@ -22,22 +20,11 @@ declare module 'fastify' {
  */
 async function a2aPush (app: FastifyInstance): Promise<void> {
   const config = app.config
-  const backend = app.storage
-  let store: A2APushStore
-  let changes: PushConfigChanges
-  if (backend.kind === 'sqlite') {
-    const sqliteStore = new SqlitePushStore(backend.db)
-    store = sqliteStore
-    changes = sqlitePushChanges(sqliteStore, backend.audit, async (op) => await backend.writer.write(op))
-  } else {
-    const pgStore = new PgPushStore(backend.pool)
-    store = pgStore
-    changes = pgPushChanges(backend.pool, pgStore, backend.audit)
-  }
+  const { store, changes } = app.stores.push
   const delivery = new PushDelivery({
     store,
     runs: app.ledger,
-    write: backend.write,
+    write: app.stores.write,
     sender: new PushSender({ timeoutMs: config.A2A_PUSH_TIMEOUT_MS, allowPrivate: config.A2A_PUSH_ALLOW_PRIVATE }),
     projectionOf: (record) => projectionOf(record, app.agents.get(record.agent_id)?.manifest.metadata.name ?? record.agent_id),
     settings: {

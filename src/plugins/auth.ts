@@ -1,11 +1,8 @@
 import fp from 'fastify-plugin'
 import type { FastifyInstance, FastifyReply, FastifyRequest } from 'fastify'
 import { identityOf, jwtOptions, refusalOf, type Refusal } from '../auth/jwt.js'
-import { SqliteKeyStore } from '../storage/sqlite/keys.js'
 import { ANONYMOUS, BOOTSTRAP_KEY_NAME, type Identity, type KeyStore as KeyStoreContract } from '../storage/api-keys.js'
-import { PgKeyStore } from '../storage/postgres/keys.js'
 import { grants, isPublic, ROUTE_SCOPES, routeKey } from '../auth/scopes.js'
-import { parseApiKeys } from '../config.js'
 import { AH_ERR_AUTH_REQUIRED, AH_ERR_FORBIDDEN, AH_ERR_REQUEST_INVALID } from '../errors.js'
 import { ErrorBody } from '../protocol/response.js'
 
@@ -32,8 +29,7 @@ const NOBODY: Identity = { id: 'none', name: 'none', scopes: new Set(), agents: 
  */
 async function auth (app: FastifyInstance): Promise<void> {
   const config = app.config
-  const configKeys = parseApiKeys(config.API_KEYS)
-  const keys: KeyStoreContract = app.storage.kind === 'sqlite' ? new SqliteKeyStore(app.storage.db, configKeys) : new PgKeyStore(app.storage.pool, { configKeys })
+  const keys = app.stores.keys
   app.decorate('keys', keys)
   app.decorateRequest('identity', null as unknown as Identity)
   app.addHook('onRequest', async (request) => {

@@ -1,8 +1,6 @@
 import fp from 'fastify-plugin'
 import type { FastifyInstance } from 'fastify'
 import { EventBus } from '../bus/event-bus.js'
-import { SqliteBusStore } from '../storage/sqlite/bus.js'
-import { PgBusStore } from '../storage/postgres/bus.js'
 
 declare module 'fastify' {
   interface FastifyInstance {
@@ -18,8 +16,8 @@ declare module 'fastify' {
 async function bus (app: FastifyInstance): Promise<void> {
   const config = app.config
   const eventBus = new EventBus({
-    store: app.storage.kind === 'sqlite' ? new SqliteBusStore(app.storage.db) : new PgBusStore(app.storage.pool),
-    write: app.storage.write,
+    store: app.stores.bus,
+    write: app.stores.write,
     instanceId: app.instanceId,
     pollMs: config.BUS_POLL_MS,
     leaseMs: config.BUS_LEASE_MS,

@@ -5,8 +5,6 @@ import { isPublic } from '../auth/scopes.js'
 import { AH_ERR_RATE_LIMITED, AH_ERR_TOO_MANY_STREAMS, withDetails } from '../errors.js'
 import { MemoryRateLimitStore } from '../http/rate-limit-store.js'
 import { StreamGate } from '../http/stream-gate.js'
-import { pgRateLimitStore } from '../storage/postgres/rate-limit-store.js'
-import { PgStreamGate } from '../storage/postgres/stream-slots.js'
 import { ErrorBody } from '../protocol/response.js'
 
 /** The limits a route applies itself (the per-caller rate limit applies to every scoped route). */
@@ -58,15 +56,13 @@ export function callerOf (request: FastifyRequest): string {
  */
 async function limits (app: FastifyInstance): Promise<void> {
   const config = app.config
-  const backend = app.storage
-  // with PostgreSQL the counts are shared by every instance: N a minute means N across the cluster
+  const shared = app.stores.rateLimits
+  // counts the database shares are shared by every instance (N a minute means N across the cluster)
   await app.register(rateLimit, {
     global: false,
     timeWindow: config.RATE_LIMIT_WINDOW_MS,
     // while the database is away, routes that need nothing of it go on answering, uncounted
-    ...(backend.kind === 'postgres'
-      ? { store: pgRateLimitStore(backend.pool, { onPruneError: (err) => { app.log.warn({ err }, 'pruning ended rate-limit windows failed; the next prune tries again') } }), skipOnError: true }
-      : { store: MemoryRateLimitStore })
+    ...(shared !== undefined ? { store: shared, skipOnError: true } : { store: MemoryRateLimitStore })
   })
 
   // document it: every scoped route may answer 429
@@ -114,13 +110,7 @@ async function limits (app: FastifyInstance): Promise<void> {
     ? app.createRateLimit({ max: config.AUTH_FAILURE_MAX, keyGenerator: (request) => `auth:${request.ip}` })
     : undefined
   // MAX_STREAMS is this server's capacity; MAX_STREAMS_PER_CALLER a caller's quota, across the cluster on PostgreSQL
-  const streams = backend.kind === 'postgres'
-    ? new PgStreamGate(backend.pool, { max: config.MAX_STREAMS, perCaller: config.MAX_STREAMS_PER_CALLER, instance: app.instanceId, leaseMs: config.RUN_LEASE_MS, onError: (err) => { app.log.warn({ err }, 'keeping the stream slots\' lease failed; trying again') } })
-    : new StreamGate(config.MAX_STREAMS, config.MAX_STREAMS_PER_CALLER)
-  if (streams instanceof PgStreamGate) {
-    app.addHook('onReady', async () => { await streams.start() })
-    app.addHook('onClose', async () => { await streams.close() })
-  }
+  const streams = app.stores.streams ?? new StreamGate(config.MAX_STREAMS, config.MAX_STREAMS_PER_CALLER)
   app.decorate('limits', {
     streams,
     async authFailure (request, reply) {

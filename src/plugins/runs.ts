@@ -47,7 +47,7 @@ async function runs (app: FastifyInstance): Promise<void> {
     }
   })
   // the engine's writes are most of what the writer commits: its commits are traced with its runs
-  if (app.storage.kind === 'sqlite') app.storage.writer.trace(app.tracer)
+  app.stores.trace(app.tracer)
   app.decorate('assist', engine)
   app.decorate('runs', engine.registry)
 

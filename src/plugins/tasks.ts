@@ -1,11 +1,6 @@
 import fp from 'fastify-plugin'
 import type { FastifyInstance } from 'fastify'
-import { FileTaskStore } from '../storage/file/tasks.js'
-import { SqliteTaskStore } from '../storage/sqlite/tasks.js'
 import { type TaskNarrator } from '../storage/tasks/narration.js'
-import { SqliteNarrator } from '../storage/sqlite/narrator.js'
-import { PgNarrator } from '../storage/postgres/narrator.js'
-import { PgTaskStore } from '../storage/postgres/tasks.js'
 import { isBusy } from '../storage/busy.js'
 import { Reaper } from '../runtime/reaper.js'
 import { WorkerPool } from '../runtime/worker-pool.js'
@@ -32,16 +27,10 @@ declare module 'fastify' {
  */
 async function tasks (app: FastifyInstance): Promise<void> {
   const config = app.config
-  const backend = app.storage
   const access = new TaskAccess(app.taskAgents.map((loaded) => ({ type: loaded.agent.agentType, id: loaded.id })), app.audit)
   // every task made here (routes, plans, the bus, agents' follow-ups) is held to its owner's agent list
-  const store: TaskStore = access.guard(app.metrics.instrument(
-    config.TASK_STORE === 'postgres' && backend.kind === 'postgres'
-      ? new PgTaskStore(backend.pool)
-      : config.TASK_STORE === 'sqlite' && backend.kind === 'sqlite'
-        ? new SqliteTaskStore(backend.db)
-        : new FileTaskStore(config.DATA_DIR, { staleMs: config.TASK_LOCK_STALE_MS })))
-  const narrator: TaskNarrator = backend.kind === 'postgres' ? new PgNarrator(backend.pool, backend.events) : new SqliteNarrator(backend.events, backend.db)
+  const store: TaskStore = access.guard(app.metrics.instrument(app.stores.tasks))
+  const narrator = app.stores.narrator
   const reaper = new Reaper(store, app.events, app.audit)
   const pool = new WorkerPool({
     store,
@@ -91,7 +80,6 @@ async function tasks (app: FastifyInstance): Promise<void> {
     clearInterval(narrating)
     if (looking !== undefined) clearImmediate(looking)
     await look()
-    await store.close()
   })
 }
 

@@ -11,7 +11,7 @@ import pkg from '../../package.json' with { type: 'json' }
 const healthRoutes: FastifyPluginAsyncTypebox = async (app) => {
   const bootedAt = performance.now()
   // PostgreSQL: the listening connection is the live sign of the database (it drops when the server goes)
-  const databaseUp = (): boolean => app.storage.kind !== 'postgres' || app.storage.notifications.connected
+  const databaseUp = (): boolean => app.stores.connected
   app.get('/health', {
     schema: {
       operationId: 'getHealth',

@@ -1,4 +1,5 @@
 import { createHash, createHmac, randomBytes, timingSafeEqual } from 'node:crypto'
+import type { AuditInput } from './audit.js'
 import type { Awaitable } from './awaitable.js'
 import { AH_ERR_KEY_NAME_AMBIGUOUS, AH_ERR_KEY_NAME_TAKEN } from '../errors.js'
 
@@ -61,9 +62,10 @@ export interface KeyStore {
    * Make a key. Returns the key (show it once: only its hash is kept) and its record. `key` stores a
    * key the operator chose instead of making one. A name is one key's among those not revoked
    * (expired or not): another is refused with `AH_ERR_KEY_NAME_TAKEN`, checked and stored in one
-   * transaction.
+   * transaction. With `by` (who made it), its audit row (`key.create`) is written in the same
+   * transaction: no key without its row, no row without its key.
    */
-  create: (options: NewKey) => Awaitable<{ key: string, record: ApiKeyRecord }>
+  create: (options: NewKey, by?: string) => Awaitable<{ key: string, record: ApiKeyRecord }>
   /**
    * The first-run admin key (BOOTSTRAP_ADMIN_KEY): stored as `bootstrap-admin` with the `admin` scope
    * unless a key of that name was ever made (so revoking it is final). Returns its record when made now.
@@ -76,9 +78,10 @@ export interface KeyStore {
   /**
    * Revoke a stored key by id, or by name. Returns how many keys were revoked (0 or 1). A name that
    * more than one key not revoked has (a database from before names were unique) revokes nothing:
-   * `AH_ERR_KEY_NAME_AMBIGUOUS`, naming their ids.
+   * `AH_ERR_KEY_NAME_AMBIGUOUS`, naming their ids. With `by`, a revocation is audited (`key.revoke`)
+   * in the same transaction.
    */
-  revoke: (idOrName: string) => Awaitable<number>
+  revoke: (idOrName: string, by?: string) => Awaitable<number>
   /** The identity a presented key stands for, or why it is refused (on every authenticated request). */
   verify: (presented: string, now?: Date) => Awaitable<Identity | KeyRefusal>
 }
@@ -196,4 +199,14 @@ export function toRecord (row: KeyRow): ApiKeyRecord {
 
 function identity (record: ApiKeyRecord): Identity {
   return { id: record.id, name: record.name, scopes: new Set(record.scopes), agents: record.agents === null ? null : new Set(record.agents), anonymous: false }
+}
+
+/** The audit row of a key made by `actor`. */
+export function keyCreated (record: ApiKeyRecord, actor: string): AuditInput {
+  return { actor, action: 'key.create', resource: record.id, success: true, details: { name: record.name, scopes: record.scopes, agents: record.agents, expires_at: record.expires_at } }
+}
+
+/** The audit row of `count` keys revoked by `actor`, named as they asked (`target`: an id or a name). */
+export function keysRevoked (target: string, count: number, actor: string): AuditInput {
+  return { actor, action: 'key.revoke', resource: target, success: true, details: { keys: count } }
 }

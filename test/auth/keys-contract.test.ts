@@ -5,6 +5,10 @@ import { openPostgres, inTransaction } from '../../src/storage/postgres/database
 import { SqliteKeyStore } from '../../src/storage/sqlite/keys.js'
 import { PgKeyStore } from '../../src/storage/postgres/keys.js'
 import { BOOTSTRAP_KEY_NAME, type ConfigKey, type Identity, type KeyRefusal, type KeyStore } from '../../src/storage/api-keys.js'
+import { SqliteAuditLog } from '../../src/storage/sqlite/audit.js'
+import { PgAuditLog } from '../../src/storage/postgres/audit.js'
+import type { AuditStore } from '../../src/storage/audit.js'
+import { AH_ERR_KEY_NAME_TAKEN } from '../../src/errors.js'
 import { tempDataDir } from '../helper.js'
 import { pgDatabase, withDatabase } from '../pg.js'
 
@@ -16,12 +20,16 @@ type Maker = (t: Test, configKeys?: ConfigKey[]) => Promise<KeyStore | undefined
 
 /** Each store's way to rename a key behind its back: the duplicate names a database made before names were unique holds. */
 const renameInDatabase = new WeakMap<KeyStore, (id: string, name: string) => Promise<void>>()
+/** The audit log each store audits the changes made `by` someone in. */
+const auditOf = new WeakMap<KeyStore, AuditStore>()
 
 const stores: Record<string, Maker> = {
   sqlite: async (t, configKeys) => {
     const db = openDatabase(tempDataDir(t))
     t.teardown(() => db.close())
-    const store = new SqliteKeyStore(db, configKeys)
+    const audit = new SqliteAuditLog(db)
+    const store = new SqliteKeyStore(db, configKeys, audit)
+    auditOf.set(store, audit)
     renameInDatabase.set(store, async (id, name) => { db.prepare('UPDATE api_keys SET name = ? WHERE id = ?').run(name, id) })
     return store
   },
@@ -30,7 +38,9 @@ const stores: Record<string, Maker> = {
     if (url === undefined) return undefined
     const pool = await openPostgres(url)
     t.teardown(async () => { await pool.end() })
-    const store = new PgKeyStore(pool, configKeys !== undefined ? { configKeys } : {})
+    const audit = await PgAuditLog.open(pool)
+    const store = new PgKeyStore(pool, { ...(configKeys !== undefined ? { configKeys } : {}), audit })
+    auditOf.set(store, audit)
     renameInDatabase.set(store, async (id, name) => { await pool.query('UPDATE api_keys SET name = $1 WHERE id = $2', [name, id]) })
     return store
   }
@@ -162,8 +172,41 @@ for (const [kind, make] of Object.entries(stores)) {
       const expected = [...made].sort((a, b) => a.created_at < b.created_at ? -1 : a.created_at > b.created_at ? 1 : a.id < b.id ? -1 : 1)
       t.same((await store.list()).map((k) => k.id), expected.map((k) => k.id))
     })
+
+    t.test('a change made by someone commits with its audit row; a refused one leaves neither, an unaudited one no row', async (t) => {
+      const store = await make(t)
+      if (store === undefined) return
+      const audit = auditOf.get(store) as AuditStore
+      const rows = async (): Promise<Array<{ actor: string, action: string, resource: string, details: unknown }>> =>
+        (await audit.list()).map((r) => ({ actor: r.actor, action: r.action, resource: r.resource, details: r.details }))
+      const { record } = await store.create({ name: 'ci', scopes: ['agents:read'], agents: ['echo'] }, 'cli:ops')
+      t.same(await rows(), [{ actor: 'cli:ops', action: 'key.create', resource: record.id, details: { name: 'ci', scopes: ['agents:read'], agents: ['echo'], expires_at: null } }])
+      await t.rejects(Promise.resolve().then(async () => await store.create({ name: 'ci', scopes: ['agents:read'] }, 'cli:ops')), AH_ERR_KEY_NAME_TAKEN)
+      t.equal((await rows()).length, 1, 'the refused create wrote no row')
+      t.equal(await store.revoke('nobody', 'cli:ops'), 0)
+      t.equal((await rows()).length, 1, 'nothing revoked, nothing audited')
+      t.equal(await store.revoke('ci', 'cli:ops'), 1)
+      t.same((await rows())[1], { actor: 'cli:ops', action: 'key.revoke', resource: 'ci', details: { keys: 1 } })
+      await store.create({ name: 'quiet', scopes: ['agents:read'] })
+      t.equal((await rows()).length, 2, 'a change made without `by` is not audited here (the server audits its own)')
+    })
   })
 }
+
+t.test('a key store made without an audit log refuses to audit a change, and changes nothing', async (t) => {
+  const db = openDatabase(tempDataDir(t))
+  t.teardown(() => db.close())
+  const store = new SqliteKeyStore(db)
+  t.throws(() => store.create({ name: 'ci', scopes: ['agents:read'] }, 'cli:ops'), /without an audit log/)
+  t.same(store.list(), [], 'the key was rolled back')
+  const url = await pgDatabase(t)
+  if (url === undefined) return
+  const pool = await openPostgres(url)
+  t.teardown(async () => { await pool.end() })
+  const pgStore = new PgKeyStore(pool)
+  await t.rejects(pgStore.create({ name: 'ci', scopes: ['agents:read'] }, 'cli:ops'), /without an audit log/)
+  t.same(await pgStore.list(), [], 'the key was rolled back')
+})
 
 /** Two instances: two pools on one database, each with its own store. */
 async function twoInstances (t: Test, options: ConstructorParameters<typeof PgKeyStore>[1] = {}): Promise<{ a: PgKeyStore, b: PgKeyStore, url: string } | undefined> {

@@ -1,6 +1,7 @@
 import type pg from 'pg'
 import { inTransaction, PG_LOCKS } from './database.js'
-import { BOOTSTRAP_KEY_NAME, checkKey, ConfigKeys, nameFree, namedKey, newKeyRow, splitKey, toRecord, type ApiKeyRecord, type ConfigKey, type Identity, type KeyRefusal, type KeyRow, type KeyStore, type NewKey } from '../api-keys.js'
+import type { AuditInput } from '../audit.js'
+import { BOOTSTRAP_KEY_NAME, checkKey, ConfigKeys, keyCreated, keysRevoked, nameFree, namedKey, newKeyRow, splitKey, toRecord, type ApiKeyRecord, type ConfigKey, type Identity, type KeyRefusal, type KeyRow, type KeyStore, type NewKey } from '../api-keys.js'
 
 export interface PgKeyStoreOptions {
   /** The keys of API_KEYS (held in memory, never stored). */
@@ -12,6 +13,8 @@ export interface PgKeyStoreOptions {
   cacheMs?: number
   /** How many keys' rows are cached at most (default 10 000; the oldest read is dropped first). */
   cacheSize?: number
+  /** Where the changes made `by` someone are audited, in their transaction (the database's audit log). */
+  audit?: { appendIn: (client: pg.ClientBase, input: AuditInput) => Promise<unknown> }
 }
 
 const COLUMNS = 'id, name, salt, hash, scopes, agents, created_at, expires_at, revoked_at'
@@ -32,6 +35,7 @@ export class PgKeyStore implements KeyStore {
   readonly #config: ConfigKeys
   readonly #cacheMs: number
   readonly #cacheSize: number
+  readonly #audit: PgKeyStoreOptions['audit']
   readonly #rows = new Map<string, { row: Promise<KeyRow | undefined>, at: number }>()
 
   constructor (pool: pg.Pool, options: PgKeyStoreOptions = {}) {
@@ -39,10 +43,20 @@ export class PgKeyStore implements KeyStore {
     this.#config = new ConfigKeys(options.configKeys ?? [])
     this.#cacheMs = Math.min(options.cacheMs ?? 500, 1000)
     this.#cacheSize = options.cacheSize ?? 10_000
+    this.#audit = options.audit
   }
 
-  async create (options: NewKey): Promise<{ key: string, record: ApiKeyRecord }> {
-    return await inTransaction(this.#pool, async (client) => await this.createIn(client, options))
+  async create (options: NewKey, by?: string): Promise<{ key: string, record: ApiKeyRecord }> {
+    return await inTransaction(this.#pool, async (client) => {
+      const made = await this.createIn(client, options)
+      if (by !== undefined) await this.#audited().appendIn(client, keyCreated(made.record, by))
+      return made
+    })
+  }
+
+  #audited (): NonNullable<PgKeyStoreOptions['audit']> {
+    if (this.#audit === undefined) throw new Error('this key store was made without an audit log: it cannot audit a change')
+    return this.#audit
   }
 
   /**
@@ -84,8 +98,12 @@ export class PgKeyStore implements KeyStore {
     return [...rows.map(toRecord), ...this.#config.records]
   }
 
-  async revoke (idOrName: string): Promise<number> {
-    return await inTransaction(this.#pool, async (client) => await this.revokeIn(client, idOrName))
+  async revoke (idOrName: string, by?: string): Promise<number> {
+    return await inTransaction(this.#pool, async (client) => {
+      const revoked = await this.revokeIn(client, idOrName)
+      if (revoked > 0 && by !== undefined) await this.#audited().appendIn(client, keysRevoked(idOrName, revoked, by))
+      return revoked
+    })
   }
 
   /**

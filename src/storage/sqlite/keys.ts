@@ -1,6 +1,7 @@
 import type { Statement } from 'better-sqlite3'
 import type { Db } from './database.js'
-import { BOOTSTRAP_KEY_NAME, checkKey, ConfigKeys, nameFree, namedKey, newKeyRow, splitKey, toRecord, type ApiKeyRecord, type ConfigKey, type Identity, type KeyRefusal, type KeyRow, type KeyStore as KeyStoreContract, type NewKey } from '../api-keys.js'
+import type { AuditInput } from '../audit.js'
+import { BOOTSTRAP_KEY_NAME, checkKey, ConfigKeys, keyCreated, keysRevoked, nameFree, namedKey, newKeyRow, splitKey, toRecord, type ApiKeyRecord, type ConfigKey, type Identity, type KeyRefusal, type KeyRow, type KeyStore as KeyStoreContract, type NewKey } from '../api-keys.js'
 
 /**
  * API keys in SQLite (the {@link KeyStoreContract} contract; synchronous): made with `agent-host keys create`
@@ -10,23 +11,33 @@ import { BOOTSTRAP_KEY_NAME, checkKey, ConfigKeys, nameFree, namedKey, newKeyRow
 export class SqliteKeyStore implements KeyStoreContract {
   readonly #db: Db
   readonly #config: ConfigKeys
+  readonly #audit: { append: (input: AuditInput) => unknown } | undefined
   // every authenticated request looks its key up: prepare that once
   #byId: Statement | undefined
 
-  constructor (db: Db, configKeys: ConfigKey[] = []) {
+  /** `audit`: where the changes made `by` someone are audited (the database's audit log). */
+  constructor (db: Db, configKeys: ConfigKey[] = [], audit?: { append: (input: AuditInput) => unknown }) {
     this.#db = db
     this.#config = new ConfigKeys(configKeys)
+    this.#audit = audit
   }
 
-  create (options: NewKey): { key: string, record: ApiKeyRecord } {
+  create (options: NewKey, by?: string): { key: string, record: ApiKeyRecord } {
     const { key, row } = newKeyRow(options)
+    const record = toRecord(row)
     // immediate: another process's create of the same name waits for this one's commit
     this.#db.transaction(() => {
       nameFree(row.name, this.#holders(row.name))
       this.#db.prepare(`INSERT INTO api_keys (id, name, salt, hash, scopes, agents, created_at, expires_at, revoked_at)
         VALUES (@id, @name, @salt, @hash, @scopes, @agents, @created_at, @expires_at, @revoked_at)`).run(row)
+      if (by !== undefined) this.#audited().append(keyCreated(record, by))
     }).immediate()
-    return { key, record: toRecord(row) }
+    return { key, record }
+  }
+
+  #audited (): { append: (input: AuditInput) => unknown } {
+    if (this.#audit === undefined) throw new Error('this key store was made without an audit log: it cannot audit a change')
+    return this.#audit
   }
 
   /** The ids of the keys not revoked named `name`, oldest first. */
@@ -52,14 +63,17 @@ export class SqliteKeyStore implements KeyStoreContract {
     return [...rows.map(toRecord), ...this.#config.records]
   }
 
-  revoke (idOrName: string): number {
+  revoke (idOrName: string, by?: string): number {
     return this.#db.transaction(() => {
       const revoke = this.#db.prepare('UPDATE api_keys SET revoked_at = ? WHERE id = ? AND revoked_at IS NULL')
       const now = new Date().toISOString()
-      const byId = revoke.run(now, idOrName).changes
-      if (byId > 0) return byId
-      const id = namedKey(idOrName, this.#holders(idOrName))
-      return id === undefined ? 0 : revoke.run(now, id).changes
+      let revoked = revoke.run(now, idOrName).changes
+      if (revoked === 0) {
+        const id = namedKey(idOrName, this.#holders(idOrName))
+        revoked = id === undefined ? 0 : revoke.run(now, id).changes
+      }
+      if (revoked > 0 && by !== undefined) this.#audited().append(keysRevoked(idOrName, revoked, by))
+      return revoked
     }).immediate()
   }
 
