@@ -3,8 +3,6 @@ import { resolve } from 'node:path'
 import envSchema from 'env-schema'
 import { Type, type Static } from 'typebox'
 import { AH_ERR_CONFIG_INVALID } from './errors.js'
-import { loadA2AAgents, type A2AAgentConfig } from './a2a-client/agents-file.js'
-import { loadToolServers, type ToolServerSpec } from './tools/servers-file.js'
 
 /** What every subprocess gets of the server's environment: where programs are, the home folder, the locale and time zone. */
 export const SUBPROCESS_ENV_ALWAYS = ['PATH', 'HOME', 'LANG', 'LC_ALL', 'LC_CTYPE', 'TZ', 'TMPDIR'] as const
@@ -114,10 +112,11 @@ export const ConfigSchema = Type.Object({
 export type Config = Static<typeof ConfigSchema> & {
   /** The environment agents' subprocesses get: SUBPROCESS_ENV_ALWAYS and CLI_AGENT_ENV, never a secret setting. */
   SUBPROCESS_ENV: Readonly<Record<string, string>>
-  /** A2A_AGENTS_FILE read and checked, its `${NAME}` references resolved from the environment. */
-  A2A_AGENTS: readonly A2AAgentConfig[]
-  /** MCP_SERVERS_FILE read and checked, its `${NAME}` references resolved from the environment and its paths made absolute. */
-  MCP_SERVERS: readonly ToolServerSpec[]
+  /**
+   * The environment the settings were read from (a copy): what the `${NAME}` references of
+   * A2A_AGENTS_FILE and MCP_SERVERS_FILE resolve against when their plugins read the files at boot.
+   */
+  ENV: Readonly<Record<string, string | undefined>>
 }
 
 /**
@@ -191,9 +190,7 @@ export function loadConfig (env: Record<string, string | undefined>, dotenv = fa
   return {
     ...raw,
     SUBPROCESS_ENV: subprocessEnv(raw.CLI_AGENT_ENV, env),
-    // ${PORT} in the file is the port this server listens on, set or not (a card URL of its own)
-    A2A_AGENTS: loadA2AAgents(raw.A2A_AGENTS_FILE, { ...env, PORT: String(raw.PORT) }),
-    MCP_SERVERS: loadToolServers(raw.MCP_SERVERS_FILE, env),
+    ENV: Object.freeze({ ...env }),
     DATA_DIR: resolve(raw.DATA_DIR),
     AGENTS_DIR: raw.AGENTS_DIR === '' ? BUNDLED_AGENTS_DIR : resolve(raw.AGENTS_DIR)
   }

@@ -1,5 +1,6 @@
 import fp from 'fastify-plugin'
 import type { FastifyInstance } from 'fastify'
+import { loadA2AAgents } from '../a2a-client/agents-file.js'
 import { RemoteAgents } from '../a2a-client/remote-agents.js'
 
 declare module 'fastify' {
@@ -10,13 +11,15 @@ declare module 'fastify' {
 }
 
 /**
- * The external A2A agents agents may call: the file's entries (read and checked with the
- * configuration), their cards, and the record of every call in the event log and the audit log.
+ * The external A2A agents agents may call: A2A_AGENTS_FILE's entries (read and checked at boot: a
+ * bad file stops it with `AH_ERR_CONFIG_INVALID`, one line per problem), their cards, and the record of every call in the event log and the audit log.
  * On close, calls still going are given up and their remote tasks cancelled.
  */
 async function a2aClient (app: FastifyInstance): Promise<void> {
+  const config = app.config
   const agents = new RemoteAgents({
-    agents: app.config.A2A_AGENTS,
+    // ${PORT} in the file is the port this server listens on, set or not (a card URL of its own)
+    agents: loadA2AAgents(config.A2A_AGENTS_FILE, { ...config.ENV, PORT: String(config.PORT) }),
     ledger: app.ledger,
     log: app.log
   })

@@ -1,6 +1,7 @@
 import fp from 'fastify-plugin'
 import type { FastifyInstance } from 'fastify'
 import { SUBPROCESS_ENV_ALWAYS } from '../config.js'
+import { loadToolServers } from '../tools/servers-file.js'
 import { McpToolRegistry } from '../tools/tool-registry.js'
 import pkg from '../../package.json' with { type: 'json' }
 
@@ -12,7 +13,8 @@ declare module 'fastify' {
 }
 
 /**
- * The MCP tools of `MCP_SERVERS_FILE` (validated with the configuration, at boot), and the record
+ * The MCP tools of `MCP_SERVERS_FILE` (read and checked at boot, its `${NAME}` references resolved
+ * from the environment the settings came from; a bad file stops the boot), and the record
  * of every call in the event log and the audit log. Servers start on their first call, not here:
  * an unused server costs nothing, and one that is down does not stop the host. A stdio server's process gets SUBPROCESS_ENV_ALWAYS of the host's environment and the
  * variables its entry names, never the host's settings. On close, every server is stopped.
@@ -22,7 +24,7 @@ async function tools (app: FastifyInstance): Promise<void> {
     const value = app.config.SUBPROCESS_ENV[name]
     return value !== undefined ? [[name, value]] : []
   }))
-  const registry = new McpToolRegistry(app.config.MCP_SERVERS, {
+  const registry = new McpToolRegistry(loadToolServers(app.config.MCP_SERVERS_FILE, app.config.ENV), {
     baseEnv,
     clientInfo: { name: 'agent-host', version: pkg.version },
     log: app.log.child({ component: 'tools' }),

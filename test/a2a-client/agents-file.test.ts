@@ -3,8 +3,7 @@ import t from 'tap'
 import { writeFileSync } from 'node:fs'
 import { join } from 'node:path'
 import { loadA2AAgents } from '../../src/a2a-client/agents-file.js'
-import { loadConfig } from '../../src/config.js'
-import { tempDataDir } from '../helper.js'
+import { build, tempDataDir } from '../helper.js'
 
 /** The file, written to a temporary folder; its path. */
 function file (t: Parameters<typeof tempDataDir>[0], content: unknown): string {
@@ -15,15 +14,15 @@ function file (t: Parameters<typeof tempDataDir>[0], content: unknown): string {
 
 t.test('no file, no external agents', async (t) => {
   t.same(loadA2AAgents('', {}), [])
-  t.same(loadConfig({}).A2A_AGENTS, [], 'the default')
+  t.same((await build(t)).a2aAgents.names, [], 'the default')
 })
 
 t.test('${PORT} in a card URL is the port this server listens on, set or not: a card of its own', async (t) => {
   const path = file(t, { agents: { self: { card_url: 'http://127.0.0.1:${PORT}/a2a/digest/.well-known/agent-card.json', capabilities: ['digest'] } } })
-  t.equal(loadConfig({ A2A_AGENTS_FILE: path }).A2A_AGENTS[0]?.cardUrl, 'http://127.0.0.1:3000/a2a/digest/.well-known/agent-card.json', 'PORT unset: the default port')
-  t.equal(loadConfig({ A2A_AGENTS_FILE: path, PORT: '4123' }).A2A_AGENTS[0]?.cardUrl, 'http://127.0.0.1:4123/a2a/digest/.well-known/agent-card.json')
+  t.equal(loadA2AAgents(path, { PORT: '4123' })[0]?.cardUrl, 'http://127.0.0.1:4123/a2a/digest/.well-known/agent-card.json')
+  t.same((await build(t, { A2A_AGENTS_FILE: path })).a2aAgents.names, ['self'], 'PORT unset: the server gives the file its default port')
   const other = file(t, { agents: { far: { card_url: 'https://${CARD_HOST}/card.json', capabilities: ['x'] } } })
-  t.throws(() => loadConfig({ A2A_AGENTS_FILE: other }), { message: /\/agents\/far\/card_url: \$\{CARD_HOST\} is not set in the server's environment/ }, 'another variable must be set')
+  await t.rejects(build(t, { A2A_AGENTS_FILE: other }), { message: /\/agents\/far\/card_url: \$\{CARD_HOST\} is not set in the server's environment/ }, 'another variable must be set')
 })
 
 t.test('an entry is read with its defaults, its credentials resolved from the environment given', async (t) => {
@@ -54,7 +53,8 @@ t.test('an entry is read with its defaults, its credentials resolved from the en
     },
     { name: 'test-gen', cardUrl: 'http://127.0.0.1:9000/.well-known/agent-card.json', headers: {}, capabilities: ['generate_unit'], timeoutS: 300, allowedHosts: [] }
   ])
-  t.same(loadConfig({ A2A_AGENTS_FILE: path, SCANNER_TOKEN: 't0k3n', REGION: 'eu' }).A2A_AGENTS, agents, 'loadConfig reads it from the environment it is given')
+  t.same(loadA2AAgents(path, { SCANNER_TOKEN: 't0k3n', REGION: 'eu' }), agents)
+  t.same((await build(t, { A2A_AGENTS_FILE: path, SCANNER_TOKEN: 't0k3n', REGION: 'eu' })).a2aAgents.names, ['scanner', 'test-gen'], 'the server reads it with the environment its settings came from')
 })
 
 t.test('every problem of the file is reported, one line each, naming its place', async (t) => {
@@ -109,5 +109,5 @@ t.test('a file that breaks the format is refused with each failing path', async 
 t.test('a file that cannot be read, or is not JSON, is refused', async (t) => {
   t.throws(() => loadA2AAgents('/nonexistent/a2a.json', {}), { code: 'AH_ERR_CONFIG_INVALID', message: /A2A_AGENTS_FILE \/nonexistent\/a2a.json:\n {2}- cannot be read as JSON: ENOENT/ })
   t.throws(() => loadA2AAgents(file(t, '{ nope'), {}), { message: /cannot be read as JSON/ })
-  t.throws(() => loadConfig({ A2A_AGENTS_FILE: file(t, '[]') }), { code: 'AH_ERR_CONFIG_INVALID', message: /A2A_AGENTS_FILE/ }, 'at boot, through loadConfig')
+  await t.rejects(build(t, { A2A_AGENTS_FILE: file(t, '[]') }), { code: 'AH_ERR_CONFIG_INVALID', message: /A2A_AGENTS_FILE/ }, 'at boot')
 })

@@ -35,18 +35,8 @@ function folderGraph (): Map<string, Map<string, string[]>> {
   return graph
 }
 
-/**
- * Edges that close a known loop, to be cut by issue 29 (config.ts reads A2A_AGENTS_FILE and MCP_SERVERS_FILE
- * with the loaders of a2a-client/ and tools/, which reach backends/, which imports config.ts). Listed one by
- * one so that no other loop hides behind them; the test below fails once they are gone, to remove them here.
- */
-const KNOWN_LOOP_EDGES: ReadonlyArray<readonly [string, string]> = [['config.ts', 'a2a-client'], ['config.ts', 'tools']]
-
 t.test('no import cycles between the folders and top-level files of src/', async (t) => {
   const graph = folderGraph()
-  for (const [from, to] of KNOWN_LOOP_EDGES) {
-    t.ok(graph.get(from)?.delete(to), `${from} still imports ${to} (issue 29: once it does not, remove the edge from KNOWN_LOOP_EDGES)`)
-  }
   const cycles: string[] = []
   for (const [a, edges] of graph) {
     for (const b of edges.keys()) {

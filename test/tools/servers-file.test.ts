@@ -4,9 +4,8 @@ import { once } from 'node:events'
 import { mkdirSync, writeFileSync } from 'node:fs'
 import { dirname, join } from 'node:path'
 import { fileURLToPath } from 'node:url'
-import { loadConfig } from '../../src/config.js'
 import { loadToolServers } from '../../src/tools/servers-file.js'
-import { tempDataDir } from '../helper.js'
+import { build, tempDataDir } from '../helper.js'
 import { NO_COVERAGE, ref, serversFile, tempDir } from '../fixtures/tools/servers.js'
 
 const ROOT = fileURLToPath(new URL('../..', import.meta.url))
@@ -27,7 +26,7 @@ function problems (t: Test, servers: unknown, env: Record<string, string> = {}):
 
 t.test('no file, no tools', async (t) => {
   t.same(loadToolServers('', {}), [])
-  t.same(loadConfig({ DATA_DIR: tempDataDir(t) }).MCP_SERVERS, [], 'MCP_SERVERS_FILE defaults to empty')
+  t.same((await build(t)).tools.names(), [], 'MCP_SERVERS_FILE defaults to empty')
 })
 
 t.test('a valid file: both transports, aliases, defaults, references to the environment, paths from the file\'s folder', async (t) => {
@@ -74,8 +73,8 @@ t.test('a valid file: both transports, aliases, defaults, references to the envi
   t.equal(String(git?.transport.kind === 'streamable_http' ? git.transport.url : ''), 'https://git.example.com/mcp')
   t.same([...(git?.actions ?? [])], [['git_status', 'git_status'], ['git_create_branch', 'git_create_branch']], 'a list: each action is the tool of that name')
   t.equal(git?.agents, undefined, 'no agents list: every agent')
-  const config = loadConfig({ DATA_DIR: tempDataDir(t), MCP_SERVERS_FILE: file, FS_TOKEN: 'a', GIT_TOKEN: 'b' })
-  t.same(config.MCP_SERVERS.map((s) => s.name), ['fs', 'git'], 'loadConfig reads it, with the environment it is given')
+  const app = await build(t, { MCP_SERVERS_FILE: file, FS_TOKEN: 'a', GIT_TOKEN: 'b' })
+  t.same(app.tools.names(), ['fs', 'git'], 'the server reads it, with the environment its settings came from')
 })
 
 t.test('a bad file stops loading with one line per problem, each naming its place in the file', async (t) => {
@@ -144,14 +143,14 @@ t.test('a file that cannot be read, or is not JSON, says so', async (t) => {
   const file = join(tempDir(t), 'servers.json')
   writeFileSync(file, '{ "mcpServers": ')
   t.throws(() => loadToolServers(file, {}), { message: /\n {2}it is not JSON: / })
-  t.throws(() => loadConfig({ DATA_DIR: tempDataDir(t), MCP_SERVERS_FILE: file }), { code: 'AH_ERR_CONFIG_INVALID', message: /MCP_SERVERS_FILE/ }, 'through loadConfig')
+  await t.rejects(build(t, { MCP_SERVERS_FILE: file }), { code: 'AH_ERR_CONFIG_INVALID', message: /MCP_SERVERS_FILE/ }, 'at boot')
 })
 
 t.test('the server refuses to boot on a bad servers file, with a readable message and exit code 1', async (t) => {
   const file = serversFile(t, { fs: { command: 'x', actions: ['read_text_file'], scope: { root: 'nowhere', paths: ['**'] } } })
   const child = spawn(process.execPath, [...process.execArgv, 'src/server.ts'], {
     cwd: ROOT,
-    // the child writes no coverage: it stops at its first line, and its empty counts would hide this suite's
+    // the child writes no coverage: it stops while booting, and its counts would hide this suite's
     env: { ...process.env, LOG_LEVEL: 'silent', DATA_DIR: tempDataDir(t), MCP_SERVERS_FILE: file, ...NO_COVERAGE },
     stdio: ['ignore', 'ignore', 'pipe']
   })
@@ -159,5 +158,5 @@ t.test('the server refuses to boot on a bad servers file, with a readable messag
   child.stderr.on('data', (c: Buffer) => { stderr += c.toString() })
   const [code] = await once(child, 'exit') as [number | null]
   t.equal(code, 1)
-  t.match(stderr, /^agent-host: Invalid configuration: env\/MCP_SERVERS_FILE \(.*\) is not a valid MCP servers file:\n {2}\/mcpServers\/fs\/scope\/root: .*nowhere cannot be used/)
+  t.match(stderr, /^agent-host: cannot start: Invalid configuration: env\/MCP_SERVERS_FILE \(.*\) is not a valid MCP servers file:\n {2}\/mcpServers\/fs\/scope\/root: .*nowhere cannot be used/)
 })
