@@ -56,7 +56,7 @@ export const HEAVY = [
  * In-process files that keep a process of their own all the same: observability re-imports the app
  * with a module mocked (tap's mockImport), and another file's imports beside it in one process stall.
  */
-export const ALONE = ['test/observability.test.ts']
+export const ALONE = ['test/plugins/observability.test.ts']
 
 /** The groups: as many as tap runs at once (`jobs` in .taprc). */
 const GROUPS = 3

@@ -1,5 +1,5 @@
 import t from 'tap'
-import { readdirSync, readFileSync } from 'node:fs'
+import { existsSync, readdirSync, readFileSync } from 'node:fs'
 import { dirname, join, relative, resolve } from 'node:path'
 import { fileURLToPath } from 'node:url'
 import ts from 'typescript'
@@ -74,4 +74,36 @@ t.test('src/commands.ts imports no command statically: each is import()ed when i
   const statics = [...source.matchAll(/^import\s(?!type\s)[^;]*?from\s+'([^']+)'/gm)].map((m) => m[1] as string).filter((from) => from.startsWith('.'))
   t.same(statics, ['../package.json', './commands/usage.js'], 'only the version and the usage text, statically')
   for (const command of ['audit-verify', 'backup', 'keys', 'worker']) t.match(source, `await import('./commands/${command}.js')`, `${command} when it runs`)
+})
+
+/** Folders of test/ that test what is not under src/ (the repository's other folders, or the suite itself), each with what it tests. */
+const BEYOND_SRC: Readonly<Record<string, string>> = {
+  bench: 'bench/: the benchmarks\' smoke runs',
+  client: 'client/: the TypeScript client',
+  deploy: 'the Dockerfile and compose.yaml',
+  docs: 'docs/ and the README: their commands, run as pasted',
+  fixtures: 'what the tests run: agents, scripts, servers',
+  hostile: 'attacks on the whole server',
+  layout: 'the rules of the house (this file)',
+  measure: 'the test loader and its measurements (test/measure/)',
+  playground: 'playground/: the browser page',
+  scripts: 'scripts/: the test runner, CI and the tools'
+}
+
+/** Files at test/ root that are not tests of a top-level file of src/: the suite's own helpers' tests. */
+const ROOT_TESTS_BEYOND_SRC = new Set(['host-programs.test.ts'])
+
+t.test('test/ mirrors src/: a folder per folder of src/ (or of what BEYOND_SRC names), and at its root only tests of src/\'s top-level files', async (t) => {
+  const TEST = fileURLToPath(new URL('..', import.meta.url))
+  const srcFolders = new Set(readdirSync(SRC, { withFileTypes: true }).filter((e) => e.isDirectory()).map((e) => e.name))
+  const topLevel = readdirSync(SRC).filter((name) => name.endsWith('.ts')).map((name) => name.slice(0, -3))
+  for (const entry of readdirSync(TEST, { withFileTypes: true })) {
+    if (entry.isDirectory()) {
+      t.ok(srcFolders.has(entry.name) || entry.name in BEYOND_SRC, `test/${entry.name}/ is named after a folder of src/, or says in BEYOND_SRC what it tests`)
+    } else if (entry.name.endsWith('.test.ts') && !ROOT_TESTS_BEYOND_SRC.has(entry.name)) {
+      // config.test.ts tests src/config.ts; backup-restore.test.ts and server-process.test.ts test backup.ts and server.ts
+      t.ok(topLevel.some((name) => entry.name === `${name}.test.ts` || entry.name.startsWith(`${name}-`)), `test/${entry.name} tests a top-level file of src/ (else it belongs in the folder of what it tests)`)
+    }
+  }
+  for (const folder of srcFolders) t.ok(existsSync(join(TEST, folder)), `src/${folder}/ has its tests in test/${folder}/`)
 })

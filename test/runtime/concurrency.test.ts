@@ -6,7 +6,7 @@ import { fileURLToPath } from 'node:url'
 import { setTimeout as sleep } from 'node:timers/promises'
 import { FileTaskStore } from '../../src/storage/file/tasks.js'
 import { tempDataDir } from '../helper.js'
-import { taskStoreMakers } from './task-stores.js'
+import { taskStoreMakers } from '../storage/tasks/task-stores.js'
 
 const ROOT = fileURLToPath(new URL('../..', import.meta.url))
 const TASKS = 500

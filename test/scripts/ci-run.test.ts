@@ -24,9 +24,9 @@ t.test('the subset covers what differs between the runtimes', async (t) => {
   for (const needed of [
     'test/storage/runs.test.ts', // the native addon
     'test/server-process.test.ts', // boot and shutdown
-    'test/cli-output.test.ts', // the CLI
+    'test/commands/output.test.ts', // the CLI
     'test/deploy/dockerfile.test.ts', // the image's steps, on the image's runtime
-    'test/routes.test.ts', 'test/sse-socket.test.ts', 'test/a2a/a2a-server.test.ts', 'test/mcp/mcp-server.test.ts' // each protocol
+    'test/routes/routes.test.ts', 'test/http/sse-socket.test.ts', 'test/a2a/a2a-server.test.ts', 'test/mcp/mcp-server.test.ts' // each protocol
   ]) t.ok(files.includes(needed), needed)
 })
 

@@ -17,7 +17,7 @@ function put (root: string, path: string, text: string): void {
 t.test('the in-process files share processes; none that starts processes, builds, browsers or benchmarks does', async (t) => {
   const files = groupedFiles(ROOT)
   t.ok(files.length >= 60, `${files.length} files`)
-  t.ok(files.includes('test/envelope.test.ts'))
+  t.ok(files.includes('test/protocol/envelope.test.ts'))
   t.ok(files.includes('test/scripts/test.test.ts'), 'this one too')
   for (const heavy of ['test/bench/smoke.test.ts', 'test/deploy/dockerfile.test.ts', 'test/runtime/crash.test.ts', 'test/storage/postgres/audit.test.ts', 'test/measure/preload.test.ts', 'test/plugins/swagger-ui.test.ts', ...ALONE]) {
     t.notOk(files.includes(heavy), `not ${heavy}`)

@@ -1,9 +1,9 @@
 import t from 'tap'
 import { readFileSync, renameSync, writeFileSync } from 'node:fs'
-import { FileTaskStore } from '../../src/storage/file/tasks.js'
-import { GraphFile } from '../../src/storage/file/graph-file.js'
-import { newTaskNode } from '../../src/storage/tasks/task.js'
-import { tempDataDir } from '../helper.js'
+import { FileTaskStore } from '../../../src/storage/file/tasks.js'
+import { GraphFile } from '../../../src/storage/file/graph-file.js'
+import { newTaskNode } from '../../../src/storage/tasks/task.js'
+import { tempDataDir } from '../../helper.js'
 
 const node = (id: string, extra: Record<string, unknown> = {}): ReturnType<typeof newTaskNode> => ({ ...newTaskNode({ id, type: 'w' }, new Date('2026-11-25T07:00:00.000Z')), ...extra })
 

@@ -2,20 +2,20 @@ import t from 'tap'
 import { fileURLToPath } from 'node:url'
 import { setTimeout as sleep } from 'node:timers/promises'
 import Fastify, { type FastifyInstance } from 'fastify'
-import configPlugin from '../src/plugins/config.js'
-import metricsPlugin from '../src/plugins/metrics.js'
-import storagePlugin from '../src/plugins/storage.js'
-import { AH_ERR_VALIDATION, errorBody } from '../src/errors.js'
-import { MAX_MODELS } from '../src/metrics.js'
-import { AGENTS, build, envelope, FIXTURE_AGENTS_DIR, listen, SCRIPTED, testConfig } from './helper.js'
-import { sample, samples } from './metrics-text.js'
-import { open, until } from './socket.js'
-import { parseSse } from './sse.js'
-import { fakeProvider, openai, type FakeProvider } from './fixtures/providers.js'
+import configPlugin from '../../src/plugins/config.js'
+import metricsPlugin from '../../src/plugins/metrics.js'
+import storagePlugin from '../../src/plugins/storage.js'
+import { AH_ERR_VALIDATION, errorBody } from '../../src/errors.js'
+import { MAX_MODELS } from '../../src/metrics.js'
+import { AGENTS, build, envelope, FIXTURE_AGENTS_DIR, listen, SCRIPTED, testConfig } from '../helper.js'
+import { sample, samples } from '../metrics-text.js'
+import { open, until } from '../socket.js'
+import { parseSse } from '../sse.js'
+import { fakeProvider, openai, type FakeProvider } from '../fixtures/providers.js'
 
 /** The metered test agent (test/fixtures/usage-agents/metered): one LLM call, with or without capBridge. */
 const METERED = 'f0000000-0000-4000-8000-0000000000a1'
-const USAGE_AGENTS_DIR = fileURLToPath(new URL('./fixtures/usage-agents/', import.meta.url))
+const USAGE_AGENTS_DIR = fileURLToPath(new URL('../fixtures/usage-agents/', import.meta.url))
 const PRICES = { 'test-model': { input: 2, output: 10 }, 'big-model': { input: 3, output: 15 } }
 const JSON_ACCEPT = { accept: 'application/json' }
 const SSE_ACCEPT = { accept: 'text/event-stream' }

@@ -2,17 +2,17 @@ import t from 'tap'
 import { spawn } from 'node:child_process'
 import { once } from 'node:events'
 import { fileURLToPath } from 'node:url'
-import { main, type CommandIo } from '../src/commands.js'
-import { openDatabase } from '../src/storage/sqlite/database.js'
-import { MIGRATIONS } from '../src/storage/sqlite/migrations.js'
-import { SqliteAuditLog } from '../src/storage/sqlite/audit.js'
-import { AUDIT_PROGRESS_ROWS } from '../src/storage/audit.js'
-import { terminalProgress } from '../src/terminal-progress.js'
-import { SqliteKeyStore } from '../src/storage/sqlite/keys.js'
-import pkg from '../package.json' with { type: 'json' }
-import { tempDataDir, type Teardown } from './helper.js'
+import { main, type CommandIo } from '../../src/commands.js'
+import { openDatabase } from '../../src/storage/sqlite/database.js'
+import { MIGRATIONS } from '../../src/storage/sqlite/migrations.js'
+import { SqliteAuditLog } from '../../src/storage/sqlite/audit.js'
+import { AUDIT_PROGRESS_ROWS } from '../../src/storage/audit.js'
+import { terminalProgress } from '../../src/terminal-progress.js'
+import { SqliteKeyStore } from '../../src/storage/sqlite/keys.js'
+import pkg from '../../package.json' with { type: 'json' }
+import { tempDataDir, type Teardown } from '../helper.js'
 
-const ROOT = fileURLToPath(new URL('..', import.meta.url))
+const ROOT = fileURLToPath(new URL('../..', import.meta.url))
 const HEADER = ['ID', 'NAME', 'SCOPES', 'AGENTS', 'CREATED', 'EXPIRES', 'STATE']
 
 /**

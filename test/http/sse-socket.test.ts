@@ -1,10 +1,10 @@
 import { request } from 'node:http'
 import t from 'tap'
 import { setTimeout as sleep } from 'node:timers/promises'
-import { envelope, FIXTURE_AGENTS_DIR, listen } from './helper.js'
-import { checkErrorBody, parseSse } from './sse.js'
-import { open, until } from './socket.js'
-import { observed } from './fixtures/agents/scripted/index.js'
+import { envelope, FIXTURE_AGENTS_DIR, listen } from '../helper.js'
+import { checkErrorBody, parseSse } from '../sse.js'
+import { open, until } from '../socket.js'
+import { observed } from '../fixtures/agents/scripted/index.js'
 
 const SCRIPTED = 'f0000000-0000-4000-8000-000000000002'
 

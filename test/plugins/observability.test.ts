@@ -1,9 +1,9 @@
 import t from 'tap'
 import { readdirSync, readFileSync } from 'node:fs'
 import { join } from 'node:path'
-import { buildApp } from '../src/app.js'
-import { AGENTS, build, envelope, FIXTURE_AGENTS_DIR, testConfig } from './helper.js'
-import { fakeProvider, openai } from './fixtures/providers.js'
+import { buildApp } from '../../src/app.js'
+import { AGENTS, build, envelope, FIXTURE_AGENTS_DIR, testConfig } from '../helper.js'
+import { fakeProvider, openai } from '../fixtures/providers.js'
 
 const LLM_CHAT = '8a1f7d2e-3c4b-4e5f-9a6b-0c1d2e3f4a06'
 const SCRIPTED = 'f0000000-0000-4000-8000-000000000002'
@@ -112,7 +112,7 @@ t.test('LOG_FORMAT=pretty logs through pino-pretty, and is refused clearly where
   const app = await buildApp(testConfig(t, { LOG_FORMAT: 'pretty', LOG_LEVEL: 'silent', WORKERS_PER_TYPE: '0' }))
   t.equal((await app.inject({ url: '/health' })).statusCode, 200)
   await app.close()
-  const { buildApp: withoutPretty } = await t.mockImport<typeof import('../src/app.js')>('../src/app.js', {
+  const { buildApp: withoutPretty } = await t.mockImport<typeof import('../../src/app.js')>('../../src/app.js', {
     'node:module': { createRequire: () => ({ resolve: () => { throw new Error('Cannot find module \'pino-pretty\'') } }) }
   })
   await t.rejects(withoutPretty(testConfig(t, { LOG_FORMAT: 'pretty' })), { code: 'AH_ERR_CONFIG_INVALID', message: /LOG_FORMAT=pretty needs pino-pretty, a dev dependency/ })

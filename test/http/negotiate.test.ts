@@ -1,7 +1,7 @@
 import t from 'tap'
-import { chooseDeliveryMode } from '../src/http/negotiate.js'
-import { AGENTS, build, envelope } from './helper.js'
-import { checkErrorBody, checkServiceResponse, parseSse } from './sse.js'
+import { chooseDeliveryMode } from '../../src/http/negotiate.js'
+import { AGENTS, build, envelope } from '../helper.js'
+import { checkErrorBody, checkServiceResponse, parseSse } from '../sse.js'
 
 t.test('chooseDeliveryMode follows CAP.md §3', async (t) => {
   const rr = 'request_response'

@@ -5,10 +5,10 @@ import { join } from 'node:path'
 import { fileURLToPath } from 'node:url'
 import { setTimeout as sleep } from 'node:timers/promises'
 import Database from 'better-sqlite3'
-import { envelope, FIXTURE_AGENTS_DIR, tempDataDir, TEST_ENV } from './helper.js'
-import { parseSse } from './sse.js'
+import { envelope, FIXTURE_AGENTS_DIR, tempDataDir, TEST_ENV } from '../helper.js'
+import { parseSse } from '../sse.js'
 
-const ROOT = fileURLToPath(new URL('..', import.meta.url))
+const ROOT = fileURLToPath(new URL('../..', import.meta.url))
 const SCRIPTED = 'f0000000-0000-4000-8000-000000000002'
 
 t.test('a packet reaches the client only once it is in the journal (another process reads it there)', async (t) => {

@@ -4,14 +4,14 @@ import { once } from 'node:events'
 import { request, type IncomingMessage } from 'node:http'
 import { fileURLToPath } from 'node:url'
 import { setTimeout as sleep } from 'node:timers/promises'
-import { buildApp } from '../src/app.js'
-import type { StreamPacket } from '../src/protocol/packets.js'
-import { AGENTS, build, envelope, FIXTURE_AGENTS_DIR, listen, sqliteAudit, sqliteRuns, sqliteSessions, tempDataDir, testConfig, TEST_ENV } from './helper.js'
-import { assertStreamRules, checkErrorBody, parseSse } from './sse.js'
-import { observed } from './fixtures/agents/scripted/index.js'
+import { buildApp } from '../../src/app.js'
+import type { StreamPacket } from '../../src/protocol/packets.js'
+import { AGENTS, build, envelope, FIXTURE_AGENTS_DIR, listen, sqliteAudit, sqliteRuns, sqliteSessions, tempDataDir, testConfig, TEST_ENV } from '../helper.js'
+import { assertStreamRules, checkErrorBody, parseSse } from '../sse.js'
+import { observed } from '../fixtures/agents/scripted/index.js'
 
 const SCRIPTED = 'f0000000-0000-4000-8000-000000000002'
-const ROOT = fileURLToPath(new URL('..', import.meta.url))
+const ROOT = fileURLToPath(new URL('../..', import.meta.url))
 
 interface Live { res: IncomingMessage, text: () => string, ended: Promise<unknown> }
 

@@ -3,17 +3,17 @@ import { existsSync, mkdirSync, readFileSync, symlinkSync } from 'node:fs'
 import { connect } from 'node:net'
 import { join } from 'node:path'
 import { fileURLToPath } from 'node:url'
-import { main } from '../src/commands.js'
+import { main } from '../../src/commands.js'
 import { userInfo } from 'node:os'
-import { openDatabase } from '../src/storage/sqlite/database.js'
-import { SqliteAuditLog } from '../src/storage/sqlite/audit.js'
-import { LocalAgentProtocol } from '../src/backends/local/local-agent-protocol.js'
-import { CHECKPOINT_FILE } from '../src/storage/audit-checkpoints.js'
-import { AGENTS, build, envelope, listen, tempDataDir } from './helper.js'
+import { openDatabase } from '../../src/storage/sqlite/database.js'
+import { SqliteAuditLog } from '../../src/storage/sqlite/audit.js'
+import { LocalAgentProtocol } from '../../src/backends/local/local-agent-protocol.js'
+import { CHECKPOINT_FILE } from '../../src/storage/audit-checkpoints.js'
+import { AGENTS, build, envelope, listen, tempDataDir } from '../helper.js'
 
 // Issue 16: who acted is the caller, and the small faults an attacker or a careless operator found.
 
-const TOY = fileURLToPath(new URL('./fixtures/cli/toy-agent.mjs', import.meta.url))
+const TOY = fileURLToPath(new URL('../fixtures/cli/toy-agent.mjs', import.meta.url))
 const quiet = { out: () => {}, err: () => {} }
 
 /** Send raw bytes to the server and read the whole answer. */

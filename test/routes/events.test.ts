@@ -1,8 +1,8 @@
 import t from 'tap'
 import { request } from 'node:http'
 import { setTimeout as sleep } from 'node:timers/promises'
-import { build, envelope, FIXTURE_AGENTS_DIR, listen } from './helper.js'
-import { observed } from './fixtures/agents/scripted/index.js'
+import { build, envelope, FIXTURE_AGENTS_DIR, listen } from '../helper.js'
+import { observed } from '../fixtures/agents/scripted/index.js'
 
 // The event log's own contract, on SQLite and on PostgreSQL, is test/storage/events-contract.test.ts;
 // here: events through the app (what agents emit, GET /v1/events and its SSE tail).

@@ -1,7 +1,7 @@
 import t from 'tap'
 import type { FastifyInstance } from 'fastify'
-import { build, envelope, FIXTURE_AGENTS_DIR } from './helper.js'
-import { checkErrorBody, checkServiceResponse } from './sse.js'
+import { build, envelope, FIXTURE_AGENTS_DIR } from '../helper.js'
+import { checkErrorBody, checkServiceResponse } from '../sse.js'
 
 const INSPECT = 'f0000000-0000-4000-8000-000000000001'
 type Body = ReturnType<typeof envelope>

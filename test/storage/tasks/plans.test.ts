@@ -1,6 +1,6 @@
 import t from 'tap'
-import { criticalPath } from '../src/storage/tasks/plans.js'
-import { build } from './helper.js'
+import { criticalPath } from '../../../src/storage/tasks/plans.js'
+import { build } from '../../helper.js'
 
 const task = (id: string, hours: number, agent = 'wordcount', extra: Record<string, unknown> = {}): Record<string, unknown> => ({
   id, type: 'code', description: `do ${id}`, estimated_hours: hours, priority: 5, assigned_agent: agent, input_artifacts: [], output_artifacts: [], success_criteria: {}, ...extra

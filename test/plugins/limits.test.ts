@@ -1,9 +1,9 @@
 import t from 'tap'
 import { setTimeout as sleep } from 'node:timers/promises'
-import { AGENTS, build, envelope, FIXTURE_AGENTS_DIR, listen } from './helper.js'
-import { open, until } from './socket.js'
-import { checkErrorBody, parseSse } from './sse.js'
-import { observed } from './fixtures/agents/scripted/index.js'
+import { AGENTS, build, envelope, FIXTURE_AGENTS_DIR, listen } from '../helper.js'
+import { open, until } from '../socket.js'
+import { checkErrorBody, parseSse } from '../sse.js'
+import { observed } from '../fixtures/agents/scripted/index.js'
 
 const SCRIPTED = 'f0000000-0000-4000-8000-000000000002'
 const timeout = (ms: unknown) => ({ agentRequest: { metadata: { timeout_ms: ms } } })

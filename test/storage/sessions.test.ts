@@ -1,13 +1,13 @@
 import t from 'tap'
-import { buildApp } from '../src/app.js'
-import { SqliteSessionStore } from '../src/storage/sqlite/sessions.js'
-import { ftsQuery, normaliseRank } from '../src/storage/sessions.js'
-import { openDatabase } from '../src/storage/sqlite/database.js'
-import { SqliteGroupWriter } from '../src/storage/sqlite/group-writer.js'
-import { AGENTS, envelope, FIXTURE_AGENTS_DIR, sqliteDb, sqliteSessions, tempDataDir, testConfig } from './helper.js'
-import { checkErrorBody } from './sse.js'
-import { until } from './socket.js'
-import { observed } from './fixtures/agents/scripted/index.js'
+import { buildApp } from '../../src/app.js'
+import { SqliteSessionStore } from '../../src/storage/sqlite/sessions.js'
+import { ftsQuery, normaliseRank } from '../../src/storage/sessions.js'
+import { openDatabase } from '../../src/storage/sqlite/database.js'
+import { SqliteGroupWriter } from '../../src/storage/sqlite/group-writer.js'
+import { AGENTS, envelope, FIXTURE_AGENTS_DIR, sqliteDb, sqliteSessions, tempDataDir, testConfig } from '../helper.js'
+import { checkErrorBody } from '../sse.js'
+import { until } from '../socket.js'
+import { observed } from '../fixtures/agents/scripted/index.js'
 
 // The session store's own contract, on SQLite and on PostgreSQL, is test/storage/sessions-contract.test.ts;
 // here: sessions through the app (what runs record, the routes) and the SQLite store's search-index batches.

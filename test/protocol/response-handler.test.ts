@@ -1,10 +1,10 @@
 import t from 'tap'
 import type { FastifyInstance } from 'fastify'
-import { AGENTS, build, envelope, FIXTURE_AGENTS_DIR } from './helper.js'
-import { checkErrorBody, checkServiceResponse, parseSse } from './sse.js'
-import { observed } from './fixtures/agents/scripted/index.js'
-import type { Transcript } from '../src/protocol/response.js'
-import type { StreamPacket } from '../src/protocol/packets.js'
+import { AGENTS, build, envelope, FIXTURE_AGENTS_DIR } from '../helper.js'
+import { checkErrorBody, checkServiceResponse, parseSse } from '../sse.js'
+import { observed } from '../fixtures/agents/scripted/index.js'
+import type { Transcript } from '../../src/protocol/response.js'
+import type { StreamPacket } from '../../src/protocol/packets.js'
 
 const SCRIPTED = 'f0000000-0000-4000-8000-000000000002'
 

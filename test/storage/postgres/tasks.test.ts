@@ -4,11 +4,11 @@
 import t, { type Test } from 'tap'
 import { setTimeout as sleep } from 'node:timers/promises'
 import pg from 'pg'
-import { PgTaskStore } from '../../src/storage/postgres/tasks.js'
-import { claimNode, completeNode } from '../../src/storage/tasks/task-graph.js'
-import type { TaskNode } from '../../src/storage/tasks/task.js'
-import { inTransaction, openPostgres, PG_LOCKS } from '../../src/storage/postgres/database.js'
-import { pgDatabase } from '../pg.js'
+import { PgTaskStore } from '../../../src/storage/postgres/tasks.js'
+import { claimNode, completeNode } from '../../../src/storage/tasks/task-graph.js'
+import type { TaskNode } from '../../../src/storage/tasks/task.js'
+import { inTransaction, openPostgres, PG_LOCKS } from '../../../src/storage/postgres/database.js'
+import { pgDatabase } from '../../pg.js'
 
 /** A clock the tests move by hand. */
 function clock (start = Date.parse('2026-11-22T10:00:00.000Z')): { now: () => Date, advance: (ms: number) => void } {

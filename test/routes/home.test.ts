@@ -1,6 +1,6 @@
 import t from 'tap'
-import { buildApp } from '../src/app.js'
-import { build, testConfig } from './helper.js'
+import { buildApp } from '../../src/app.js'
+import { build, testConfig } from '../helper.js'
 
 const BROWSER_ACCEPT = 'text/html,application/xhtml+xml,application/xml;q=0.9,image/avif,image/webp,*/*;q=0.8'
 

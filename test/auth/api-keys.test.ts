@@ -1,12 +1,12 @@
 import t from 'tap'
 import type { FastifyInstance } from 'fastify'
-import { loadConfig, parseApiKeys } from '../src/config.js'
-import { main } from '../src/commands.js'
-import { openDatabase } from '../src/storage/sqlite/database.js'
-import { ROUTE_SCOPES, SCOPES } from '../src/auth/scopes.js'
-import { AGENTS, build, envelope, FIXTURE_AGENTS_DIR, tempDataDir } from './helper.js'
-import { checkErrorBody } from './sse.js'
-import { checkRpcError } from './mcp/client.js'
+import { loadConfig, parseApiKeys } from '../../src/config.js'
+import { main } from '../../src/commands.js'
+import { openDatabase } from '../../src/storage/sqlite/database.js'
+import { ROUTE_SCOPES, SCOPES } from '../../src/auth/scopes.js'
+import { AGENTS, build, envelope, FIXTURE_AGENTS_DIR, tempDataDir } from '../helper.js'
+import { checkErrorBody } from '../sse.js'
+import { checkRpcError } from '../mcp/client.js'
 
 const CONFIG_KEY = 'config-key-0123456789abcdefghij'
 
@@ -66,7 +66,7 @@ async function keyWith (app: FastifyInstance, scopes: string[], agents?: string[
 }
 
 t.test('every route on every scope: 401 without a key, 403 with the wrong scope, through with the right one', async (t) => {
-  // one 401 per route from one address: past AUTH_FAILURE_MAX they would be 429s (tested in limits.test.ts)
+  // one 401 per route from one address: past AUTH_FAILURE_MAX they would be 429s (tested in test/plugins/limits.test.ts)
   const app = await build(t, { AUTH_MODE: 'apikey', WORKERS_PER_TYPE: '0', AUTH_FAILURE_MAX: '0' })
   t.same(Object.keys(REQUESTS).sort(), Object.keys(ROUTE_SCOPES).sort(), 'the table covers every scoped route')
   const keys = new Map<string, string>()
@@ -284,7 +284,7 @@ t.test('the OpenAPI document names the bearer scheme and the 401/403/429 answers
 })
 
 t.test('first run: BOOTSTRAP_ADMIN_KEY makes one admin key, once; with no key at all the boot warns loudly', async (t) => {
-  const { buildApp } = await import('../src/app.js')
+  const { buildApp } = await import('../../src/app.js')
   const dataDir = tempDataDir(t)
   const boot = async (env: Record<string, string>): Promise<{ app: FastifyInstance, warnings: string[] }> => {
     const warnings: string[] = []

@@ -1,8 +1,8 @@
 import t from 'tap'
 import type { FastifyInstance } from 'fastify'
-import { SCOPES } from '../src/auth/scopes.js'
-import { AGENTS, envelope, listen } from './helper.js'
-import { open, until } from './socket.js'
+import { SCOPES } from '../../src/auth/scopes.js'
+import { AGENTS, envelope, listen } from '../helper.js'
+import { open, until } from '../socket.js'
 
 // Issue 16, fault 3: two keys with every scope but admin. What the first owns, the second cannot
 // read, follow, cancel or erase: every such route answers as if it were not there (404, or an empty

@@ -1,11 +1,11 @@
 import t from 'tap'
 import type { FastifyInstance } from 'fastify'
-import { createAjv, toIssues } from '../src/agents/json-schema.js'
-import { ERROR_CATALOGUE } from '../src/errors.js'
-import { generateOpenApiComponents } from '../src/protocol/components.js'
-import { ECHO_AGENT_ID, EXAMPLE_SESSION_ID, generateOpenApiPath } from '../src/protocol/openapi.js'
-import { AGENTS, build } from './helper.js'
-import { checkServiceResponse, parseSse } from './sse.js'
+import { createAjv, toIssues } from '../../src/agents/json-schema.js'
+import { ERROR_CATALOGUE } from '../../src/errors.js'
+import { generateOpenApiComponents } from '../../src/protocol/components.js'
+import { ECHO_AGENT_ID, EXAMPLE_SESSION_ID, generateOpenApiPath } from '../../src/protocol/openapi.js'
+import { AGENTS, build } from '../helper.js'
+import { checkServiceResponse, parseSse } from '../sse.js'
 
 type Json = Record<string, any>
 

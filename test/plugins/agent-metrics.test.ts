@@ -1,5 +1,5 @@
 import t from 'tap'
-import { build, envelope, FIXTURE_AGENTS_DIR, SCRIPTED } from './helper.js'
+import { build, envelope, FIXTURE_AGENTS_DIR, SCRIPTED } from '../helper.js'
 
 t.test('GET /v1/agents/:id/metrics: calls, failures by how runs ended, and p50/p95/p99 latency; the same in /metrics', async (t) => {
   const app = await build(t, { AGENTS_DIR: FIXTURE_AGENTS_DIR, WORKERS_PER_TYPE: '0' })

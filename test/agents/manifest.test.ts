@@ -1,7 +1,7 @@
 import t from 'tap'
-import { defineAgent, fillManifest } from '../src/agents/define-agent.js'
-import { hostAgent } from '../src/agents/hosted-agent.js'
-import { AgentRegistry } from '../src/agents/registry.js'
+import { defineAgent, fillManifest } from '../../src/agents/define-agent.js'
+import { hostAgent } from '../../src/agents/hosted-agent.js'
+import { AgentRegistry } from '../../src/agents/registry.js'
 
 const metadata = { id: 'c0000000-0000-4000-8000-000000000001', name: 'm', version: '2.1.0-beta.1+build.5', author: 'a', created_at: '2026-01-01T00:00:00Z' }
 

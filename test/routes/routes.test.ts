@@ -1,12 +1,12 @@
 import t from 'tap'
 import { readFileSync } from 'node:fs'
-import { compileSchema } from '../src/agents/json-schema.js'
-import { AgentDefinition } from '../src/protocol/manifest.js'
-import { generateOpenApiPath } from '../src/protocol/openapi.js'
-import { AGENTS, build } from './helper.js'
-import { checkErrorBody } from './sse.js'
+import { compileSchema } from '../../src/agents/json-schema.js'
+import { AgentDefinition } from '../../src/protocol/manifest.js'
+import { generateOpenApiPath } from '../../src/protocol/openapi.js'
+import { AGENTS, build } from '../helper.js'
+import { checkErrorBody } from '../sse.js'
 
-const pkg = JSON.parse(readFileSync(new URL('../package.json', import.meta.url), 'utf8')) as { version: string }
+const pkg = JSON.parse(readFileSync(new URL('../../package.json', import.meta.url), 'utf8')) as { version: string }
 const validManifest = compileSchema(AgentDefinition)
 
 t.test('GET /v1/agents serves every example manifest, valid and filled in', async (t) => {

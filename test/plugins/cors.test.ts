@@ -1,7 +1,7 @@
 import t from 'tap'
 import { request } from 'node:http'
-import { loadConfig } from '../src/config.js'
-import { AGENTS, build, envelope, listen } from './helper.js'
+import { loadConfig } from '../../src/config.js'
+import { AGENTS, build, envelope, listen } from '../helper.js'
 
 const APP = 'http://app.example.test:5173'
 const OTHER = 'https://evil.example.test'

@@ -2,11 +2,11 @@ import t from 'tap'
 import { mkdirSync, writeFileSync } from 'node:fs'
 import { join } from 'node:path'
 import { fileURLToPath } from 'node:url'
-import { buildApp } from '../src/app.js'
-import { loadAgents } from '../src/agents/loader.js'
-import { tempDataDir, testConfig, type Teardown } from './helper.js'
+import { buildApp } from '../../src/app.js'
+import { loadAgents } from '../../src/agents/loader.js'
+import { tempDataDir, testConfig, type Teardown } from '../helper.js'
 
-const SRC = fileURLToPath(new URL('../src/agents/index.js', import.meta.url))
+const SRC = fileURLToPath(new URL('../../src/agents/index.js', import.meta.url))
 
 const manifest = (over: Record<string, unknown> = {}, metadata: Record<string, unknown> = {}) => ({
   metadata: { id: 'a0000000-0000-4000-8000-000000000001', name: 'good', version: '1.0.0', author: 'tests', created_at: '2026-01-01T00:00:00Z', ...metadata },

@@ -1,13 +1,13 @@
 /** The task stores the multi-process tests (concurrency, chaos) run against, each with where its worker processes find it. */
 import type { Test } from 'tap'
-import { FileTaskStore } from '../../src/storage/file/tasks.js'
-import { PgTaskStore } from '../../src/storage/postgres/tasks.js'
-import { SqliteTaskStore } from '../../src/storage/sqlite/tasks.js'
-import type { TaskStore } from '../../src/storage/tasks/task-store.js'
-import { openDatabase } from '../../src/storage/sqlite/database.js'
-import { openPostgres } from '../../src/storage/postgres/database.js'
-import { tempDataDir } from '../helper.js'
-import { pgDatabase } from '../pg.js'
+import { FileTaskStore } from '../../../src/storage/file/tasks.js'
+import { PgTaskStore } from '../../../src/storage/postgres/tasks.js'
+import { SqliteTaskStore } from '../../../src/storage/sqlite/tasks.js'
+import type { TaskStore } from '../../../src/storage/tasks/task-store.js'
+import { openDatabase } from '../../../src/storage/sqlite/database.js'
+import { openPostgres } from '../../../src/storage/postgres/database.js'
+import { tempDataDir } from '../../helper.js'
+import { pgDatabase } from '../../pg.js'
 
 /** A new, empty store and where its workers find it: a folder, or a database URL. */
 export type MadeStore = { store: TaskStore, location: string } | undefined
