@@ -14,6 +14,12 @@ import type { TaskStore } from './tasks/task-store.js'
 /** The drivers: SQLite under DATA_DIR (one machine), PostgreSQL at DATABASE_URL (any number of instances). */
 export type Driver = 'sqlite' | 'postgres'
 
+/**
+ * Told before each pending migration step: `index` steps of `pending` are done (a step another
+ * process applies first is told too, and then skipped).
+ */
+export type MigrationProgress = (step: { version: number, description: string }, index: number, pending: number) => void
+
 /** Where a driver reports what it does in the background (pino's methods, a command's lines). */
 export interface StoresLog {
   info: (obj: object, msg: string) => void
@@ -35,7 +41,7 @@ export interface StoresOptions {
    */
   serving: boolean
   /** Told before each pending migration step runs (a command shows it as progress). */
-  onMigration?: (step: { version: number, description: string }, index: number, pending: number) => void
+  onMigration?: MigrationProgress
 }
 
 /** A driver's audit log opened read-only (`agent-host audit verify`), or why it cannot be (said to the operator). */

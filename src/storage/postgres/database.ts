@@ -1,6 +1,6 @@
 import type pg from 'pg'
 import { AH_ERR_STORAGE_SCHEMA_TOO_NEW } from '../../errors.js'
-import type { MigrationProgress } from '../sqlite/database.js'
+import type { MigrationProgress } from '../stores.js'
 import { PG_MIGRATIONS } from './migrations.js'
 
 /** The schema version this code writes on PostgreSQL (the last migration's). */

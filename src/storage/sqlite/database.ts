@@ -3,6 +3,7 @@ import { join } from 'node:path'
 import Database from 'better-sqlite3'
 import { AH_ERR_STORAGE_SCHEMA_TOO_NEW } from '../../errors.js'
 import { MIGRATIONS } from './migrations.js'
+import type { MigrationProgress } from '../stores.js'
 
 export type Db = Database.Database
 
@@ -11,12 +12,6 @@ export const DB_FILE = 'agent-host.db'
 
 /** The schema version this code writes (the last migration's). */
 export const SCHEMA_VERSION = MIGRATIONS.at(-1)?.version ?? 0
-
-/**
- * Told before each pending migration step: `index` steps of `pending` are done (a step another
- * process applies first is told too, and then skipped).
- */
-export type MigrationProgress = (step: { version: number, description: string }, index: number, pending: number) => void
 
 /**
  * Apply the migrations the database lacks, each in its own immediate transaction, so several
