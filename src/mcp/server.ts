@@ -27,7 +27,7 @@ export interface McpCall {
   /** The per-agent rate limit (`RATE_LIMIT_AGENT_MAX`): throws to refuse a new run. */
   admit: NonNullable<SubmitOptions['admit']>
   /** With tracing on: where a run's span goes, given its envelope's trace. */
-  runTrace?: (trace: TraceContext) => RunTrace
+  runTrace?: (trace: TraceContext) => RunTrace | undefined
 }
 
 /** What one MCP session's server is built from. */
@@ -168,13 +168,14 @@ export function createMcpServer (options: McpServerOptions): Server {
     }
 
     let submission
+    const trace = call.runTrace?.(envelope.context.trace)
     try {
       submission = await engine.submit(envelope, {
         identity,
         chooseMode: (own) => own,
         admit: call.admit,
         log: call.log,
-        ...(call.runTrace !== undefined ? { trace: call.runTrace(envelope.context.trace) } : {})
+        ...(trace !== undefined ? { trace } : {})
       })
     } catch (err) {
       return refusal(err, meta)

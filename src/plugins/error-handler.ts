@@ -85,8 +85,16 @@ export function errorAnswer (err: FastifyError, request: FastifyRequest, reply: 
   return errorBody({ ...error, statusCode, code: error.code, message: error.message, details: error.details })
 }
 
+declare module 'fastify' {
+  interface FastifyInstance {
+    /** The error body of a failure, logged, with the headers it needs ({@link errorAnswer}): what a protocol with an error shape of its own wraps. */
+    errorAnswer: typeof errorAnswer
+  }
+}
+
 /** One error body for every failure ({@link errorAnswer}), and for every path no route serves. */
 async function errorHandler (app: FastifyInstance): Promise<void> {
+  app.decorate('errorAnswer', errorAnswer)
   app.setErrorHandler((err: FastifyError, request: FastifyRequest, reply: FastifyReply) => {
     const body = errorAnswer(err, request, reply)
     return reply.code(body.statusCode).type('application/json; charset=utf-8').send(body)

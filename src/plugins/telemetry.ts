@@ -16,6 +16,10 @@ declare module 'fastify' {
     /** The tracer of the server's own spans (runs, backend calls, commits); undefined when telemetry is off. */
     tracer: Tracer | undefined
   }
+  interface FastifyRequest {
+    /** Where this request's run goes in the trace ({@link runTraceOf}), for the engine; undefined when telemetry is off. */
+    runTrace: (envelopeTrace: { trace_id: string, span_id: string }) => RunTrace | undefined
+  }
 }
 
 export interface TelemetryOptions {
@@ -119,6 +123,10 @@ const UNTRACED = /^\/(health|metrics)(\?|$)/
 async function telemetry (app: FastifyInstance, options: TelemetryOptions): Promise<void> {
   const provider = options.provider
   app.decorate('tracer', provider?.getTracer('agent-host', pkg.version))
+  const runTrace: FastifyRequest['runTrace'] = provider === undefined
+    ? () => undefined
+    : function (this: FastifyRequest, envelopeTrace) { return runTraceOf(this, envelopeTrace) }
+  app.decorateRequest('runTrace', runTrace)
   if (provider === undefined) return
   // the propagator is the same for every app, and one registered by the process's owner is kept
   if (propagation.fields().length === 0) propagation.setGlobalPropagator(new TraceparentPropagator())

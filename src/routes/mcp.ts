@@ -5,11 +5,9 @@ import type { RequestId } from '@modelcontextprotocol/sdk/types.js'
 import pkg from '../../package.json' with { type: 'json' }
 import { AH_ERR_BODY_MALFORMED, AH_ERR_BODY_TOO_LARGE, AH_ERR_HOST_REFUSED, AH_ERR_MCP_SESSION_NOT_FOUND, AH_ERR_REQUEST_INVALID, AH_ERR_TOO_MANY_STREAMS, errorBody } from '../errors.js'
 import { jsonRpcError } from '../mcp/json-rpc-error.js'
-import { errorAnswer } from '../plugins/error-handler.js'
 import type { McpCall } from '../mcp/server.js'
 import type { McpSession, McpSessions } from '../mcp/sessions.js'
 import { ToolCatalogue } from '../mcp/tools.js'
-import { runTraceOf } from '../plugins/telemetry.js'
 import { MCP_INITIALIZE_EXAMPLE, MCP_MAX_BATCH, MCP_TOOLS_CALL_EXAMPLE, McpBody, McpErrorAnswer, McpHeaders, McpMessage } from '../protocol/mcp.js'
 import { documented, genericErrorResponses, validationError, type ErrorExample } from '../protocol/openapi.js'
 import type { ErrorBody } from '../protocol/response.js'
@@ -86,7 +84,7 @@ const mcpRoutes: FastifyPluginAsyncTypebox = async (app) => {
   // one error shape per protocol: the host's refusals here are JSON-RPC errors, as the MCP transport's own are
   // (sent as text: the routes' response schemas would otherwise serialize them)
   app.setErrorHandler((err: FastifyError, request, reply) => {
-    const body = errorAnswer(err, request, reply)
+    const body = app.errorAnswer(err, request, reply)
     return reply.code(body.statusCode).type('application/json; charset=utf-8').send(JSON.stringify(jsonRpcError(body)))
   })
 
@@ -122,7 +120,7 @@ const mcpRoutes: FastifyPluginAsyncTypebox = async (app) => {
       gone: gone.signal,
       log: request.log,
       admit: async (agent) => { await app.limits.agentRun(request, reply, agent) },
-      ...(app.tracer !== undefined ? { runTrace: (trace) => runTraceOf(request, trace) } : {})
+      runTrace: (trace) => request.runTrace(trace)
     }
     const leave = session.enter(requests.map((m) => m.id as RequestId), call)
     reply.raw.on('close', () => {

@@ -64,6 +64,8 @@ t.test('protocol/ holds no logic of other folders; the engine, runtime/ and agen
     }
   }
   for (const file of files(join(SRC, 'assist'))) t.notMatch(readFileSync(file, 'utf8'), /from 'fastify'/, `${relative(SRC, file)} does not import Fastify`)
+  // a route reaches what a plugin made through the app it decorated (app.errorAnswer, request.runTrace), never the plugin's file
+  t.notOk(graph.get('routes')?.has('plugins'), `routes/ imports no plugin file: ${(graph.get('routes')?.get('plugins') ?? []).join(', ')}`)
 })
 
 // `agent-host --version` and `--help` took 0.5 s of CPU loading every command (the app's storage,

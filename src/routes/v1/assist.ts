@@ -8,7 +8,6 @@ import { AH_ERR_NOT_ACCEPTABLE, AH_ERR_RUN_NOT_FOUND } from '../../errors.js'
 import { chooseDeliveryMode } from '../../http/negotiate.js'
 import type { DeliveryMode } from '../../protocol/manifest.js'
 import { SseWriter } from '../../http/sse-writer.js'
-import { runTraceOf } from '../../plugins/telemetry.js'
 import { CancelAccepted } from '../../protocol/cancel.js'
 import { Uuid } from '../../protocol/common.js'
 import { AssistHeaders, ServiceRequest } from '../../protocol/envelope.js'
@@ -70,6 +69,7 @@ const assistRoutes: FastifyPluginAsyncTypebox = async (app) => {
     let slot: (() => void) | undefined
     let chosen: DeliveryMode | undefined
     let submission
+    const trace = request.runTrace(request.body.context.trace)
     try {
       submission = await app.assist.submit(request.body, {
         identity: request.identity,
@@ -85,7 +85,7 @@ const assistRoutes: FastifyPluginAsyncTypebox = async (app) => {
           await app.limits.agentRun(request, reply, agent)
         },
         log: request.log,
-        ...(app.tracer !== undefined ? { trace: runTraceOf(request, request.body.context.trace) } : {})
+        ...(trace !== undefined ? { trace } : {})
       })
     } catch (err) {
       slot?.()
