@@ -1,22 +1,21 @@
 import type { FastifyPluginAsyncTypebox } from '@fastify/type-provider-typebox'
-import type { OutgoingHttpHeaders } from 'node:http'
 import type { FastifyError, FastifyReply, FastifyRequest } from 'fastify'
 import { Type } from 'typebox'
 import {
-  A2A_CONTENT_TYPE, A2A_PROTOCOL_VERSION, A2A_VERSION_HEADER, AgentCard, ListTaskPushNotificationConfigsResponse, ListTasksRequest, ListTasksResponse, SendMessageRequest, SendMessageResponse, StreamResponse, Task,
+  A2A_CONTENT_TYPE, A2A_VERSION_HEADER, AgentCard, ListTaskPushNotificationConfigsResponse, ListTasksRequest, ListTasksResponse, SendMessageRequest, SendMessageResponse, StreamResponse, Task,
   TaskPushNotificationConfig
 } from '@a2a-js/sdk'
-import { A2A_ERROR_CODE, A2AError, RequestMalformedError, restStatusFor, toRestErrorBody, VersionNotSupportedError } from '@a2a-js/sdk/errors'
-import { JsonRpcTransportHandler, ServerCallContext, validateVersion } from '@a2a-js/sdk/server'
+import { A2A_ERROR_CODE, A2AError } from '@a2a-js/sdk/errors'
+import { JsonRpcTransportHandler, type ServerCallContext } from '@a2a-js/sdk/server'
 import pkg from '../../package.json' with { type: 'json' }
 import { agentCard, hostCard } from '../a2a/agent-card.js'
-import { A2A_CALL, AgentA2AHandler, type A2ACall } from '../a2a/request-handler.js'
+import { callContextOf, firstEvent, jsonRpcError, restError, restErrorFrame, restFrame, taskRef, unknownVerb } from '../a2a/http-binding.js'
+import { AgentA2AHandler, type A2ACall } from '../a2a/request-handler.js'
 import type { HostedAgent } from '../agents/hosted-agent.js'
-import { agentRefusal } from '../auth/agent-access.js'
 import { AH_ERR_AGENT_NOT_FOUND } from '../errors.js'
-import { SseWriter } from '../http/sse-writer.js'
 import { JsonObject } from '../protocol/common.js'
 import { ECHO_AGENT_ID, errorResponse } from '../protocol/openapi.js'
+import { sendSse } from './sse.js'
 
 const AgentParams = Type.Object({ agent_id: Type.String({ minLength: 1, maxLength: 256, description: 'The agent\'s `metadata.id` or `metadata.name`', examples: [ECHO_AGENT_ID] }) })
 const TaskParams = Type.Object({
@@ -75,72 +74,38 @@ const a2aRoutes: FastifyPluginAsyncTypebox = async (app) => {
     return { ...binding, card }
   }
 
-  /**
-   * The call's context: the caller, the trace, the rate limit, the client's signal. The agent must
-   * be one the caller may invoke (403 otherwise), and the A2A version one the card declares.
-   */
+  /** The call's context ({@link callContextOf}), aborted when the client goes away. */
   const contextOf = (request: FastifyRequest, reply: FastifyReply, hosted: HostedAgent, card: AgentCard, binding: 'JSONRPC' | 'HTTP+JSON'): { context: ServerCallContext, call: A2ACall } => {
-    const agent = hosted.manifest.metadata
-    const refusal = agentRefusal(request.identity, { id: agent.id, name: agent.name, requiresAuth: agent.requires_auth })
-    if (refusal !== undefined) throw refusal.error
     const controller = new AbortController()
     reply.raw.on('close', () => { if (!reply.raw.writableFinished) controller.abort('client_disconnected') })
-    const call: A2ACall = {
+    return callContextOf({
       identity: request.identity,
       traceId: request.traceId,
+      agent: hosted.manifest.metadata,
+      card,
+      binding,
+      version: request.headers[A2A_VERSION_HEADER.toLowerCase()],
       admit: async (target) => { await app.limits.agentRun(request, reply, target) },
       signal: controller.signal
-    }
-    const header = request.headers[A2A_VERSION_HEADER.toLowerCase()]
-    const asked = typeof header === 'string' && header !== ''
-    const context = new ServerCallContext({ ...(asked ? { requestedVersion: header } : {}), state: new Map([[A2A_CALL, call]]) })
-    try {
-      validateVersion(context.requestedVersion, card, binding)
-    } catch (err) {
-      // the specification reads no header as 0.3: a client that sent none learns what to send, not only that 0.3 is refused
-      if (asked || !(err instanceof VersionNotSupportedError)) throw err
-      throw new VersionNotSupportedError(`The request has no A2A-Version header, which A2A reads as version ${context.requestedVersion}, not served here: send the header A2A-Version: ${A2A_PROTOCOL_VERSION}`)
-    }
-    return { context, call }
+    })
   }
 
   /**
-   * Stream `events` as SSE. The first event is awaited before any header is sent, so a refusal is
-   * still a plain answer; an error later is an `error` event, then the end.
+   * Stream `events` as SSE: a refusal before the first event is still a plain answer (`early`); a
+   * failure later is an `error` event (`errorFrame`), then the end.
    */
   const stream = async <T>(request: FastifyRequest, reply: FastifyReply, call: A2ACall, events: AsyncGenerator<T, void, undefined>, frame: (event: T) => string, errorFrame: (err: unknown) => string, early: (err: unknown) => Promise<FastifyReply>): Promise<FastifyReply> => {
-    let first: IteratorResult<T, void>
-    try {
-      first = await events.next()
-    } catch (err) {
+    const started = await firstEvent(events)
+    if ('failed' in started) {
       if (call.httpError !== undefined) throw call.httpError
-      return await early(err)
+      return await early(started.failed)
     }
-    const release = await app.limits.openStream(request, reply)
-    reply.hijack()
-    const writer = new SseWriter(reply.raw, {
-      headers: reply.getHeaders() as OutgoingHttpHeaders,
-      heartbeatMs: config.SSE_HEARTBEAT_MS,
+    return await sendSse(app, request, reply, {
+      source: started.events,
       retryMs: 0,
-      stallMs: config.SSE_STALL_TIMEOUT_MS,
-      onGone: () => {},
-      metrics: app.metrics.sse,
-      onFinished: release
+      send: (writer, event) => writer.sendData(frame(event)),
+      failed: (err, writer) => { writer.sendData(errorFrame(err), 'error') }
     })
-    try {
-      for (let next = first; next.done !== true; next = await events.next()) {
-        const drained = writer.sendData(frame(next.value))
-        if (drained !== undefined) await drained
-        if (writer.finished) break
-      }
-    } catch (err) {
-      request.log.warn({ err }, 'an A2A stream ended with an error')
-      writer.sendData(errorFrame(err), 'error')
-    } finally {
-      await events.return(undefined).catch(() => {})
-      writer.end()
-    }
-    return reply
   }
 
   app.get('/.well-known/agent-card.json', {
@@ -192,14 +157,14 @@ const a2aRoutes: FastifyPluginAsyncTypebox = async (app) => {
       ({ context, call } = contextOf(request, reply, hosted, card, 'JSONRPC'))
     } catch (err) {
       if (!(err instanceof A2AError)) throw err
-      return { jsonrpc: '2.0', id, error: JsonRpcTransportHandler.mapToJSONRPCError(err) }
+      return jsonRpcError(id, err)
     }
     const answer = await jsonRpc.handle(request.body, context)
     if (call.httpError !== undefined) throw call.httpError
     if (!(Symbol.asyncIterator in answer)) return answer as unknown as Record<string, unknown>
     return await stream(request, reply, call, answer, (event) => JSON.stringify(event),
-      (err) => JSON.stringify({ jsonrpc: '2.0', id, error: JsonRpcTransportHandler.mapToJSONRPCError(err) }),
-      async (err) => await reply.send({ jsonrpc: '2.0', id, error: JsonRpcTransportHandler.mapToJSONRPCError(err) }))
+      (err) => JSON.stringify(jsonRpcError(id, err)),
+      async (err) => await reply.send(jsonRpcError(id, err)))
   })
 
   /** An HTTP+JSON method: the A2A error of a failure as its REST error body and status; a refusal of the caller or of load as itself. */
@@ -209,20 +174,18 @@ const a2aRoutes: FastifyPluginAsyncTypebox = async (app) => {
     try {
       return await call() as Record<string, unknown>
     } catch (err) {
-      if (!(err instanceof A2AError)) throw err
-      const status = restStatusFor(err)
-      return await reply.code(status).type(A2A_CONTENT_TYPE).send(toRestErrorBody(err, status)) as unknown as Record<string, unknown>
+      const answer = restError(err)
+      if (answer === undefined) throw err
+      return await reply.code(answer.status).type(A2A_CONTENT_TYPE).send(answer.body) as unknown as Record<string, unknown>
     }
   }
 
   const restStream = async (request: FastifyRequest, reply: FastifyReply, call: A2ACall, events: AsyncGenerator<StreamResponse, void, undefined>): Promise<FastifyReply> =>
-    await stream(request, reply, call, events, (event) => JSON.stringify(StreamResponse.toJSON(event)),
-      (err) => JSON.stringify(toRestErrorBody(err, restStatusFor(err))),
-      async (err) => {
-        if (!(err instanceof A2AError)) throw err
-        const status = restStatusFor(err)
-        return await reply.code(status).type(A2A_CONTENT_TYPE).send(toRestErrorBody(err, status))
-      })
+    await stream(request, reply, call, events, restFrame, restErrorFrame, async (err) => {
+      const answer = restError(err)
+      if (answer === undefined) throw err
+      return await reply.code(answer.status).type(A2A_CONTENT_TYPE).send(answer.body)
+    })
 
   const restSchema = <T extends object>(operationId: string, summary: string, extra: T) => ({
     operationId,
@@ -260,13 +223,6 @@ const a2aRoutes: FastifyPluginAsyncTypebox = async (app) => {
       const listed = await handler.listTasks(params, context)
       return ListTasksResponse.toJSON(listed)
     }))
-
-  /** `{id}`, `{id}:cancel` or `{id}:subscribe`: the task id and the verb. */
-  const taskRef = (ref: string): { id: string, verb: string } => {
-    const at = ref.indexOf(':')
-    return at < 0 ? { id: ref, verb: '' } : { id: ref.slice(0, at), verb: ref.slice(at + 1) }
-  }
-  const unknownVerb = (verb: string): never => { throw new RequestMalformedError(`Unknown method ":${verb}" of a task`) }
 
   app.get('/a2a/:agent_id/rest/tasks/:task', { schema: restSchema('a2aRestGetTask', 'A2A HTTP+JSON: a task (`GET /tasks/{id}`), or a re-subscription to it (`GET /tasks/{id}:subscribe`, `text/event-stream`)', { params: TaskParams, querystring: Type.Object({ historyLength: Type.Optional(Type.Integer()) }) }) }, async (request, reply) =>
     await rest(reply, async () => {

@@ -1,8 +1,8 @@
 import type { EventEmitter } from 'node:events'
-import type { OutgoingHttpHeaders } from 'node:http'
 import type { FastifyInstance, FastifyReply, FastifyRequest } from 'fastify'
 import { chooseDeliveryMode } from '../http/negotiate.js'
-import { SseWriter } from '../http/sse-writer.js'
+import type { SseWriter } from '../http/sse-writer.js'
+import { sendSse } from './sse.js'
 
 /** What {@link tailAsSse} needs: where wake-ups come from, how often to look anyway, and what to send. */
 export interface TailOptions {
@@ -30,39 +30,39 @@ export function followsLog (request: FastifyRequest, follow: boolean | undefined
  * the next poll). The stream ends when the client goes away, the server closes, or `pump` fails.
  */
 export async function tailAsSse (app: FastifyInstance, request: FastifyRequest, reply: FastifyReply, options: TailOptions): Promise<FastifyReply> {
-  const release = await app.limits.openStream(request, reply)
-  reply.hijack()
-  const writer = new SseWriter(reply.raw, {
-    headers: reply.getHeaders() as OutgoingHttpHeaders,
-    heartbeatMs: app.config.SSE_HEARTBEAT_MS,
-    retryMs: app.config.SSE_RETRY_MS,
-    stallMs: app.config.SSE_STALL_TIMEOUT_MS,
-    onGone: () => { stop() },
-    metrics: app.metrics.sse,
-    onFinished: release
-  })
-  let pumping = false
-  let again = false
-  const wake = (): void => {
-    if (pumping) { again = true; return }
-    pumping = true
-    ;(async () => {
-      do {
-        again = false
-        if (writer.finished) return
-        await options.pump(writer)
-      } while (again)
-    })().catch((err: unknown) => { request.log.error({ err }, 'following failed'); stop() }).finally(() => { pumping = false })
-  }
-  const timer = setInterval(wake, options.pollMs).unref()
-  const stop = (): void => {
-    clearInterval(timer)
-    options.source.off(options.event, wake)
-    app.runs.offClose(stop)
-    writer.end()
-  }
-  options.source.on(options.event, wake)
+  const stopped = new AbortController()
+  const stop = (): void => { stopped.abort() }
   app.runs.onClose(stop)
-  wake()
-  return reply
+  try {
+    return await sendSse(app, request, reply, {
+      source: wakeUps(options, stopped.signal),
+      send: async (writer) => { await options.pump(writer) },
+      onGone: stop
+    })
+  } finally {
+    app.runs.offClose(stop)
+  }
+}
+
+/** Now, then once after each burst of `event`s and every `pollMs`, until `signal` aborts. */
+async function * wakeUps (options: TailOptions, signal: AbortSignal): AsyncGenerator<void> {
+  let woken = true
+  let wake: (() => void) | undefined
+  const onWake = (): void => { woken = true; wake?.() }
+  const timer = setInterval(onWake, options.pollMs).unref()
+  options.source.on(options.event, onWake)
+  signal.addEventListener('abort', onWake)
+  try {
+    while (!signal.aborted) {
+      if (!woken) await new Promise<void>((resolve) => { wake = resolve })
+      wake = undefined
+      if (signal.aborted) return
+      woken = false
+      yield
+    }
+  } finally {
+    clearInterval(timer)
+    options.source.off(options.event, onWake)
+    signal.removeEventListener('abort', onWake)
+  }
 }

@@ -66,6 +66,8 @@ t.test('protocol/ holds no logic of other folders; the engine, runtime/ and agen
   for (const file of files(join(SRC, 'assist'))) t.notMatch(readFileSync(file, 'utf8'), /from 'fastify'/, `${relative(SRC, file)} does not import Fastify`)
   // a route reaches what a plugin made through the app it decorated (app.errorAnswer, request.runTrace), never the plugin's file
   t.notOk(graph.get('routes')?.has('plugins'), `routes/ imports no plugin file: ${(graph.get('routes')?.get('plugins') ?? []).join(', ')}`)
+  // one loop writes every SSE answer (CAP, A2A, the feeds): its slot, backpressure, and how it ends
+  t.same(files(SRC).filter((file) => readFileSync(file, 'utf8').includes('new SseWriter(')).map((file) => relative(SRC, file)), ['routes/sse.ts'], 'an SSE answer is written by routes/sse.ts:sendSse only')
 })
 
 // `agent-host --version` and `--help` took 0.5 s of CPU loading every command (the app's storage,

@@ -1,5 +1,4 @@
 import type { FastifyPluginAsyncTypebox } from '@fastify/type-provider-typebox'
-import type { OutgoingHttpHeaders } from 'node:http'
 import type { FastifyReply, FastifyRequest } from 'fastify'
 import { Type } from 'typebox'
 import type { Cursor } from '../../assist/engine.js'
@@ -7,7 +6,8 @@ import type { Frame } from '../../assist/frame-queue.js'
 import { AH_ERR_NOT_ACCEPTABLE, AH_ERR_RUN_NOT_FOUND } from '../../errors.js'
 import { chooseDeliveryMode } from '../../http/negotiate.js'
 import type { DeliveryMode } from '../../protocol/manifest.js'
-import { SseWriter } from '../../http/sse-writer.js'
+import type { SseWriter } from '../../http/sse-writer.js'
+import { sendSse } from '../sse.js'
 import { CancelAccepted } from '../../protocol/cancel.js'
 import { Uuid } from '../../protocol/common.js'
 import { AssistHeaders, ServiceRequest } from '../../protocol/envelope.js'
@@ -35,32 +35,22 @@ function clientSignal (reply: FastifyReply): AbortController {
  * Thin by design: schema → `submit` → the answer, or the frames of `follow` into the SSE writer.
  */
 const assistRoutes: FastifyPluginAsyncTypebox = async (app) => {
-  const config = app.config
-
   async function stream (request: FastifyRequest, reply: FastifyReply, requestId: string, after: Cursor | undefined, client: AbortController, release: () => void): Promise<void> {
-    reply.hijack()
-    const writer = new SseWriter(reply.raw, {
-      headers: reply.getHeaders() as OutgoingHttpHeaders,
-      heartbeatMs: config.SSE_HEARTBEAT_MS,
-      retryMs: config.SSE_RETRY_MS,
-      stallMs: config.SSE_STALL_TIMEOUT_MS,
-      onGone: (why) => { client.abort(why) },
-      metrics: app.metrics.sse,
-      onFinished: release
-    })
+    let writing: SseWriter | undefined
     let complete = false
-    try {
-      for await (const frames of app.assist.follow(requestId, { ...(after !== undefined ? { after } : {}), signal: client.signal, onSlow: () => { writer.cut() } })) {
-        const drained = writer.sendPackets(SSE_EVENT_NAME, frames)
-        if ((frames.at(-1) as Frame).final) complete = true
-        if (drained !== undefined) await drained
-      }
-    } catch (err) {
-      request.log.error({ err, requestId }, 'following the run failed')
-    }
+    const frames = app.assist.follow(requestId, { ...(after !== undefined ? { after } : {}), signal: client.signal, onSlow: () => { writing?.cut() } })
     // a response that stops short of its last packet is cut, so the client knows to resume
-    if (complete) writer.end()
-    else reply.raw.destroy()
+    await sendSse(app, request, reply, {
+      source: frames,
+      release,
+      opened: (writer) => { writing = writer },
+      onGone: (why) => { client.abort(why) },
+      send: (writer, batch) => {
+        if ((batch.at(-1) as Frame).final) complete = true
+        return writer.sendPackets(SSE_EVENT_NAME, batch)
+      },
+      whole: () => complete
+    })
   }
 
   async function assist (request: FastifyRequest<{ Body: ServiceRequest, Headers: AssistHeaders }>, reply: FastifyReply) {
