@@ -204,7 +204,7 @@ t.test('the engine without a trace from HTTP (another binding): the run goes und
   const { app, spans } = await traced(t)
   const body = envelope(AGENTS.echo)
   const trace = body.context.trace as { trace_id: string, span_id: string }
-  const submission = await app.assist.submit(body as never, { identity: ANONYMOUS, chooseMode: () => 'request_response' })
+  const submission = await app.assist.submit(body as never, { identity: ANONYMOUS, delivery: 'request_response' })
   await app.assist.answer(submission.requestId)
   const run = one(spans(), 'assist.run')
   t.equal(run.spanContext().traceId, w3c(trace.trace_id))
@@ -212,7 +212,7 @@ t.test('the engine without a trace from HTTP (another binding): the run goes und
 
   const orphan = envelope(AGENTS.echo)
   ;(orphan.context.trace as { span_id: string }).span_id = '00000000-0000-0000-8000-000000000000'
-  await app.assist.answer((await app.assist.submit(orphan as never, { identity: ANONYMOUS, chooseMode: () => 'request_response' })).requestId)
+  await app.assist.answer((await app.assist.submit(orphan as never, { identity: ANONYMOUS, delivery: 'request_response' })).requestId)
   const second = named(spans(), 'assist.run')[1]
   t.equal(second?.parentSpanContext, undefined, 'a root: no valid span to hang under')
 })

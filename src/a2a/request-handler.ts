@@ -252,7 +252,11 @@ export class AgentA2AHandler implements A2ARequestHandler {
       if (!sameAsk(stored, fresh)) throw new RequestMalformedError(`messageId "${message.messageId}" was already sent with another message: a new message needs a new messageId`)
       return stored
     }
-    const submit = async (): Promise<{ requestId: string }> => await this.#engine.submit(await envelope(), { identity: call.identity, chooseMode: () => mode, admit: call.admit })
+    const submit = async (): Promise<{ requestId: string }> => {
+      const prepared = await this.#engine.prepare(await envelope(), { identity: call.identity, delivery: mode })
+      if (prepared.outcome === 'start') await call.admit(prepared.agent)
+      return await this.#engine.begin(prepared)
+    }
     try {
       return await submit()
     } catch (err) {

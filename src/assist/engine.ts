@@ -1,7 +1,7 @@
 import { createHash, randomUUID } from 'node:crypto'
 import type { Span, Tracer } from '@opentelemetry/api'
 import {
-  AH_ERR_AGENT_NOT_FOUND, AH_ERR_REQUEST_CONFLICT, AH_ERR_RUN_NOT_FOUND, AH_ERR_SESSION_NOT_FOUND, AH_ERR_SHUTTING_DOWN, AH_ERR_STORAGE_UNAVAILABLE, AH_ERR_VALIDATION, errorBody, withDetails
+  AH_ERR_AGENT_NOT_FOUND, AH_ERR_NOT_ACCEPTABLE, AH_ERR_REQUEST_CONFLICT, AH_ERR_RUN_NOT_FOUND, AH_ERR_SESSION_NOT_FOUND, AH_ERR_SHUTTING_DOWN, AH_ERR_STORAGE_UNAVAILABLE, AH_ERR_VALIDATION, errorBody, withDetails
 } from '../errors.js'
 import type { AgentHost, JsonObject } from '../agents/contract.js'
 import type { AgentProtocol, BusPublisher } from '../backends/protocol.js'
@@ -94,19 +94,54 @@ export interface Submission {
   outcome: 'started' | 'joined' | 'gone'
 }
 
-export interface SubmitOptions {
+/**
+ * The delivery mode the client takes (CAP.md §3, from its `Accept`: `http/negotiate.ts:deliveryOf`):
+ * `own`, the capability's `delivery_mode`; one mode whatever the capability's; or `refused`, neither
+ * (406 `AH_ERR_NOT_ACCEPTABLE` naming `accept`, once the request is otherwise valid).
+ */
+export type Delivery = DeliveryMode | 'own' | { refused: string }
+
+export interface PrepareOptions {
   /** Who is asking: access to the agent, ownership of the session and of the run. */
   identity: Identity
-  /** Choose the delivery mode given the capability's own; throw to refuse (HTTP: 406). */
-  chooseMode: (capabilityMode: DeliveryMode) => DeliveryMode
+  delivery: Delivery
   /** The client is resuming (it sent a cursor): an unknown request id is `gone`, not started. */
   resuming?: boolean
-  /** Called once before a new run starts (not for joins), to refuse it (rate limits): throw to refuse. */
-  admit?: (agent: { id: string, name: string }) => Promise<void>
+}
+
+export interface StartOptions {
   /** The request's logger (the run logs through a child of it). */
   log?: RunLogger & { child?: (bindings: JsonObject) => RunLogger }
   /** Where the run's span goes in the caller's trace (with a tracer; default: under the caller's span its envelope names). */
   trace?: RunTrace
+}
+
+export type SubmitOptions = PrepareOptions & StartOptions
+
+/**
+ * A request {@link AssistEngine.prepare} checked and resolved, and what {@link AssistEngine.begin}
+ * will do with it. Between the two the caller admits a new run (its rate limits, a stream's slot),
+ * or refuses it by throwing: the engine asks nothing of its callers.
+ */
+export interface PreparedRun {
+  readonly requestId: string
+  readonly mode: DeliveryMode
+  /** `start`: a new run (unless another process starts it first: then it is joined); `joined` and `gone` as in {@link Submission}. */
+  readonly outcome: 'start' | 'joined' | 'gone'
+  /** The agent it runs (the per-agent rate limit counts it). */
+  readonly agent: { readonly id: string, readonly name: string }
+}
+
+/** What {@link AssistEngine.begin} needs of a prepared new run. */
+interface PreparedStart {
+  envelope: ServiceRequest
+  resolved: ResolvedAgentRequest
+  hosted: HostedAgent
+  capability: HostedCapability
+  metadata: { capability?: string, timeout_ms?: number, on_disconnect?: DisconnectPolicy }
+  hash: string
+  who: Identity
+  admin: boolean
 }
 
 /** A resume cursor: a stream id, and the last `seq` of it the client has (absent: replay everything). */
@@ -162,6 +197,8 @@ export class AssistEngine {
   readonly #answers = new Map<string, Promise<RunAnswer | undefined>>()
   /** Submissions past the closing check: shutdown waits for them, so that no run starts once storage is closed. */
   readonly #starting = new Set<Promise<unknown>>()
+  /** What {@link begin} needs of the new runs {@link prepare} returned, until they begin. */
+  readonly #prepared = new WeakMap<PreparedRun, PreparedStart>()
   readonly #observers: RunObservers
   #timer: NodeJS.Timeout | undefined
   #ticking: Promise<void> | undefined
@@ -187,22 +224,75 @@ export class AssistEngine {
   get closing (): boolean { return this.registry.closing }
 
   /**
-   * Take a request: resolve and check it, then join the run of a known request id (same
-   * envelope; a different one is a 409) or start a new run.
+   * Take a request with nothing to admit: {@link prepare}, then {@link begin}.
    * @throws the catalogue's 4xx errors, 503 `AH_ERR_SHUTTING_DOWN`, 503 `AH_ERR_STORAGE_BUSY`
    */
   async submit (envelope: ServiceRequest, options: SubmitOptions): Promise<Submission> {
     if (this.registry.closing) throw new AH_ERR_SHUTTING_DOWN()
-    const submission = this.#submit(envelope, options)
-    this.#starting.add(submission)
-    try {
-      return await submission
-    } finally {
-      this.#starting.delete(submission)
-    }
+    // one step: once it is under way, shutdown waits for its run, and ends it with the rest
+    return await this.#whileOpen(this.#submit(envelope, options))
   }
 
   async #submit (envelope: ServiceRequest, options: SubmitOptions): Promise<Submission> {
+    const prepared = await this.#prepare(envelope, options)
+    return prepared.outcome === 'start' ? await this.#start(prepared, this.#take(prepared), options) : { requestId: prepared.requestId, mode: prepared.mode, outcome: prepared.outcome }
+  }
+
+  /**
+   * Resolve and check a request (the agent, the caller's access to it, the capability, its input,
+   * the delivery mode) and find what it asks for: the run of a known request id (same envelope; a
+   * different one is a 409), a resumed one the journal no longer holds, or a new run, whose backends
+   * must be configured. Stores nothing.
+   * @throws the catalogue's 4xx errors, 503 `AH_ERR_SHUTTING_DOWN`, 503 `AH_ERR_STORAGE_BUSY`
+   */
+  async prepare (envelope: ServiceRequest, options: PrepareOptions): Promise<PreparedRun> {
+    if (this.registry.closing) throw new AH_ERR_SHUTTING_DOWN()
+    return await this.#whileOpen(this.#prepare(envelope, options))
+  }
+
+  /**
+   * Start a prepared new run (or join it, when another process started it since), or answer a
+   * prepared join or resume as it is. Once shutdown has begun a new run is refused (503), stored nowhere.
+   * @throws 404 `AH_ERR_SESSION_NOT_FOUND` (another caller's session), 409, 503 `AH_ERR_SHUTTING_DOWN`, 503 `AH_ERR_STORAGE_BUSY`
+   */
+  begin (prepared: PreparedRun, options: StartOptions = {}): Promise<Submission> {
+    const { requestId, mode } = prepared
+    if (prepared.outcome !== 'start') return Promise.resolve({ requestId, mode, outcome: prepared.outcome })
+    if (this.registry.closing) return Promise.reject(new AH_ERR_SHUTTING_DOWN())
+    // not async, and no await of its own: a fresh run's first follower attaches before an agent that
+    // writes without waiting has had its journal committed (a deeper chain lets it, and the client
+    // then reads the journal first: see follow's `fresh`)
+    let state: PreparedStart
+    try {
+      state = this.#take(prepared)
+    } catch (err) {
+      return Promise.reject(err)
+    }
+    return this.#whileOpen(this.#start(prepared, state, options))
+  }
+
+  /** What {@link begin} needs of `prepared`, handed out once. */
+  #take (prepared: PreparedRun): PreparedStart {
+    const state = this.#prepared.get(prepared)
+    if (state === undefined) throw new Error('begin() takes what this engine\'s prepare() returned, once')
+    this.#prepared.delete(prepared)
+    return state
+  }
+
+  /**
+   * Wait for a step of taking a request; shutdown waits for the steps under way (a run they store
+   * is ended with the rest). Each public step checks first that shutdown has not begun.
+   */
+  async #whileOpen<T> (running: Promise<T>): Promise<T> {
+    this.#starting.add(running)
+    try {
+      return await running
+    } finally {
+      this.#starting.delete(running)
+    }
+  }
+
+  async #prepare (envelope: ServiceRequest, options: PrepareOptions): Promise<PreparedRun> {
     const resolved = resolveAgentRequest(envelope)
     const hosted = this.#o.agents.get(envelope.context.agent_id)
     if (hosted === undefined) throw new AH_ERR_AGENT_NOT_FOUND(envelope.context.agent_id)
@@ -219,20 +309,26 @@ export class AssistEngine {
       const errors = toIssues(capability.validateInput.errors, '/payload/payload')
       throw withDetails(new AH_ERR_VALIDATION(`Invalid agent input: ${errors.slice(0, 3).map((e) => `${e.path} ${e.message}`).join('; ')}`), { errors })
     }
-    const mode = options.chooseMode(capability.capability.delivery_mode)
+    const delivery = options.delivery
+    if (typeof delivery === 'object') throw new AH_ERR_NOT_ACCEPTABLE(delivery.refused)
+    const mode = delivery === 'own' ? capability.capability.delivery_mode : delivery
     const admin = grants(who.scopes, 'admin')
     const hash = envelopeHash(envelope)
     // the caller's request id, scoped to the caller: another principal's run of the same id is another run
     const requestId = runKey(who.id, envelope.request_id)
 
-    const { ledger } = this.#o
-    const known = await ledger.get(requestId)
-    if (known !== undefined) return await this.#join(known, hash, mode, who, admin, resolved)
-    if (options.resuming === true && mode === 'server_sent_events') return { requestId, mode, outcome: 'gone' }
+    const known = await this.#o.ledger.get(requestId)
+    if (known !== undefined) return { ...await this.#join(known, hash, mode, who, admin, resolved), agent }
+    if (options.resuming === true && mode === 'server_sent_events') return { requestId, mode, outcome: 'gone', agent }
     const backends = [...(hosted.agent.backends ?? []), ...(hosted.agent.capabilityBackends?.[capability.capability.name] ?? [])]
     if (backends.length > 0) await this.#o.backends.require(backends)
-    await options.admit?.(agent)
+    const prepared: PreparedRun = { requestId, mode, outcome: 'start', agent }
+    this.#prepared.set(prepared, { envelope, resolved, hosted, capability, metadata, hash, who, admin })
+    return prepared
+  }
 
+  async #start ({ requestId, mode, agent }: PreparedRun, { envelope, resolved, hosted, capability, metadata, hash, who, admin }: PreparedStart, options: StartOptions): Promise<Submission> {
+    const { ledger } = this.#o
     const run = new AssistRun({
       requestId,
       capability,
@@ -274,7 +370,7 @@ export class AssistEngine {
     return { requestId, mode, outcome: 'started' }
   }
 
-  async #join (known: RunRecord, hash: string, mode: DeliveryMode, who: Identity, admin: boolean, resolved: ResolvedAgentRequest): Promise<Submission> {
+  async #join (known: RunRecord, hash: string, mode: DeliveryMode, who: Identity, admin: boolean, resolved: ResolvedAgentRequest): Promise<{ requestId: string, mode: DeliveryMode, outcome: 'joined' }> {
     if (!admin && await this.#o.ledger.sessionKey(resolved.session_id) !== who.id) {
       throw new AH_ERR_SESSION_NOT_FOUND(resolved.session_id)
     }

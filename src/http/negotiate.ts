@@ -25,21 +25,27 @@ function rangesOf (accept: string): { accepted: Set<string>, refused: Set<string
 }
 
 /**
- * Pick the delivery mode (CAP.md §3): the capability's `delivery_mode`, unless `Accept` names exactly
- * one of `application/json` and `text/event-stream`. Wildcards admit what they cover, except a type
- * the header refuses by name (`;q=0`, as the more specific range wins: RFC 9110 §12.5.1). Returns
- * `undefined` when the client accepts neither (406).
+ * What `Accept` takes (CAP.md §3): `own`, the capability's `delivery_mode`, unless `Accept` names
+ * exactly one of `application/json` and `text/event-stream` (that one). Wildcards admit what they
+ * cover, except a type the header refuses by name (`;q=0`, as the more specific range wins: RFC 9110
+ * §12.5.1). Returns `undefined` when the client accepts neither (406).
  */
-export function chooseDeliveryMode (accept: string | undefined, preferred: DeliveryMode): DeliveryMode | undefined {
-  if (accept === undefined || accept.trim() === '') return preferred
+export function deliveryOf (accept: string | undefined): DeliveryMode | 'own' | undefined {
+  if (accept === undefined || accept.trim() === '') return 'own'
   const { accepted, refused } = rangesOf(accept)
   const json = accepted.has(JSON_TYPE)
   const sse = accepted.has(SSE_TYPE)
   if (json !== sse) return json ? 'request_response' : 'server_sent_events'
-  if (json && sse) return preferred
+  if (json && sse) return 'own'
   const jsonCovered = !refused.has(JSON_TYPE) && (accepted.has('*/*') || accepted.has('application/*'))
   const sseCovered = !refused.has(SSE_TYPE) && (accepted.has('*/*') || accepted.has('text/*'))
-  if (jsonCovered && sseCovered) return preferred
+  if (jsonCovered && sseCovered) return 'own'
   if (jsonCovered) return 'request_response'
   return sseCovered ? 'server_sent_events' : undefined
+}
+
+/** The delivery mode `Accept` takes of a capability whose own is `preferred` ({@link deliveryOf}); `undefined`: neither (406). */
+export function chooseDeliveryMode (accept: string | undefined, preferred: DeliveryMode): DeliveryMode | undefined {
+  const taken = deliveryOf(accept)
+  return taken === 'own' ? preferred : taken
 }

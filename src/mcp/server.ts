@@ -25,7 +25,7 @@ export interface McpCall {
   /** The request's logger. */
   log: NonNullable<SubmitOptions['log']>
   /** The per-agent rate limit (`RATE_LIMIT_AGENT_MAX`): throws to refuse a new run. */
-  admit: NonNullable<SubmitOptions['admit']>
+  admit: (agent: { id: string, name: string }) => Promise<void>
   /** With tracing on: where a run's span goes, given its envelope's trace. */
   runTrace?: (trace: TraceContext) => RunTrace | undefined
 }
@@ -33,7 +33,7 @@ export interface McpCall {
 /** What one MCP session's server is built from. */
 export interface McpServerOptions {
   /** The run engine (the only way a tool call runs). */
-  engine: Pick<AssistEngine, 'submit' | 'follow' | 'cancel'>
+  engine: Pick<AssistEngine, 'prepare' | 'begin' | 'follow' | 'cancel'>
   catalogue: ToolCatalogue
   /** The event log, where an agent's `log()` lines are stored (they become logging notifications). */
   events: Pick<EventLog, 'list' | 'appended'>
@@ -170,13 +170,9 @@ export function createMcpServer (options: McpServerOptions): Server {
     let submission
     const trace = call.runTrace?.(envelope.context.trace)
     try {
-      submission = await engine.submit(envelope, {
-        identity,
-        chooseMode: (own) => own,
-        admit: call.admit,
-        log: call.log,
-        ...(trace !== undefined ? { trace } : {})
-      })
+      const prepared = await engine.prepare(envelope, { identity, delivery: 'own' })
+      if (prepared.outcome === 'start') await call.admit(prepared.agent)
+      submission = await engine.begin(prepared, { log: call.log, ...(trace !== undefined ? { trace } : {}) })
     } catch (err) {
       return refusal(err, meta)
     }

@@ -37,7 +37,7 @@ t.test('shutdown waits for a submission whose run is still being stored, and end
   const app = await build(t, { AGENTS_DIR: FIXTURE_AGENTS_DIR })
   const body = envelope(SCRIPTED, { script: [{ op: 'markdown', content: 'working' }, { op: 'wait_abort' }] }) as unknown as ServiceRequest
   let settled = false
-  const submitted = app.assist.submit(body, { identity: ANONYMOUS, chooseMode: () => 'request_response' }).finally(() => { settled = true })
+  const submitted = app.assist.submit(body, { identity: ANONYMOUS, delivery: 'request_response' }).finally(() => { settled = true })
   await app.assist.shutdown(5000)
   t.ok(settled, 'the submission settled before shutdown resolved')
   t.equal((await submitted).outcome, 'started')
@@ -51,7 +51,7 @@ t.test('a run whose end cannot be recorded nor read back still answers with what
   t.teardown(() => { store.finish = finish; store.get = get })
   store.finish = () => { throw new Error('disk gone') }
   const body = envelope(AGENTS.echo) as unknown as ServiceRequest
-  const submission = await app.assist.submit(body, { identity: ANONYMOUS, chooseMode: () => 'request_response' })
+  const submission = await app.assist.submit(body, { identity: ANONYMOUS, delivery: 'request_response' })
   store.get = () => { throw new Error('disk gone') }
   const answer = await app.assist.answer(submission.requestId)
   store.get = get

@@ -3,9 +3,8 @@ import type { FastifyReply, FastifyRequest } from 'fastify'
 import { Type } from 'typebox'
 import type { Cursor } from '../../assist/engine.js'
 import type { Frame } from '../../assist/frame-queue.js'
-import { AH_ERR_NOT_ACCEPTABLE, AH_ERR_RUN_NOT_FOUND } from '../../errors.js'
-import { chooseDeliveryMode } from '../../http/negotiate.js'
-import type { DeliveryMode } from '../../protocol/manifest.js'
+import { AH_ERR_RUN_NOT_FOUND } from '../../errors.js'
+import { deliveryOf } from '../../http/negotiate.js'
 import type { SseWriter } from '../../http/sse-writer.js'
 import { sendSse } from '../sse.js'
 import { CancelAccepted } from '../../protocol/cancel.js'
@@ -55,28 +54,18 @@ const assistRoutes: FastifyPluginAsyncTypebox = async (app) => {
 
   async function assist (request: FastifyRequest<{ Body: ServiceRequest, Headers: AssistHeaders }>, reply: FastifyReply) {
     const after = cursorOf(request.headers['last-event-id'])
-    // a stream's slot is taken as soon as the mode is known: a caller over the cap starts no run
+    const accept = request.headers.accept
+    // a stream's slot is taken as soon as a new run is known to need one: a caller over the cap starts no run
     let slot: (() => void) | undefined
-    let chosen: DeliveryMode | undefined
     let submission
-    const trace = request.runTrace(request.body.context.trace)
     try {
-      submission = await app.assist.submit(request.body, {
-        identity: request.identity,
-        chooseMode: (own) => {
-          const mode = chooseDeliveryMode(request.headers.accept, own)
-          if (mode === undefined) throw new AH_ERR_NOT_ACCEPTABLE(request.headers.accept ?? '')
-          chosen = mode
-          return mode
-        },
-        resuming: after !== undefined,
-        admit: async (agent) => {
-          if (chosen === 'server_sent_events') slot = await app.limits.openStream(request, reply)
-          await app.limits.agentRun(request, reply, agent)
-        },
-        log: request.log,
-        ...(trace !== undefined ? { trace } : {})
-      })
+      const prepared = await app.assist.prepare(request.body, { identity: request.identity, delivery: deliveryOf(accept) ?? { refused: accept ?? '' }, resuming: after !== undefined })
+      if (prepared.outcome === 'start') {
+        if (prepared.mode === 'server_sent_events') slot = await app.limits.openStream(request, reply)
+        await app.limits.agentRun(request, reply, prepared.agent)
+      }
+      const trace = request.runTrace(request.body.context.trace)
+      submission = await app.assist.begin(prepared, { log: request.log, ...(trace !== undefined ? { trace } : {}) })
     } catch (err) {
       slot?.()
       throw err
