@@ -1,10 +1,9 @@
-import Database from 'better-sqlite3'
 import { existsSync, readdirSync, statSync } from 'node:fs'
 import { chmod, copyFile, mkdir, open, readFile, readdir, readlink, rm, stat, symlink, writeFile } from 'node:fs/promises'
 import { dirname, isAbsolute, join, relative, resolve } from 'node:path'
+import { backupDatabase, type BackupPoint } from './storage/sqlite/backup.js'
 import { DB_FILE } from './storage/sqlite/database.js'
 import { CHECKPOINT_FILE } from './storage/audit-checkpoints.js'
-import { AUDIT_GENESIS } from './storage/audit.js'
 import type { Awaitable } from './storage/awaitable.js'
 import { TASK_GRAPH_FILE } from './storage/file/tasks.js'
 import { GraphLock } from './storage/file/graph-lock.js'
@@ -17,9 +16,6 @@ export const BACKUP_MANIFEST = 'backup-manifest.json'
 
 /** The local agents' working folders under DATA_DIR (backends/local/local-agent-protocol.ts). */
 const WORKSPACES = 'workspaces'
-
-/** better-sqlite3's most pages per step: the whole database in one step, so in one read transaction. */
-const ALL_PAGES = 0x7fffffff
 
 /** One thing a backup copied. */
 export interface CopiedEntry {
@@ -36,14 +32,8 @@ export interface LeftOutEntry {
   why: string
 }
 
-/**
- * The point in time of a backup's database: its last audit row (a checkpoint of the copy:
- * `audit verify --checkpoint '{"rows":…,"head":"…"}'` holds a log to it) and its runs.
- */
-export interface BackupPoint {
-  audit: { rows: number, head: string, at: string | null }
-  runs: { count: number, last_started_at: string | null }
-}
+/** The point in time of a backup's database (`storage/sqlite/backup.ts`). */
+export type { BackupPoint }
 
 /** What a backup copied, left out and when: printed by `agent-host backup`, and written as {@link BACKUP_MANIFEST}. */
 export interface BackupManifest {
@@ -126,41 +116,11 @@ async function copyCheckpoints (dataDir: string, to: string): Promise<CopiedEntr
   return { path: CHECKPOINT_FILE, bytes: whole.length, how: `${count} checkpoint${count === 1 ? '' : 's'}, copied before the database` }
 }
 
-/**
- * The database through SQLite's online backup API, in one step: one read transaction, so the copy
- * is the database at one commit, with what the WAL holds, while the server goes on writing (a
- * reader in WAL mode blocks no writer). The copy is checked (`quick_check`) and closed, and so
- * needs no WAL of its own.
- */
+/** The database, copied as the SQLite driver copies it (`storage/sqlite/backup.ts`), made durable with its folder's permission bits. */
 async function copyDatabase (dataDir: string, to: string): Promise<{ entry: CopiedEntry, point: BackupPoint }> {
   const file = join(dataDir, DB_FILE)
   const target = join(to, DB_FILE)
-  const source = new Database(file, { readonly: true, fileMustExist: true })
-  let pages: number
-  try {
-    source.pragma('busy_timeout = 5000')
-    pages = (await source.backup(target, { progress: () => ALL_PAGES })).totalPages
-  } finally {
-    source.close()
-  }
-  const copy = new Database(target, { fileMustExist: true })
-  let point: BackupPoint
-  try {
-    const check = copy.pragma('quick_check', { simple: true })
-    if (check !== 'ok') throw new Error(`the copy of ${file} fails SQLite's quick_check: ${String(check)}`)
-    const last = copy.prepare('SELECT audit_id, integrity_hash, timestamp FROM audit_log ORDER BY audit_id DESC LIMIT 1').get() as { audit_id: number, integrity_hash: string, timestamp: string } | undefined
-    const runs = copy.prepare('SELECT count(*) AS count, max(started_at) AS last FROM runs').get() as { count: number, last: number | null }
-    point = {
-      audit: last === undefined ? { rows: 0, head: AUDIT_GENESIS, at: null } : { rows: last.audit_id, head: last.integrity_hash, at: last.timestamp },
-      runs: { count: runs.count, last_started_at: runs.last === null ? null : new Date(runs.last).toISOString() }
-    }
-    copy.pragma('wal_checkpoint(TRUNCATE)')
-  } finally {
-    copy.close()
-  }
-  for (const leftover of ['-wal', '-shm']) {
-    if (existsSync(target + leftover)) throw new Error(`the copy ${target} still has a ${leftover} file after it was closed`)
-  }
+  const { pages, point } = await backupDatabase(file, target)
   await sameMode(file, target)
   await sync(target)
   return { entry: { path: DB_FILE, bytes: (await stat(target)).size, how: `SQLite online backup, ${pages} pages in one read transaction; quick_check ok` }, point }
