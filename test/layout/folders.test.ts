@@ -111,3 +111,19 @@ t.test('test/ mirrors src/: a folder per folder of src/ (or of what BEYOND_SRC n
   }
   for (const folder of srcFolders) t.ok(existsSync(join(TEST, folder)), `src/${folder}/ has its tests in test/${folder}/`)
 })
+
+/** Whether `file` imports (statically or with `import()`) a module for which `matches` holds of its path (resolved under src/, or the package's name). */
+function importsOf (file: string): string[] {
+  return ts.preProcessFile(readFileSync(file, 'utf8'), true, true).importedFiles.map(({ fileName }) => fileName.startsWith('.') ? relative(SRC, resolve(dirname(file), fileName)) : fileName)
+}
+
+t.test('one place picks the storage driver, and the ports hold no driver', async (t) => {
+  const DRIVER = /^storage\/(sqlite|postgres|file)\/|^(pg|better-sqlite3)$/
+  const outside = files(SRC).filter((file) => !/^storage\/(sqlite|postgres|file)\//.test(relative(SRC, file)) && importsOf(file).some((to) => DRIVER.test(to))).map((file) => relative(SRC, file))
+  // backup.ts copies DATA_DIR: the database with the SQLite driver's online copy, the task graph under the file store's lock
+  t.same(outside.sort(), ['backup.ts', 'plugins/storage.ts'], 'a driver\'s code is imported by plugins/storage.ts (openStores) and nothing else')
+  for (const file of files(join(SRC, 'storage')).filter((f) => !/^storage\/(sqlite|postgres|file)\//.test(relative(SRC, f)))) {
+    const source = readFileSync(file, 'utf8')
+    t.notMatch(source, /\b(SELECT|INSERT INTO|UPDATE \w+ SET|DELETE FROM|CREATE TABLE)\b/, `${relative(SRC, file)} holds no SQL`)
+  }
+})
