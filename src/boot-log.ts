@@ -21,7 +21,7 @@ function lineKey (level: number, args: unknown[]): string {
 }
 
 /**
- * The start-up log of a server restarted by a watcher (`npm run dev`: tsx restarts the whole
+ * The start-up log of a server restarted by a watcher (`npm run dev`: scripts/dev.mjs starts a new
  * process on every save). The first start logs every line; a restart (the record in DATA_DIR was
  * written by a boot with the same parent process) logs only the lines that differ from the last
  * boot's (a new agent, a new warning), then {@link finish} says in one line what it left out.

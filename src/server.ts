@@ -4,6 +4,19 @@ import { BootLog } from './boot-log.js'
 import { loadConfig, type Config } from './config.js'
 import { startTelemetry, type TelemetryLog } from './telemetry.js'
 
+// a worker of `npm run dev` (scripts/dev.mjs) is closed by its watcher, which starts its successor
+// first: it ignores signals (a terminal's reaches every process of the group) and closes when told
+const devWorker = process.env.AGENT_HOST_DEV_WORKER === '1' && process.send !== undefined
+const watcher: { closeAsked: boolean, close?: () => void } = { closeAsked: false }
+if (devWorker) {
+  for (const signal of ['SIGINT', 'SIGTERM']) process.on(signal, () => {})
+  process.on('message', (message) => {
+    if (message !== 'agent-host:close') return
+    if (watcher.close !== undefined) watcher.close()
+    else watcher.closeAsked = true
+  })
+}
+
 let config: Config
 try {
   config = loadConfig(process.env, true)
@@ -31,8 +44,9 @@ try {
 log = app.log
 if (telemetry !== undefined) app.log.info({ exporters: telemetry.exporters }, 'exporting OpenTelemetry traces')
 
-closeWithGrace({ delay: config.CLOSE_GRACE_MS, logger: app.log }, async ({ signal, err }) => {
+const grace = closeWithGrace({ delay: config.CLOSE_GRACE_MS, logger: app.log, ...(devWorker ? { skip: ['SIGINT', 'SIGTERM'] } : {}) }, async ({ signal, err, manual }) => {
   if (err !== undefined) app.log.error({ err }, 'closing after an uncaught error')
+  else if (manual === true) app.log.info('closing: npm run dev\'s watcher asked (its successor serves, or it is stopping)')
   else app.log.info({ signal }, 'shutting down')
   try {
     await app.close()
@@ -42,11 +56,17 @@ closeWithGrace({ delay: config.CLOSE_GRACE_MS, logger: app.log }, async ({ signa
   }
 })
 
-try {
-  await app.listen({ host: config.HOST, port: config.PORT })
-} catch (err) {
-  app.log.fatal({ err }, 'cannot listen')
-  process.exit(1)
+watcher.close = () => { grace.close() }
+if (watcher.closeAsked) {
+  // npm run dev's watcher is stopping, or has a newer successor: this one never serves
+  grace.close()
+} else {
+  try {
+    await app.listen({ host: config.HOST, port: config.PORT })
+  } catch (err) {
+    app.log.fatal({ err }, 'cannot listen')
+    process.exit(1)
+  }
+  const restarted = bootLog?.finish(`${count(app.agents.list().length, 'agent')}, ${count(app.taskAgents.length, 'task agent')}, listening at ${app.listeningOrigin}`)
+  if (restarted !== undefined) app.log.info(restarted)
 }
-const restarted = bootLog?.finish(`${count(app.agents.list().length, 'agent')}, ${count(app.taskAgents.length, 'task agent')}, listening at ${app.listeningOrigin}`)
-if (restarted !== undefined) app.log.info(restarted)

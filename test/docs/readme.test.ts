@@ -61,7 +61,7 @@ t.test('the README\'s first agent: the commands and the lines it shows are the s
   const [commands] = docBlocks('README.md', '## Your first agent')
   const lines = (commands as string).split('\n').map((l) => l.replace(/\s+#.*$/, '')).filter((l) => l !== '')
   t.same(lines, ['npx tsx src/cli.ts new agent greeter', 'npx tap --disable-coverage test/agents/greeter.test.ts', 'npm run dev'])
-  t.match(JSON.parse(readFileSync(join(ROOT, 'package.json'), 'utf8')).scripts.dev, /tsx watch .* src\/server\.ts$/, 'npm run dev watches the sources')
+  t.match(JSON.parse(readFileSync(join(ROOT, 'package.json'), 'utf8')).scripts.dev, /node scripts\/dev\.mjs$/, 'npm run dev watches the sources (scripts/dev.mjs)')
 
   const dir = mkdtempSync(join(tmpdir(), 'agent-host-readme-'))
   t.teardown(() => { rmSync(dir, { recursive: true, force: true }) })
