@@ -259,9 +259,9 @@ export class AssistEngine {
     const { requestId, mode } = prepared
     if (prepared.outcome !== 'start') return Promise.resolve({ requestId, mode, outcome: prepared.outcome })
     if (this.registry.closing) return Promise.reject(new AH_ERR_SHUTTING_DOWN())
-    // not async, and no await of its own: a fresh run's first follower attaches before an agent that
-    // writes without waiting has had its journal committed (a deeper chain lets it, and the client
-    // then reads the journal first: see follow's `fresh`)
+    // not async, and no await of its own: a fresh run's first follower then usually attaches before
+    // an agent that writes without waiting has its first rows committed, and skips the journal (see
+    // follow's `fresh`); one that comes later reads the journal first, which is correct, only slower
     let state: PreparedStart
     try {
       state = this.#take(prepared)

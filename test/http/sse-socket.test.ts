@@ -111,9 +111,14 @@ t.test('a slow reader: the server stops writing until the socket drains', async 
 
 t.test('a client that never reads cannot grow the server\'s buffer past SSE_MAX_BUFFER_BYTES', async (t) => {
   const { url, app } = await listen(t, { AGENTS_DIR: FIXTURE_AGENTS_DIR, SSE_MAX_BUFFER_BYTES: '1048576', DISCONNECT_POLICY: 'cancel' })
-  const body = envelope(SCRIPTED, { script: [{ op: 'open', name: 's' }, { op: 'flood', name: 's', count: 200, size: 64 * 1024, await: false }] })
+  // the flood starts once the client follows the live run (how soon a fresh run's first client
+  // attaches is not this test's question), and the client stops reading before it starts
+  const gate = `flood-${Date.now()}`
+  const body = envelope(SCRIPTED, { script: [{ op: 'open', name: 's' }, { op: 'wait', name: gate }, { op: 'flood', name: 's', count: 200, size: 64 * 1024, await: false }] })
   const s = await open(url, body)
+  await until('the stream to open', () => s.text().includes('STREAM_START'))
   s.res.pause()
+  observed.released.add(gate)
   await until('the slow-consumer abort', () => abortOf(body.context.session_id) !== undefined)
   t.match(abortOf(body.context.session_id)?.reason, { kind: 'slow_consumer' })
   await s.ended
