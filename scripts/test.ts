@@ -21,9 +21,10 @@
  * server (it sets `PG_TEST_URL=none`). More arguments go to tap; with test files among them, tap runs
  * those files alone, one process each, as it would without this script.
  */
-import { spawn, spawnSync } from 'node:child_process'
+import { spawn } from 'node:child_process'
 import { once } from 'node:events'
 import { chmodSync, mkdirSync, mkdtempSync, readdirSync, readFileSync, rmSync, writeFileSync } from 'node:fs'
+import { constants } from 'node:os'
 import { dirname, join, relative } from 'node:path'
 import { fileURLToPath, pathToFileURL } from 'node:url'
 import picomatch from 'picomatch'
@@ -42,10 +43,11 @@ export const HEAVY = [
   'test/layout/{build,dev-mode}.test.ts',
   'test/docs/{walkthrough,a2a-mcp-example,runs,protocol-commands}.test.ts',
   'test/storage/postgres/{cluster-chaos,database-restart,notifications,cross-instance,audit}.test.ts',
-  'test/{scaffold,config,resume,telemetry,backup-restore}.test.ts',
-  'test/runtime/{chaos,concurrency,crash,narrator}.test.ts',
-  'test/storage/{bus-processes,audit,audit-tamper,events-contract,data-dir}.test.ts',
-  'test/assist/{lease-recovery,foreign-lock,join-race}.test.ts',
+  'test/{scaffold,config,telemetry,backup-restore}.test.ts',
+  'test/runtime/{chaos,concurrency,crash}.test.ts',
+  'test/storage/{bus-processes,audit,audit-tamper,events-contract,data-dir,narrator}.test.ts',
+  'test/assist/{lease-recovery,foreign-lock,join-race,resume}.test.ts',
+  'test/scripts/test-signal.test.ts',
   'test/tools/calls.test.ts',
   'test/bus/bus-http.test.ts',
   'test/plugins/swagger-ui.test.ts',
@@ -276,10 +278,19 @@ if (import.meta.url === pathToFileURL(process.argv[1] ?? '').href) {
   // as /tmp is: the tests run servers and PostgreSQL as other users, who must reach their folders in it
   chmodSync(scratch, 0o1777)
   const env = { ...process.env, TMPDIR: scratch, ...(quick ? { PG_TEST_URL: process.env.PG_TEST_URL ?? 'none' } : {}) }
+  // a Ctrl-C reaches the whole process group, tap included: this process outlives it, to remove the
+  // scratch folder once tap has stopped its tests; a SIGTERM sent to this process alone is passed on
+  const tap = spawn('npx', ['tap', ...(quick ? ['--disable-coverage', `--jobs=${QUICK_GROUPS}`] : []), ...tapArgs, ...files], { cwd: ROOT, env, stdio: 'inherit' })
+  const ignore = (): void => {}
+  const pass = (): void => { tap.kill('SIGTERM') }
+  process.on('SIGINT', ignore)
+  process.on('SIGTERM', pass)
   try {
-    const tap = spawnSync('npx', ['tap', ...(quick ? ['--disable-coverage', `--jobs=${QUICK_GROUPS}`] : []), ...tapArgs, ...files], { cwd: ROOT, env, stdio: 'inherit' })
-    process.exitCode = tap.status ?? 1
+    const [code, signal] = await once(tap, 'exit') as [number | null, NodeJS.Signals | null]
+    process.exitCode = code ?? (signal !== null ? 128 + (constants.signals[signal] ?? 0) : 1)
   } finally {
+    process.off('SIGINT', ignore)
+    process.off('SIGTERM', pass)
     rmSync(scratch, { recursive: true, force: true })
   }
 }

@@ -30,6 +30,21 @@ t.test('the in-process files share processes; none that starts processes, builds
   t.equal(files.length + all.filter((f) => picomatch(HEAVY)(f) || ALONE.includes(f)).length, all.length, 'every test file runs, grouped or alone')
 })
 
+/** A pattern's brace alternatives, each a pattern of its own (`a/{b,c}.ts` → `a/b.ts`, `a/c.ts`). */
+function alternatives (pattern: string): string[] {
+  const match = /\{([^{}]*)\}/.exec(pattern)
+  if (match === null) return [pattern]
+  return (match[1] as string).split(',').flatMap((choice) => alternatives(pattern.slice(0, match.index) + choice + pattern.slice(match.index + match[0].length)))
+}
+
+t.test('every HEAVY and ALONE pattern, each alternative of its braces, names a test file that exists: a moved file keeps its process', async (t) => {
+  const all = testFiles(ROOT)
+  for (const pattern of [...HEAVY, ...ALONE].flatMap(alternatives)) {
+    const matches = picomatch(pattern)
+    t.ok(all.some((file) => matches(file)), `${pattern} matches a test file`)
+  }
+})
+
 t.test('a group file imports its files in order, and adds each file\'s time to times.json when it ends', async (t) => {
   const root = tempDataDir(t)
   put(root, 'test/a.test.ts', "import t from 'tap'\nt.test('a1', async (t) => { t.pass('') })\nt.test('a2', async (t) => { t.pass('') })\n")
