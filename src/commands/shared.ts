@@ -31,7 +31,8 @@ export async function openCommandStores (config: Config, name: string, io: Comma
       instanceId: name,
       log: { info: line('info'), warn: line('warn'), error: line('error') },
       serving: false,
-      ...(progress !== undefined ? { onMigration: (step, index, pending) => { progress.update(index, pending, `migrating the database (${step.version}: ${step.description})`) } } : {})
+      // on a terminal a progress line; otherwise nothing (a server's driver logs each step, a command's output stays its own)
+      onMigration: progress === undefined ? () => {} : (step, index, pending) => { progress.update(index, pending, `migrating the database (${step.version}: ${step.description})`) }
     })
   } finally {
     progress?.end()

@@ -16,7 +16,7 @@ export interface SseStream<T> {
   opened?: (writer: SseWriter) => void
   /** The client went away or stopped reading: stop what makes the items. */
   onGone?: (why: 'client_disconnected' | 'slow_consumer') => void
-  /** The source failed once the answer had started (logged already): its last words, if the protocol has any (an `error` event). */
+  /** The source failed once the answer had started: its last words, if the protocol has any (an `error` event; logged at warn, a failure without them at error). */
   failed?: (err: unknown, writer: SseWriter) => void
   /** Whether the answer ended whole; if not, the connection is cut, not ended, so a client that resumes knows to (default: whole). */
   whole?: () => boolean
@@ -49,7 +49,9 @@ export async function sendSse<T> (app: FastifyInstance, request: FastifyRequest,
       if (writer.finished) break
     }
   } catch (err) {
-    request.log.error({ err }, 'an SSE answer\'s source failed')
+    // a protocol with last words (A2A's error event) tells the client: a warning; otherwise the stream is cut unexplained
+    if (stream.failed === undefined) request.log.error({ err }, 'an SSE answer\'s source failed')
+    else request.log.warn({ err }, 'an SSE answer\'s source failed; the client was told')
     if (!writer.finished) stream.failed?.(err, writer)
   } finally {
     await stream.source.return?.(undefined)?.catch(() => {})

@@ -98,3 +98,32 @@ export interface Stores {
   quiesce: () => Promise<void>
   close: () => Promise<void>
 }
+
+/** A driver's store made on first use: {@link value} makes it once; {@link made} says whether it was (what `quiesce` must close). */
+export class Lazy<T> {
+  #make: (() => T) | undefined
+  #value: T | undefined
+
+  constructor (make: () => T) {
+    this.#make = make
+  }
+
+  get value (): T {
+    if (this.#make !== undefined) {
+      this.#value = this.#make()
+      this.#make = undefined
+    }
+    return this.#value as T
+  }
+
+  get made (): boolean { return this.#make === undefined }
+}
+
+/** `step` run once however often it is called (a driver's `quiesce` and `close`): every call waits for that run. */
+export function runOnce (step: () => Promise<void>): () => Promise<void> {
+  let running: Promise<void> | undefined
+  return async () => {
+    running ??= step()
+    await running
+  }
+}

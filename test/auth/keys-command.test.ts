@@ -53,3 +53,12 @@ t.test('agent-host keys with DATABASE_URL on a server that is not there fails wi
   away.pathname = '/no_such_database'
   await t.rejects(main(['keys', 'list'], { DATA_DIR: tempDataDir(t), DATABASE_URL: away.toString() }, { out: () => {}, err: () => {} }), /no_such_database/)
 })
+
+t.test('agent-host keys on a fresh PostgreSQL database without a terminal: its output is the command\'s own, no migration log lines', async (t) => {
+  const url = await pgDatabase(t, { empty: true })
+  if (url === undefined) return
+  const lines: string[] = []
+  const io = { out: (l: string) => { lines.push(`OUT ${l}`) }, err: (l: string) => { lines.push(`ERR ${l}`) } }
+  t.equal(await main(['keys', 'list', '--json'], { DATA_DIR: tempDataDir(t), DATABASE_URL: url }, io), 0)
+  t.same(lines, ['OUT []'], 'the empty list, and nothing on stderr')
+})

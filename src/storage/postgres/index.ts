@@ -2,7 +2,7 @@ import type pg from 'pg'
 import { auditKeysRetired, parseApiKeys, type Config } from '../../config.js'
 import { AuditKeyring } from '../audit-key.js'
 import { ensureWritableDir } from '../data-dir.js'
-import type { AuditReader, Stores, StoresOptions } from '../stores.js'
+import { Lazy, runOnce, type AuditReader, type Stores, type StoresOptions } from '../stores.js'
 import { openFileTaskStore } from '../file/index.js'
 import { pgPushChanges, PgPushStore } from './a2a-push.js'
 import { databaseName, openAuditReader, PgAuditLog } from './audit.js'
@@ -77,22 +77,24 @@ export async function openPgStores (config: Config, options: StoresOptions): Pro
   const streams = options.serving
     ? new PgStreamGate(pool, { max: config.MAX_STREAMS, perCaller: config.MAX_STREAMS_PER_CALLER, instance: options.instanceId, leaseMs: config.RUN_LEASE_MS, onError: (err) => { log.warn({ err }, 'keeping the stream slots\' lease failed; trying again') } })
     : undefined
-  const made = new Map<string, unknown>()
-  const once = <T>(name: string, make: () => T): T => {
-    if (!made.has(name)) made.set(name, make())
-    return made.get(name) as T
-  }
+  const listening = notifications
+  const ledger = listening === undefined ? undefined : new Lazy(() => new PgRunLedger({ pool, writer, notifications: listening, sessions, audit, events }))
+  const bus = new Lazy(() => new PgBusStore(pool))
+  const keys = new Lazy(() => new PgKeyStore(pool, { configKeys: parseApiKeys(config.API_KEYS), audit }))
+  const tasks = new Lazy(() => config.TASK_STORE === 'postgres' ? new PgTaskStore(pool) : openFileTaskStore(config))
+  const narrator = new Lazy(() => new PgNarrator(pool, events))
+  const push = new Lazy(() => {
+    const store = new PgPushStore(pool)
+    return { store, changes: pgPushChanges(pool, store, audit) }
+  })
+  // while the database is away, routes that need nothing of it go on answering, uncounted (the limits plugin skips on error)
+  const rateLimits = new Lazy(() => pgRateLimitStore(pool, { onPruneError: (err) => { log.warn({ err }, 'pruning ended rate-limit windows failed; the next prune tries again') } }))
 
-  let quiesced: Promise<void> | undefined
-  let closed: Promise<void> | undefined
-  const quiesce = async (): Promise<void> => {
-    quiesced ??= (async () => {
-      await streams?.close()
-      if (made.has('tasks')) await (made.get('tasks') as Stores['tasks']).close()
-      await writer.drain()
-    })()
-    await quiesced
-  }
+  const quiesce = runOnce(async () => {
+    await streams?.close()
+    if (tasks.made) await tasks.value.close()
+    await writer.drain()
+  })
 
   return {
     driver: 'postgres',
@@ -101,37 +103,25 @@ export async function openPgStores (config: Config, options: StoresOptions): Pro
     events,
     sessions,
     get ledger () {
-      if (notifications === undefined) throw new Error('the run ledger is a server\'s: open the stores with serving: true')
-      const listening = notifications
-      return once('ledger', () => new PgRunLedger({ pool, writer, notifications: listening, sessions, audit, events }))
+      if (ledger === undefined) throw new Error('the run ledger is a server\'s: open the stores with serving: true')
+      return ledger.value
     },
-    get bus () { return once('bus', () => new PgBusStore(pool)) },
-    get keys () { return once('keys', () => new PgKeyStore(pool, { configKeys: parseApiKeys(config.API_KEYS), audit })) },
-    get tasks () { return once('tasks', () => config.TASK_STORE === 'postgres' ? new PgTaskStore(pool) : openFileTaskStore(config)) },
-    get narrator () { return once('narrator', () => new PgNarrator(pool, events)) },
-    get push () {
-      return once('push', () => {
-        const store = new PgPushStore(pool)
-        return { store, changes: pgPushChanges(pool, store, audit) }
-      })
-    },
-    get rateLimits () {
-      // while the database is away, routes that need nothing of it go on answering, uncounted (the limits plugin skips on error)
-      return once('rateLimits', () => pgRateLimitStore(pool, { onPruneError: (err) => { log.warn({ err }, 'pruning ended rate-limit windows failed; the next prune tries again') } }))
-    },
+    get bus () { return bus.value },
+    get keys () { return keys.value },
+    get tasks () { return tasks.value },
+    get narrator () { return narrator.value },
+    get push () { return push.value },
+    get rateLimits () { return rateLimits.value },
     streams,
-    get connected () { return notifications?.connected ?? true },
+    get connected () { return listening?.connected ?? true },
     write: async (op) => await op(),
     trace: () => {},
     ready: async () => { await streams?.start() },
     quiesce,
-    close: async () => {
-      closed ??= (async () => {
-        await quiesce()
-        await notifications?.close()
-        await pool.end()
-      })()
-      await closed
-    }
+    close: runOnce(async () => {
+      await quiesce()
+      await listening?.close()
+      await pool.end()
+    })
   }
 }

@@ -4,7 +4,7 @@ import Database from 'better-sqlite3'
 import { auditKeysRetired, parseApiKeys, type Config } from '../../config.js'
 import { AuditKeyring } from '../audit-key.js'
 import { INDEX_BATCH } from '../sessions.js'
-import type { AuditReader, Stores, StoresOptions } from '../stores.js'
+import { Lazy, runOnce, type AuditReader, type Stores, type StoresOptions } from '../stores.js'
 import { openFileTaskStore } from '../file/index.js'
 import { sqlitePushChanges, SqlitePushStore } from './a2a-push.js'
 import { SqliteAuditLog } from './audit.js'
@@ -79,11 +79,15 @@ export function openSqliteStores (config: Config, options: StoresOptions): Sqlit
   const events = new SqliteEventStore(db)
   const sessions = new SqliteSessionStore(db, writer)
   const write = async <T>(op: () => T | Promise<T>): Promise<T> => await writer.write(op)
-  const made = new Map<string, unknown>()
-  const once = <T>(name: string, make: () => T): T => {
-    if (!made.has(name)) made.set(name, make())
-    return made.get(name) as T
-  }
+  const ledger = new Lazy(() => new SqliteRunLedger({ store: new SqliteRunStore(db), sessions, audit, events, writer }))
+  const bus = new Lazy(() => new SqliteBusStore(db))
+  const keys = new Lazy(() => new SqliteKeyStore(db, parseApiKeys(config.API_KEYS), audit))
+  const tasks = new Lazy(() => config.TASK_STORE === 'sqlite' ? new SqliteTaskStore(db) : openFileTaskStore(config))
+  const narrator = new Lazy(() => new SqliteNarrator(events, db))
+  const push = new Lazy(() => {
+    const store = new SqlitePushStore(db)
+    return { store, changes: sqlitePushChanges(store, audit, write) }
+  })
 
   // interactions join the search index in batches, off the request path; a full batch is followed at once by the next
   let indexing: NodeJS.Immediate | undefined
@@ -96,19 +100,14 @@ export function openSqliteStores (config: Config, options: StoresOptions): Sqlit
   }
   if (serving) indexer = setInterval(() => { if (indexing === undefined) index() }, INDEX_INTERVAL_MS).unref()
 
-  let quiesced: Promise<void> | undefined
-  let closed: Promise<void> | undefined
-  const quiesce = async (): Promise<void> => {
-    quiesced ??= (async () => {
-      clearInterval(indexer)
-      indexer = undefined
-      if (indexing !== undefined) clearImmediate(indexing)
-      if (made.has('tasks')) await (made.get('tasks') as Stores['tasks']).close()
-      db.pragma(`busy_timeout = ${Math.min(BLOCKING_BUSY_TIMEOUT_MS, Math.floor(config.CLOSE_GRACE_MS / 4))}`)
-      writer.close()
-    })()
-    await quiesced
-  }
+  const quiesce = runOnce(async () => {
+    clearInterval(indexer)
+    indexer = undefined
+    if (indexing !== undefined) clearImmediate(indexing)
+    if (tasks.made) await tasks.value.close()
+    db.pragma(`busy_timeout = ${Math.min(BLOCKING_BUSY_TIMEOUT_MS, Math.floor(config.CLOSE_GRACE_MS / 4))}`)
+    writer.close()
+  })
 
   return {
     driver: 'sqlite',
@@ -119,18 +118,13 @@ export function openSqliteStores (config: Config, options: StoresOptions): Sqlit
     sessions,
     get ledger () {
       if (!serving) throw new Error('the run ledger is a server\'s: open the stores with serving: true')
-      return once('ledger', () => new SqliteRunLedger({ store: new SqliteRunStore(db), sessions, audit, events, writer }))
+      return ledger.value
     },
-    get bus () { return once('bus', () => new SqliteBusStore(db)) },
-    get keys () { return once('keys', () => new SqliteKeyStore(db, parseApiKeys(config.API_KEYS), audit)) },
-    get tasks () { return once('tasks', () => config.TASK_STORE === 'sqlite' ? new SqliteTaskStore(db) : openFileTaskStore(config)) },
-    get narrator () { return once('narrator', () => new SqliteNarrator(events, db)) },
-    get push () {
-      return once('push', () => {
-        const store = new SqlitePushStore(db)
-        return { store, changes: sqlitePushChanges(store, audit, write) }
-      })
-    },
+    get bus () { return bus.value },
+    get keys () { return keys.value },
+    get tasks () { return tasks.value },
+    get narrator () { return narrator.value },
+    get push () { return push.value },
     rateLimits: undefined,
     streams: undefined,
     connected: true,
@@ -138,13 +132,10 @@ export function openSqliteStores (config: Config, options: StoresOptions): Sqlit
     trace: (tracer) => { writer.trace(tracer) },
     ready: async () => { db.pragma(`busy_timeout = ${config.DB_BUSY_TIMEOUT_MS}`) },
     quiesce,
-    close: async () => {
-      closed ??= (async () => {
-        await quiesce()
-        db.close()
-        await checkpointer?.close()
-      })()
-      await closed
-    }
+    close: runOnce(async () => {
+      await quiesce()
+      db.close()
+      await checkpointer?.close()
+    })
   }
 }
