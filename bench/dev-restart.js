@@ -1,8 +1,8 @@
 // How long `npm run dev` takes to serve again after a saved agent file (issue 31): the time from
 // the save (the file's mtime set to now, as an editor does) until `GET /health` answers from the
-// new process (another `instance_id`), how long nothing answered in between and how many polls
-// (every 20 ms) were refused a connection (none since scripts/dev.mjs: the old process answers
-// until the new one listens), and the
+// new process (another `instance_id`), how long nothing answered in between, how many polls (every
+// 20 ms) were refused a connection (ECONNREFUSED; none since scripts/dev.mjs: the old process
+// answers until the new one listens) or failed otherwise (a reset connection), and the
 // CPU the new process used until it answered (/proc: on a shared machine the wall times move with
 // the load, the CPU much less: quote its ratio).
 // Each round starts `npm run dev` afresh (a fresh DATA_DIR, the bundled agents, the default
@@ -42,15 +42,16 @@ async function freePort () {
   })
 }
 
-/** The server's instance id, or undefined while it refuses connections (or answers otherwise). */
+/** The server's instance id, `refused` (ECONNREFUSED), or `failed` (a reset connection, another answer). */
 async function instance (port) {
   try {
     const res = await fetch(`http://127.0.0.1:${port}/health`)
-    return res.ok ? (await res.json()).instance_id : undefined
-  } catch {
-    return undefined
+    return res.ok ? (await res.json()).instance_id : 'failed'
+  } catch (err) {
+    return err.cause?.code === 'ECONNREFUSED' ? 'refused' : 'failed'
   }
 }
+const answered = (id) => id !== undefined && id !== 'refused' && id !== 'failed'
 
 /** The newest process under `pid` (npm → sh → the watcher, scripts/dev.mjs or tsx's → the server it started last). */
 function newestDescendant (pid) {
@@ -83,11 +84,11 @@ async function round (target) {
   dev.stdout.on('data', (c) => { output += c })
   dev.stderr.on('data', (c) => { output += c })
   const exited = once(dev, 'exit')
-  const result = { first_start_ms: 0, restart_ms: [], refused_ms: [], refused_polls: [], restart_cpu_ms: [], output: '' }
+  const result = { first_start_ms: 0, restart_ms: [], refused_ms: [], refused_polls: [], failed_polls: [], polls: [], restart_cpu_ms: [], output: '' }
   try {
     const deadline = Date.now() + 120_000
     let id
-    while ((id = await instance(port)) === undefined) {
+    while (!answered(id = await instance(port))) {
       if (dev.exitCode !== null || Date.now() > deadline) throw new Error(`npm run dev did not answer in ${target.dir}:\n${output}`)
       await sleep(POLL_MS)
     }
@@ -99,10 +100,16 @@ async function round (target) {
       utimesSync(file, new Date(), new Date())
       let lastOld = saved
       let refused = 0
+      let failed = 0
+      let polls = 0
       let next
-      while ((next = await instance(port)) === undefined || next === id) {
+      for (;;) {
+        next = await instance(port)
+        polls++
+        if (answered(next) && next !== id) break
         if (next === id) lastOld = performance.now()
-        else refused++
+        else if (next === 'refused') refused++
+        else failed++
         if (performance.now() - saved > 120_000) throw new Error(`no restart after a save in ${target.dir}:\n${output}`)
         await sleep(POLL_MS)
       }
@@ -112,6 +119,8 @@ async function round (target) {
       result.restart_ms.push(now - saved)
       result.refused_ms.push(now - lastOld)
       result.refused_polls.push(refused)
+      result.failed_polls.push(failed)
+      result.polls.push(polls)
       id = next
     }
   } finally {
@@ -128,13 +137,14 @@ async function round (target) {
   return result
 }
 
+const sum = (values) => values.reduce((a, b) => a + b, 0)
 const median = (values) => {
   const sorted = [...values].sort((a, b) => a - b)
   const mid = sorted.length >> 1
   return sorted.length % 2 === 1 ? sorted[mid] : (sorted[mid - 1] + sorted[mid]) / 2
 }
 
-const measured = Object.fromEntries(targets.map((t) => [t.name, { dir: t.dir, first_start_ms: [], restart_ms: [], refused_ms: [], refused_polls: [], restart_cpu_ms: [] }]))
+const measured = Object.fromEntries(targets.map((t) => [t.name, { dir: t.dir, first_start_ms: [], restart_ms: [], refused_ms: [], refused_polls: [], failed_polls: [], polls: [], restart_cpu_ms: [] }]))
 let lastOutput = ''
 for (let r = 0; r < rounds; r++) {
   for (const target of targets) {
@@ -144,19 +154,21 @@ for (let r = 0; r < rounds; r++) {
     m.restart_ms.push(...res.restart_ms.map(Math.round))
     m.refused_ms.push(...res.refused_ms.map(Math.round))
     m.refused_polls.push(...res.refused_polls)
+    m.failed_polls.push(...res.failed_polls)
+    m.polls.push(...res.polls)
     m.restart_cpu_ms.push(...res.restart_cpu_ms)
     lastOutput = res.output
-    console.log(`round ${r + 1} ${target.name}: first start ${Math.round(res.first_start_ms)} ms, restarts ${res.restart_ms.map((v) => Math.round(v)).join(', ')} ms (no answer for ${res.refused_ms.map((v) => Math.round(v)).join(', ')} ms, ${res.refused_polls.join(', ')} polls refused; CPU of the new server ${res.restart_cpu_ms.join(', ')} ms; load average ${loadavg()[0].toFixed(1)})`)
+    console.log(`round ${r + 1} ${target.name}: first start ${Math.round(res.first_start_ms)} ms, restarts ${res.restart_ms.map((v) => Math.round(v)).join(', ')} ms (no answer for ${res.refused_ms.map((v) => Math.round(v)).join(', ')} ms; of ${res.polls.join(', ')} polls ${res.refused_polls.join(', ')} refused, ${res.failed_polls.join(', ')} failed otherwise; CPU of the new server ${res.restart_cpu_ms.join(', ')} ms; load average ${loadavg()[0].toFixed(1)})`)
   }
 }
 if (process.argv.includes('--verbose')) console.log(lastOutput)
 
-console.log('\n| target | first start (median) | save → answer (median, min-max) | no answer (median) | polls refused (all restarts) | CPU of the new server until it answered (median) |')
+console.log('\n| target | first start (median) | save → answer (median, min-max) | no answer (median) | polls: refused / failed otherwise / all (all restarts) | CPU of the new server until it answered (median) |')
 console.log('|---|---|---|---|---|---|')
 const summary = {}
 for (const [name, m] of Object.entries(measured)) {
-  summary[name] = { dir: m.dir, first_start_ms: median(m.first_start_ms), restart_ms: median(m.restart_ms), restart_min_ms: Math.min(...m.restart_ms), restart_max_ms: Math.max(...m.restart_ms), refused_ms: median(m.refused_ms), refused_polls: m.refused_polls.reduce((a, b) => a + b, 0), restart_cpu_ms: median(m.restart_cpu_ms), samples: m }
-  console.log(`| ${name} | ${summary[name].first_start_ms} ms | **${summary[name].restart_ms} ms** (${summary[name].restart_min_ms}-${summary[name].restart_max_ms}) | ${summary[name].refused_ms} ms | ${summary[name].refused_polls} | ${summary[name].restart_cpu_ms} ms |`)
+  summary[name] = { dir: m.dir, first_start_ms: median(m.first_start_ms), restart_ms: median(m.restart_ms), restart_min_ms: Math.min(...m.restart_ms), restart_max_ms: Math.max(...m.restart_ms), refused_ms: median(m.refused_ms), refused_polls: sum(m.refused_polls), failed_polls: sum(m.failed_polls), polls: sum(m.polls), restart_cpu_ms: median(m.restart_cpu_ms), samples: m }
+  console.log(`| ${name} | ${summary[name].first_start_ms} ms | **${summary[name].restart_ms} ms** (${summary[name].restart_min_ms}-${summary[name].restart_max_ms}) | ${summary[name].refused_ms} ms | ${summary[name].refused_polls} / ${summary[name].failed_polls} / ${summary[name].polls} | ${summary[name].restart_cpu_ms} ms |`)
 }
 if (summary.compare !== undefined) console.log(`\nthis / compare: save → answer ${(summary.this.restart_ms / summary.compare.restart_ms).toFixed(2)}×, CPU ${(summary.this.restart_cpu_ms / summary.compare.restart_cpu_ms).toFixed(2)}×`)
 if (smoke) console.log('(smoke: one round, one restart; no timing claims)')
