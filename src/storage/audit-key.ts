@@ -1,4 +1,5 @@
 import { createHash, createHmac, timingSafeEqual } from 'node:crypto'
+import { auditKeysRetired, type Config } from '../config.js'
 
 /**
  * The keys of the audit chain: the current one (new rows and checkpoints are signed with it) and
@@ -45,4 +46,9 @@ export class AuditKeyring {
 /** A key's public id: 16 hex digits of a SHA-256 of it (domain-separated), safe to store and show. */
 export function auditKeyId (key: string): string {
   return createHash('sha256').update('agent-host audit key id\0').update(key).digest('hex').slice(0, 16)
+}
+
+/** The keyring of the settings: AUDIT_KEY, and AUDIT_KEYS_RETIRED before a rotation. */
+export function configuredKeyring (config: Pick<Config, 'AUDIT_KEY' | 'AUDIT_KEYS_RETIRED'>): AuditKeyring {
+  return new AuditKeyring(config.AUDIT_KEY, auditKeysRetired(config))
 }

@@ -1,6 +1,6 @@
 import type pg from 'pg'
-import { auditKeysRetired, parseApiKeys, type Config } from '../../config.js'
-import { AuditKeyring } from '../audit-key.js'
+import { parseApiKeys, type Config } from '../../config.js'
+import { configuredKeyring } from '../audit-key.js'
 import { ensureWritableDir } from '../data-dir.js'
 import { Lazy, runOnce, type AuditReader, type Stores, type StoresOptions } from '../stores.js'
 import { openFileTaskStore } from '../file/index.js'
@@ -38,7 +38,7 @@ export async function openPgAuditReader (config: Config): Promise<AuditReader> {
   }
   if (pool === undefined) return { problem: `no audit log in ${where}: is DATABASE_URL right?` }
   const opened = pool
-  return { audit: await PgAuditLog.open(opened, new AuditKeyring(config.AUDIT_KEY, auditKeysRetired(config)), { readOnly: true }), close: async () => { await opened.end() } }
+  return { audit: await PgAuditLog.open(opened, configuredKeyring(config), { readOnly: true }), close: async () => { await opened.end() } }
 }
 
 /**
@@ -61,7 +61,7 @@ export async function openPgStores (config: Config, options: StoresOptions): Pro
   let audit: PgAuditLog
   let notifications: PgNotifications | undefined
   try {
-    audit = await PgAuditLog.open(pool, new AuditKeyring(config.AUDIT_KEY, auditKeysRetired(config)))
+    audit = await PgAuditLog.open(pool, configuredKeyring(config))
     if (options.serving) {
       notifications = new PgNotifications({ connectionString: config.DATABASE_URL, application_name: `agent-host ${options.instanceId} (listen)` }, log)
       await notifications.start()

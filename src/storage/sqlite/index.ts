@@ -1,8 +1,8 @@
 import { existsSync } from 'node:fs'
 import { join } from 'node:path'
 import Database from 'better-sqlite3'
-import { auditKeysRetired, parseApiKeys, type Config } from '../../config.js'
-import { AuditKeyring } from '../audit-key.js'
+import { parseApiKeys, type Config } from '../../config.js'
+import { configuredKeyring } from '../audit-key.js'
 import { INDEX_BATCH } from '../sessions.js'
 import { Lazy, runOnce, type AuditReader, type Stores, type StoresOptions } from '../stores.js'
 import { openFileTaskStore } from '../file/index.js'
@@ -41,7 +41,7 @@ export function openSqliteAuditReader (config: Config): AuditReader {
   const file = join(config.DATA_DIR, DB_FILE)
   if (!existsSync(file)) return { problem: `no audit database at ${file}: is --data-dir (or DATA_DIR) right?` }
   const db = new Database(file, { readonly: true, fileMustExist: true })
-  return { audit: new SqliteAuditLog(db, new AuditKeyring(config.AUDIT_KEY, auditKeysRetired(config)), { readOnly: true }), close: async () => { db.close() } }
+  return { audit: new SqliteAuditLog(db, configuredKeyring(config), { readOnly: true }), close: async () => { db.close() } }
 }
 
 /**
@@ -64,7 +64,7 @@ export function openSqliteStores (config: Config, options: StoresOptions): Sqlit
   })
   let audit: SqliteAuditLog
   try {
-    audit = new SqliteAuditLog(db, new AuditKeyring(config.AUDIT_KEY, auditKeysRetired(config)))
+    audit = new SqliteAuditLog(db, configuredKeyring(config))
   } catch (err) {
     db.close()
     throw err
