@@ -60,6 +60,14 @@ export const AH_ERR_METHOD_NOT_ALLOWED = define('AH_ERR_METHOD_NOT_ALLOWED', 405
   'The path exists, but not with this method (`GET /v1/assist`, say); the `Allow` header and the message list the methods it takes.')
 export const AH_ERR_REQUEST_CONFLICT = define('AH_ERR_REQUEST_CONFLICT', 409, 'Request id "%s" was already used with a different envelope',
   'The envelope\'s `request_id` was already used with a different envelope (a retry must resend the same one).')
+export const AH_ERR_INTERRUPT_NOT_FOUND = define('AH_ERR_INTERRUPT_NOT_FOUND', 404, 'No interrupt "%s" waits in this session',
+  'A resume names an interrupt that no run of this session asked, or that is another caller\'s (only the run\'s owner, or an admin, may answer it).')
+export const AH_ERR_INTERRUPT_ANSWER_INVALID = define('AH_ERR_INTERRUPT_ANSWER_INVALID', 400, 'The answer to interrupt "%s" is not valid: %s',
+  'A resume\'s `value` does not match what the interrupt asked: the `schema` of an `input`, or `{ approved: boolean, comment?: string }` for an `approval` (`details.errors` lists where). The interrupt stays open.')
+export const AH_ERR_INTERRUPT_CLOSED = define('AH_ERR_INTERRUPT_CLOSED', 409, 'Interrupt "%s" is closed: %s',
+  'The interrupt was answered already (by another request), or its run went on or ended: an interrupt takes one answer.')
+export const AH_ERR_INTERRUPT_EXPIRED = define('AH_ERR_INTERRUPT_EXPIRED', 410, 'Interrupt "%s" expired at %s',
+  'The interrupt was not answered before its `expires_at`: the run it belongs to ended (its other interrupts too) and takes no answer.')
 export const AH_ERR_NOT_ACCEPTABLE = define('AH_ERR_NOT_ACCEPTABLE', 406, 'Accept header "%s" allows neither application/json nor text/event-stream',
   'The `Accept` header admits neither `application/json` nor `text/event-stream`.')
 export const AH_ERR_BODY_TOO_LARGE = define('AH_ERR_BODY_TOO_LARGE', 413, 'Request body is larger than %s bytes',
@@ -136,7 +144,7 @@ export const AH_ERR_CONFIG_INVALID = defineInternal('AH_ERR_CONFIG_INVALID', 500
 
 /** Why an agent's signal fired (`signal.reason.kind`). */
 export type AbortKind = 'client_disconnected' | 'slow_consumer' | 'cancelled' | 'shutdown' | 'timeout' | 'agent_error' | 'agent_failed' |
-  'contract_violation' | 'output_too_large' | 'storage_busy' | 'lease_lost'
+  'contract_violation' | 'output_too_large' | 'storage_busy' | 'lease_lost' | 'interrupted'
 
 /** The `signal.reason` of an aborted run: `name` is `AbortError`, as for any aborted fetch. */
 export const AH_ERR_RUN_ABORTED = class RunAbortedError extends defineInternal('AH_ERR_RUN_ABORTED', 500, 'The run was aborted: %s',
@@ -245,6 +253,7 @@ export const STREAM_ERROR_CODES = {
   output_too_large: 'The run produced more than `RUN_MAX_OUTPUT_BYTES` (the packets\' JSON, journaled); it was stopped, and what it produced up to there is kept and answered (FATAL).',
   storage_busy: 'The run could not write its journal within `DB_WRITE_BUDGET_MS` because another process held the database\'s write lock; it was stopped (TRANSIENT: retry).',
   run_timeout: 'The run passed its timeout (`RUN_TIMEOUT_MS`, or the shorter `payload.metadata.timeout_ms` the request asked for) and was stopped; the agent\'s signal fires with kind `timeout` (TRANSIENT).',
+  interrupt_expired: 'The run asked a question (an interrupt) that expired before it was answered: it ended (FATAL).',
   backend_unavailable: 'The agent\'s backend (LLM provider or local agent) is not configured or cannot be reached (FATAL).',
   backend_timeout: 'The backend sent nothing for `LLM_TIMEOUT_MS` / `CLI_AGENT_TIMEOUT_MS`; the provider request or the subprocess was stopped (TRANSIENT).',
   backend_failed: 'The provider answered with an error or the local agent died mid-stream: TRANSIENT when a retry may help (429, 5xx, a crash), else FATAL (`details` has the status or exit code).'

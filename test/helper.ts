@@ -16,6 +16,7 @@ import { loadConfig, type Config } from '../src/config.js'
 /** Fixed ids of the example agents in agents/. */
 export const AGENTS = {
   echo: '8a1f7d2e-3c4b-4e5f-9a6b-0c1d2e3f4a01',
+  ask: '8a1f7d2e-3c4b-4e5f-9a6b-0c1d2e3f4a0e',
   echoStream: '8a1f7d2e-3c4b-4e5f-9a6b-0c1d2e3f4a02',
   showcase: '8a1f7d2e-3c4b-4e5f-9a6b-0c1d2e3f4a03',
   llmChat: '8a1f7d2e-3c4b-4e5f-9a6b-0c1d2e3f4a06',

@@ -188,6 +188,8 @@ export function emitProtocol (options: EmitOptions): string {
         const [pattern] = patterns
         return `Record<string, ${pattern === undefined ? 'unknown' : emit(pattern[1], undefined, indent, `${path}/patternProperties`)}>`
       }
+      // Type.Unknown(): any JSON value
+      case undefined: return 'unknown'
       default: throw new Error(`${path}: unsupported type ${JSON.stringify(schema.type)}`)
     }
   }

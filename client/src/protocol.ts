@@ -1,6 +1,6 @@
 // GENERATED FILE: do not edit. The wire types of CAP (../../shared/spec/CAP.md), made by
 // client/scripts/generate-types.ts from the server's TypeBox schemas in src/protocol/ (common.ts,
-// envelope.ts, packets.ts, response.ts, manifest.ts), so they cannot drift from what the server
+// envelope.ts, interrupts.ts, packets.ts, response.ts, manifest.ts), so they cannot drift from what the server
 // validates and sends. After changing a schema, regenerate from the repository root with
 //
 //   TS_NODE_TRANSPILE_ONLY=1 node --import @tapjs/typescript/import client/scripts/generate-types.ts
@@ -98,6 +98,36 @@ export interface ServiceRequest {
   payload: AgentRequest
 }
 
+/** One open question of a run, as every protocol shows it (CAP's `INTERRUPT` event and JSON answer, A2A's status message, MCP's elicitation). */
+export interface Interrupt {
+  id: Uuid
+  kind: 'input' | 'approval'
+  message: string
+  schema?: JsonObject
+  /** What an approval is of: a tool call `{ tool, action, args }`, or an A2A call `{ agent, capability, payload }`. */
+  call?: JsonObject
+  reason?: 'auth'
+  expires_at: DateTime
+}
+
+/** The payload of the `INTERRUPT` EVENT an interrupted run sends last before its CLOSE `"input_required"`. */
+export interface InterruptEvent {
+  type: 'INTERRUPT'
+  interrupts: Interrupt[]
+}
+
+/** An approval's answer. */
+export interface ApprovalValue {
+  approved: boolean
+  comment?: string
+}
+
+/** One answer in a resume request's `payload.payload.resume`. */
+export interface ResumeAnswer {
+  interrupt_id: Uuid
+  value: unknown
+}
+
 /** How bad a stream error is: FATAL (stream dead, do not retry), TRANSIENT (retry with backoff), WARNING (goes on). */
 export type StreamErrorSeverity = 'FATAL' | 'TRANSIENT' | 'WARNING'
 
@@ -111,7 +141,7 @@ export interface StreamError {
 }
 
 /** Why a stream ended: the `p` of a CLOSE packet. */
-export type CloseReason = 'done' | 'aborted' | 'cancelled' | 'shutdown'
+export type CloseReason = 'done' | 'aborted' | 'cancelled' | 'shutdown' | 'input_required'
 
 /** A thinking step: `response.thought(content, status)`. */
 export interface ThoughtTraceEvent {
@@ -222,7 +252,7 @@ export interface UsageEvent {
 }
 
 /** Everything this server ever puts in the `p` of an EVENT packet. */
-export type EventPayload = PresentationEvent | DataEvent | ResultEvent | StreamStartEvent | UsageEvent
+export type EventPayload = PresentationEvent | DataEvent | ResultEvent | StreamStartEvent | UsageEvent | InterruptEvent
 
 /** A text chunk. */
 export interface DeltaPacket {
@@ -323,6 +353,8 @@ export interface ServiceResponse {
   created_at: DateTime
   /** Exactly the object passed to `result()`, or else the {@link Transcript}. */
   output: JsonObject
+  /** The run stopped to ask: its open interrupts. Answer them with a new request in the same session (`payload.resume`). */
+  interrupts?: Interrupt[]
   metrics?: ResponseMetrics
 }
 

@@ -106,6 +106,8 @@ export class TaskProjection {
   #event (packet: Extract<StreamPacket, { op: 'EVENT' }>): StreamResponse[] {
     const event = packet.p
     switch (event.type) {
+      case 'INTERRUPT':
+        return []
       case 'STREAM_START':
         if (event.title !== undefined) this.#titles.set(packet.stream_id, event.title)
         return []

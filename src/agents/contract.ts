@@ -16,6 +16,20 @@ export type { AgentHost } from '../backends/protocol.js'
 /** A JSON object. */
 export type JsonObject = Record<string, unknown>
 
+/** What an agent asks with `response.interrupt()`. */
+export interface InterruptRequest {
+  /** `input`: a value matching `schema`; `approval`: approve or reject, with an optional comment. */
+  kind: 'input' | 'approval'
+  /** What to ask, for a person to read. */
+  message: string
+  /** For `input`: the JSON Schema the answer must match (default: any JSON value). */
+  schema?: Record<string, unknown>
+  /** Seconds the question may wait for its answer (default INTERRUPT_EXPIRES_S). */
+  expires_in_s?: number
+  /** Ask for credentials (A2A clients see `auth-required`). */
+  auth?: boolean
+}
+
 /**
  * The handle of one stream made with `response.create_stream()`: Open → write* → close | abort.
  */
@@ -90,6 +104,21 @@ export interface ResponseHandler extends EventSink {
    * the main stream.
    */
   usage(usage: { input_tokens: number, output_tokens: number }, cost?: number): Promise<void>
+  /**
+   * Stop and ask a person (human in the loop). `kind: "input"` resolves with a value that matches
+   * `schema`; `kind: "approval"` with `{ approved, comment? }`. The run does not wait in memory: once
+   * the agent waits on its questions (several may be open at once, each with its own id), it sends
+   * EVENT `INTERRUPT` and ends with CLOSE `"input_required"`, and the promise never settles in this
+   * execution (the signal fires). When the caller answers, the host enters `assist()` again with the
+   * same request, and replays: each `interrupt()` already answered resolves at once with its answer,
+   * each backend `send`/`resume`, `host.tools.call`, `host.a2a.call` and `host.bus.publish` made before
+   * gets its recorded answer without being made again, and packets already sent are not sent twice.
+   * So an agent must reach its questions the same way each time: what it does outside `response`
+   * and `host` (a clock, a random number, a file) must not change the path to them.
+   * @throws AH_ERR_EVENT_INVALID when the request is malformed or the run cannot ask (a task)
+   */
+  interrupt(request: InterruptRequest & { kind: 'approval' }): Promise<{ approved: boolean, comment?: string }>
+  interrupt<T = unknown>(request: InterruptRequest): Promise<T>
 }
 
 /**

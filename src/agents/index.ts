@@ -17,7 +17,7 @@ export { capBridge, type CapBridge } from './cap-bridge.js'
 export { traceparentOf } from '../backends/protocol.js'
 export type { AgentProtocol, Message, ProtocolContext, ProtocolResponse, StreamChunk, Tool, ToolRegistry } from '../backends/protocol.js'
 export type {
-  Agent, AgentDefinition, AgentHost, AgentRequest, AgentSpec, EventSink, Interaction, JsonObject, LogLevel, ManifestSpec,
+  Agent, AgentDefinition, AgentHost, AgentRequest, AgentSpec, EventSink, Interaction, InterruptRequest, JsonObject, LogLevel, ManifestSpec,
   RecallHit, ResponseHandler, SessionHandle, SessionIdentity, StreamHandle
 } from './contract.js'
 export { BaseAgent } from '../runtime/base-agent.js'

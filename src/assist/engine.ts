@@ -1,9 +1,9 @@
 import { createHash, randomUUID } from 'node:crypto'
 import type { Span, Tracer } from '@opentelemetry/api'
 import {
-  AH_ERR_AGENT_NOT_FOUND, AH_ERR_NOT_ACCEPTABLE, AH_ERR_REQUEST_CONFLICT, AH_ERR_RUN_NOT_FOUND, AH_ERR_SESSION_NOT_FOUND, AH_ERR_SHUTTING_DOWN, AH_ERR_STORAGE_UNAVAILABLE, AH_ERR_VALIDATION, errorBody, withDetails
+  AH_ERR_AGENT_NOT_FOUND, AH_ERR_INTERRUPT_ANSWER_INVALID, AH_ERR_INTERRUPT_CLOSED, AH_ERR_INTERRUPT_EXPIRED, AH_ERR_INTERRUPT_NOT_FOUND, AH_ERR_NOT_ACCEPTABLE, AH_ERR_REQUEST_CONFLICT, AH_ERR_RUN_NOT_FOUND, AH_ERR_SESSION_NOT_FOUND, AH_ERR_SHUTTING_DOWN, AH_ERR_STORAGE_UNAVAILABLE, AH_ERR_VALIDATION, errorBody, withDetails
 } from '../errors.js'
-import type { AgentHost, JsonObject } from '../agents/contract.js'
+import type { Agent, AgentHost, JsonObject } from '../agents/contract.js'
 import type { AgentProtocol, BusPublisher } from '../backends/protocol.js'
 import type { EventPublication } from '../protocol/contract.js'
 import type { HostedAgent, HostedCapability } from '../agents/hosted-agent.js'
@@ -34,6 +34,9 @@ import { meteredBackend, repeatsBackendUsage } from './metered-backend.js'
 import { RunObservers, UNKNOWN_MODEL, type RunObserver } from './run-observers.js'
 import type { A2ACallers } from '../a2a-client/remote-agents.js'
 import type { ToolCallers } from '../tools/tool-caller.js'
+import { openInterrupts, type InterruptRecord, type InterruptStore, type WaitingRun } from '../storage/interrupts.js'
+import type { AuditInput } from '../storage/audit.js'
+import { answerIssues, resumeOf, RunReplay, wireInterrupt, type ResumeItem } from './replay.js'
 
 export type { RunAnswer } from './answers.js'
 export type { Frame } from './frame-queue.js'
@@ -61,6 +64,8 @@ export interface EngineSettings {
   followerMaxBytes: number
   /** How often a follower of a run owned by another process looks at the journal. */
   pollMs?: number
+  /** INTERRUPT_EXPIRES_S: how long a question waits for its answer when the agent gives no time. */
+  interruptExpiresS?: number
 }
 
 export interface EngineOptions {
@@ -77,6 +82,8 @@ export interface EngineOptions {
   a2a?: A2ACallers
   /** MCP tools (`host.tools`), called on behalf of the run's caller: each call checked, recorded, and aborted with the run. None: no `host.tools`. */
   tools?: ToolCallers
+  /** Where runs that stopped to ask wait for their answers (human in the loop). None: `response.interrupt()` is refused. */
+  interrupts?: InterruptStore
   instanceId: string
   log: RunLogger
   /** OpenTelemetry: each run is an `assist.run` span, each backend call of its agent a `backend.call` child. None: no spans. */
@@ -142,6 +149,8 @@ interface PreparedStart {
   hash: string
   who: Identity
   admin: boolean
+  /** A resume: the chain it answers, and the answers (none: this request's answers were taken before, and its run not stored). */
+  resume?: { chain: WaitingRun, answers: Array<{ interrupt: InterruptRecord, value: unknown }> }
 }
 
 /** A resume cursor: a stream id, and the last `seq` of it the client has (absent: replay everything). */
@@ -200,12 +209,14 @@ export class AssistEngine {
   /** What {@link begin} needs of the new runs {@link prepare} returned, until they begin. */
   readonly #prepared = new WeakMap<PreparedRun, PreparedStart>()
   readonly #observers: RunObservers
+  /** The chains the live runs go on from (a resumed run's chain is settled when it ends without asking again). */
+  readonly #chains = new Map<string, WaitingRun>()
   #timer: NodeJS.Timeout | undefined
   #ticking: Promise<void> | undefined
 
   constructor (options: EngineOptions) {
     this.#o = options
-    this.#s = { pollMs: 50, ...options.settings }
+    this.#s = { pollMs: 50, interruptExpiresS: 86400, ...options.settings }
     this.#observers = new RunObservers(options.log)
     options.ledger.onCancelRequested((requestId) => { this.registry.get(requestId)?.cancel() })
   }
@@ -303,33 +314,123 @@ export class AssistEngine {
       await this.#o.ledger.audit({ actor: who.id, action: 'auth.deny', resource: `agent:${agent.name}`, success: false, claimed_user: envelope.context.user.user_id, details: { reason: refusal.reason, name: who.name } })
       throw refusal.error
     }
-    const metadata = resolved.metadata as { capability?: string, timeout_ms?: number, on_disconnect?: DisconnectPolicy }
-    const capability = pickCapability(hosted, metadata.capability)
-    if (capability.validateInput !== undefined && !capability.validateInput(resolved.payload)) {
-      const errors = toIssues(capability.validateInput.errors, '/payload/payload')
-      throw withDetails(new AH_ERR_VALIDATION(`Invalid agent input: ${errors.slice(0, 3).map((e) => `${e.path} ${e.message}`).join('; ')}`), { errors })
-    }
-    const delivery = options.delivery
-    if (typeof delivery === 'object') throw new AH_ERR_NOT_ACCEPTABLE(delivery.refused)
-    const mode = delivery === 'own' ? capability.capability.delivery_mode : delivery
     const admin = grants(who.scopes, 'admin')
     const hash = envelopeHash(envelope)
     // the caller's request id, scoped to the caller: another principal's run of the same id is another run
     const requestId = runKey(who.id, envelope.request_id)
-
-    const known = await this.#o.ledger.get(requestId)
+    const answers = resumeOf(resolved.payload)
+    let resume: PreparedStart['resume']
+    let agentRequest = resolved
+    if (answers !== undefined) {
+      const known = await this.#o.ledger.get(requestId)
+      if (known !== undefined) return { ...await this.#join(known, hash, this.#modeOf(options.delivery, pickCapability(hosted, (resolved.metadata as { capability?: string }).capability)), who, admin, resolved), agent }
+      resume = await this.#resumable(answers, resolved.session_id, agent.id, who, admin, requestId)
+      // the agent is entered again with the request that asked, under this one's ids
+      const first = resolveAgentRequest(JSON.parse(resume.chain.envelope) as ServiceRequest)
+      agentRequest = { ...resolved, payload: first.payload, metadata: { ...resolved.metadata, ...(first.metadata.capability !== undefined ? { capability: first.metadata.capability } : {}) } }
+    }
+    const metadata = agentRequest.metadata as { capability?: string, timeout_ms?: number, on_disconnect?: DisconnectPolicy }
+    const capability = pickCapability(hosted, metadata.capability)
+    if (resume === undefined && capability.validateInput !== undefined && !capability.validateInput(resolved.payload)) {
+      const errors = toIssues(capability.validateInput.errors, '/payload/payload')
+      throw withDetails(new AH_ERR_VALIDATION(`Invalid agent input: ${errors.slice(0, 3).map((e) => `${e.path} ${e.message}`).join('; ')}`), { errors })
+    }
+    const mode = this.#modeOf(options.delivery, capability)
+    const known = resume === undefined ? await this.#o.ledger.get(requestId) : undefined
     if (known !== undefined) return { ...await this.#join(known, hash, mode, who, admin, resolved), agent }
     if (options.resuming === true && mode === 'server_sent_events') return { requestId, mode, outcome: 'gone', agent }
     const backends = [...(hosted.agent.backends ?? []), ...(hosted.agent.capabilityBackends?.[capability.capability.name] ?? [])]
     if (backends.length > 0) await this.#o.backends.require(backends)
     const prepared: PreparedRun = { requestId, mode, outcome: 'start', agent }
-    this.#prepared.set(prepared, { envelope, resolved, hosted, capability, metadata, hash, who, admin })
+    this.#prepared.set(prepared, { envelope, resolved: agentRequest, hosted, capability, metadata, hash, who, admin, ...(resume !== undefined ? { resume } : {}) })
     return prepared
   }
 
-  async #start ({ requestId, mode, agent }: PreparedRun, { envelope, resolved, hosted, capability, metadata, hash, who, admin }: PreparedStart, options: StartOptions): Promise<Submission> {
+  #modeOf (delivery: Delivery, capability: HostedCapability): DeliveryMode {
+    if (typeof delivery === 'object') throw new AH_ERR_NOT_ACCEPTABLE(delivery.refused)
+    return delivery === 'own' ? capability.capability.delivery_mode : delivery
+  }
+
+  /**
+   * Check a resume's answers against the chain that asked (read only: {@link #start} takes them).
+   * The interrupts must be one run's, the caller's (or the caller an admin), open, not expired, and
+   * each answer right for its question.
+   */
+  async #resumable (answers: ResumeItem[], sessionId: string, agentId: string, who: Identity, admin: boolean, requestId: string): Promise<NonNullable<PreparedStart['resume']>> {
+    const store = this.#o.interrupts
+    const firstId = (answers[0] as ResumeItem).interrupt_id
+    const chains = store === undefined ? [] : await store.inSession(sessionId)
+    const chain = chains.find((c) => c.interrupts.some((i) => i.id === firstId))
+    if (chain === undefined || (!admin && chain.owner_key !== who.id) || chain.agent_id !== agentId) throw new AH_ERR_INTERRUPT_NOT_FOUND(firstId)
+    const seen = new Set<string>()
+    const taken: Array<{ interrupt: InterruptRecord, value: unknown }> = []
+    for (const [n, answer] of answers.entries()) {
+      const path = `/payload/payload/resume/${n}/interrupt_id`
+      if (seen.has(answer.interrupt_id)) throw withDetails(new AH_ERR_VALIDATION(`Invalid request: ${path} answers interrupt ${answer.interrupt_id} twice`), { errors: [{ path, message: 'must not repeat an interrupt' }] })
+      seen.add(answer.interrupt_id)
+      const interrupt = chain.interrupts.find((i) => i.id === answer.interrupt_id)
+      if (interrupt === undefined) {
+        if (chains.some((c) => c.interrupts.some((i) => i.id === answer.interrupt_id))) throw withDetails(new AH_ERR_VALIDATION(`Invalid request: ${path} is another run's interrupt: a resume answers one run's`), { errors: [{ path, message: 'must be an interrupt of the same run as the first answer' }] })
+        throw new AH_ERR_INTERRUPT_NOT_FOUND(answer.interrupt_id)
+      }
+      taken.push({ interrupt, value: answer.value })
+    }
+    // this request took these answers before, and its run was never stored (a crash, a refusal): it goes on
+    if (taken.every(({ interrupt }) => interrupt.answer?.request === requestId) && chain.last_run === requestId) return { chain, answers: [] }
+    const now = Date.now()
+    for (const { interrupt } of taken) {
+      if (chain.state === 'expired' || interrupt.expires_at <= now) {
+        if (chain.state === 'waiting') await store?.settle(chain.run_key, 'expired', now)
+        throw new AH_ERR_INTERRUPT_EXPIRED(interrupt.id, new Date(interrupt.expires_at).toISOString())
+      }
+      if (interrupt.answer !== undefined) throw new AH_ERR_INTERRUPT_CLOSED(interrupt.id, 'it was answered already')
+      if (chain.state !== 'waiting') throw new AH_ERR_INTERRUPT_CLOSED(interrupt.id, chain.state === 'resuming' ? 'its run went on with another answer' : 'its run ended')
+    }
+    for (const [n, { interrupt, value }] of taken.entries()) {
+      const errors = answerIssues(interrupt, value).map((e) => ({ path: `/payload/payload/resume/${n}${e.path}`, message: e.message }))
+      if (errors.length > 0) throw withDetails(new AH_ERR_INTERRUPT_ANSWER_INVALID(interrupt.id, errors.slice(0, 3).map((e) => `${e.path} ${e.message}`).join('; ')), { errors })
+    }
+    return { chain, answers: taken }
+  }
+
+  /** Take a resume's answers (compare and set on the chain, their audit rows in the same write): the chain as the run goes on from it. */
+  async #takeAnswers (resume: NonNullable<PreparedStart['resume']>, requestId: string, wireId: string, who: Identity, claimedUser: string, traceId: string): Promise<WaitingRun> {
+    const { chain, answers } = resume
+    if (answers.length === 0) return chain
+    const now = Date.now()
+    const given = new Map(answers.map(({ interrupt, value }) => [interrupt.id, value]))
+    const interrupts = chain.interrupts.map((i) => given.has(i.id) ? { ...i, answer: { value: given.get(i.id), by: who.id, at: now, request: requestId } } : i)
+    const next: WaitingRun = {
+      ...chain,
+      // questions left open: the chain still waits (another request may answer them now); else the run goes on
+      state: openInterrupts({ interrupts }).length > 0 ? 'waiting' : 'resuming',
+      version: chain.version + 1,
+      last_run: requestId,
+      updated_at: now,
+      interrupts
+    }
+    const audit: AuditInput[] = answers.map(({ interrupt, value }) => ({
+      actor: who.id,
+      action: interrupt.kind === 'approval' ? ((value as { approved: boolean }).approved ? 'interrupt.approve' : 'interrupt.reject') : 'interrupt.answer',
+      resource: `run:${chain.request_id}`,
+      success: true,
+      claimed_user: claimedUser,
+      request_id: wireId,
+      root_request_id: chain.request_id,
+      trace_id: traceId,
+      details: { interrupt_id: interrupt.id, kind: interrupt.kind, message: cutText(interrupt.message, 256), ...(interrupt.call !== undefined ? { call: interrupt.call } : {}), ...(interrupt.kind === 'approval' ? { answer: value as JsonObject } : {}) }
+    }))
+    if (!await (this.#o.interrupts as InterruptStore).take(next, audit)) throw new AH_ERR_INTERRUPT_CLOSED((answers[0] as { interrupt: InterruptRecord }).interrupt.id, 'another answer came first')
+    return next
+  }
+
+  async #start ({ requestId, mode, agent }: PreparedRun, { envelope, resolved, hosted, capability, metadata, hash, who, admin, resume }: PreparedStart, options: StartOptions): Promise<Submission> {
     const { ledger } = this.#o
+    const chain = resume === undefined ? undefined : await this.#takeAnswers(resume, requestId, envelope.request_id, who, envelope.context.user.user_id, envelope.context.trace.trace_id)
+    const replay = this.#o.interrupts === undefined ? undefined : new RunReplay(chain, this.#s.interruptExpiresS)
+    if (chain !== undefined) this.#chains.set(requestId, chain)
     const run = new AssistRun({
+      ...(replay !== undefined ? { replay, onSuspend: async () => { await this.#suspend(replay, requestId, envelope, resolved, agent.id, who.id) } } : {}),
       requestId,
       capability,
       log: options.log?.child?.({ agent: agent.name, requestId, mode }) ?? options.log ?? this.#o.log,
@@ -413,8 +514,12 @@ export class AssistEngine {
     // the run's span ends once the run is recorded
     const answer = span === undefined ? finished : finished.finally(() => { endRunSpan(span, run) })
     this.#answers.set(requestId, answer)
-    const settled = run.execute(hosted.agent, resolved, session, this.#host(metadata.name, owner, who.agents, envelope.context.trace.trace_id, span,
-      { requestId: envelope.request_id, rootRequestId: resolved.root_request_id, sessionId: resolved.session_id, user: envelope.context.user.user_id, signal: run.signal }))
+    const host = this.#host(metadata.name, owner, who.agents, envelope.context.trace.trace_id, span,
+      { requestId: envelope.request_id, rootRequestId: resolved.root_request_id, sessionId: resolved.session_id, user: envelope.context.user.user_id, signal: run.signal })
+    const open = run.replay?.chain === undefined ? [] : openInterrupts(run.replay.chain)
+    // questions still open after this request's answers: asked again, and the agent waits for all of them
+    const agent: Agent = open.length > 0 ? { manifest: hosted.agent.manifest, assist: async () => { await run.askAgain(open) } } : hosted.agent
+    const settled = run.execute(agent, resolved, session, run.replay?.host(host) ?? host)
     this.registry.track(run, Promise.all([settled, answer]).then(() => {
       this.#answers.delete(requestId)
       this.#tokens.delete(requestId)
@@ -662,6 +767,18 @@ export class AssistEngine {
     }
   }
 
+  /** Store the chain of a run that stops to ask (before its CLOSE reaches anyone, so an answer always finds it). */
+  async #suspend (replay: RunReplay, requestId: string, envelope: ServiceRequest, resolved: ResolvedAgentRequest, agentId: string, owner: string): Promise<void> {
+    const now = Date.now()
+    const base = replay.chain
+    // a run that only asks again what its answers left open: the chain waits as it was stored
+    if (base !== undefined && base.state === 'waiting') return
+    const chain: WaitingRun = base === undefined
+      ? { run_key: requestId, request_id: envelope.request_id, owner_key: owner, session_id: resolved.session_id, agent_id: agentId, state: 'waiting', version: 1, last_run: requestId, envelope: JSON.stringify(envelope), interrupts: replay.interrupts, memo: replay.memo, created_at: now, updated_at: now }
+      : { ...base, state: 'waiting', version: base.version + 1, last_run: requestId, interrupts: replay.interrupts, memo: replay.memo, updated_at: now }
+    if (!await retryBusy(async () => await (this.#o.interrupts as InterruptStore).save(chain), this.#s.writeBudgetMs)) throw new Error(`the chain of run ${chain.request_id} changed under it`)
+  }
+
   /** Store the answer, record a summary in the session and audit the call, in one write fenced by the lease. */
   async #finish (run: AssistRun, token: string, resolved: ResolvedAgentRequest, hosted: HostedAgent, envelope: ServiceRequest, mode: DeliveryMode, owner: string): Promise<RunAnswer | undefined> {
     const reason = run.endReason ?? 'aborted'
@@ -674,6 +791,7 @@ export class AssistEngine {
       ...(run.transcript.lastError !== undefined ? { lastError: run.transcript.lastError } : {}),
       metrics
     })
+    if (reason === 'input_required' && answer.status === 200) answer.body.interrupts = run.interrupts.map(wireInterrupt)
     const output: JsonObject | undefined = reason === 'done' && run.result !== undefined ? run.result : undefined
     const record = async (): Promise<boolean> => {
       const summary = output !== undefined && JSON.stringify(output).length <= SUMMARY_BYTES ? output : run.transcript.summary()
@@ -714,6 +832,15 @@ export class AssistEngine {
         } catch (err) {
           if (!isBusy((err as { cause?: unknown }).cause)) { run.leaseLost(); this.#o.log.error({ err, requestId: run.requestId }, 'recording the run failed'); ours = false; unreachable = isUnavailable(err); break }
         }
+      }
+    }
+    const chain = this.#chains.get(run.requestId)
+    this.#chains.delete(run.requestId)
+    if (chain !== undefined && reason !== 'input_required' && ours) {
+      try {
+        await this.#o.interrupts?.settle(chain.run_key, 'ended', Date.now())
+      } catch (err) {
+        this.#o.log.error({ err, requestId: run.requestId }, 'marking the run\'s questions ended failed')
       }
     }
     run.log.info({ reason, packets: run.packets, recorded: ours }, 'run ended')

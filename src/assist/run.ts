@@ -12,6 +12,8 @@ import type { HostedCapability } from '../agents/hosted-agent.js'
 import { lazySchema, toIssues } from '../agents/json-schema.js'
 import { PacketFactory, packetJson, streamError, type UnsequencedPacket } from './packets.js'
 import { TranscriptBuilder } from './transcript.js'
+import { wireInterrupt, type RunReplay } from './replay.js'
+import type { InterruptRecord } from '../storage/interrupts.js'
 
 /**
  * A client following a run: the engine's follower queue implements it. Packets reach it only
@@ -82,6 +84,13 @@ export interface AssistRunOptions {
   onFirstPacket?: (seconds: number) => void
   /** Called with each `usage()` report the agent makes, once it is checked (metrics). */
   onUsage?: (usage: { input_tokens: number, output_tokens: number }, cost: number | undefined) => void
+  /** What the run goes on from after an answer (its chain), and where its questions and host calls are kept. Without it the agent cannot `interrupt()`. */
+  replay?: RunReplay
+  /**
+   * The run stops to ask `open`: store what it needs to go on (the engine saves its chain) before
+   * its CLOSE `"input_required"` reaches a client. A rejection ends the run with `storage_busy`.
+   */
+  onSuspend?: (open: InterruptRecord[]) => Promise<void>
 }
 
 const checkPresentationEvent = lazySchema<PresentationEvent>(PresentationEventSchema)
@@ -172,7 +181,14 @@ export class AssistRun {
   #usage: { input_tokens: number, output_tokens: number } = { input_tokens: 0, output_tokens: 0 }
   #reportedUsage = false
   #cost: number | undefined
-  readonly #hooks: Pick<AssistRunOptions, 'onFirstPacket' | 'onUsage'>
+  readonly #hooks: Pick<AssistRunOptions, 'onFirstPacket' | 'onUsage' | 'onSuspend'>
+  readonly #replay: RunReplay | undefined
+  /** The questions this execution waits on (asked and not answered), and the agent's pending `interrupt()` calls. */
+  readonly #asking: InterruptRecord[] = []
+  readonly #parked: Array<(err: Error) => void> = []
+  #suspending = false
+  /** Sub-streams opened while replaying (their STREAM_START was sent before): started on the wire when next written. */
+  readonly #replayedStreams = new Map<string, EventPayload>()
   readonly handler: ResponseHandler
 
   constructor (options: AssistRunOptions) {
@@ -186,7 +202,8 @@ export class AssistRun {
     this.#recorder = options.recorder
     this.#onDisconnect = options.onDisconnect ?? 'continue'
     this.#maxOutputBytes = options.maxOutputBytes ?? 0
-    this.#hooks = { onFirstPacket: options.onFirstPacket, onUsage: options.onUsage }
+    this.#hooks = { onFirstPacket: options.onFirstPacket, onUsage: options.onUsage, onSuspend: options.onSuspend }
+    this.#replay = options.replay
     this.#ended = new Promise((resolve) => { this.#resolveEnded = resolve })
     this.handler = this.#makeHandler()
   }
@@ -202,6 +219,10 @@ export class AssistRun {
   get lost (): boolean { return this.#lost }
   /** The object given to `result()`, if any. */
   get result (): JsonObject | undefined { return this.#result }
+  /** What the run goes on from, and where its questions and host calls are kept. */
+  get replay (): RunReplay | undefined { return this.#replay }
+  /** The questions the run stopped on (its CLOSE was `"input_required"`). */
+  get interrupts (): readonly InterruptRecord[] { return this.#asking }
   /** The FATAL error that ended the run, if one did. */
   get fatalError (): StreamError | undefined { return this.#fatal }
   /** Token usage and cost reported with `usage()`, summed; undefined when never reported. */
@@ -310,10 +331,23 @@ export class AssistRun {
 
   #abort (kind: AbortKind): void {
     if (!this.#controller.signal.aborted) this.#controller.abort(new AH_ERR_RUN_ABORTED(kind))
+    // an agent waiting on a question unwinds (its finally blocks run) rather than wait for ever
+    for (const reject of this.#parked.splice(0)) reject(this.#controller.signal.reason as Error)
   }
 
   #send (streamId: string, op: StreamOpCode, p: StreamPacket['p']): Promise<void> | undefined {
     if (this.#lost) return undefined
+    if (this.#replay?.replaying === true && !this.#suspending && (op !== 'ERROR' || (p as StreamError).severity === 'WARNING') && !(op === 'CLOSE' && streamId === this.mainStreamId)) {
+      // sent by the run that asked before: kept off this one's wire and journal
+      if (op === 'EVENT' && (p as EventPayload).type === 'STREAM_START' && streamId !== this.mainStreamId) this.#replayedStreams.set(streamId, p as EventPayload)
+      else if (op === 'CLOSE') this.#replayedStreams.delete(streamId)
+      return undefined
+    }
+    const start = this.#replayedStreams.get(streamId)
+    if (start !== undefined) {
+      this.#replayedStreams.delete(streamId)
+      this.#send(streamId, 'EVENT', start)
+    }
     const payload = JSON.stringify(p)
     if (this.#overCap(payload.length)) return undefined
     let packet: StreamPacket | UnsequencedPacket
@@ -550,7 +584,7 @@ export class AssistRun {
     if (title !== undefined) start.title = String(title)
     if (metadata !== undefined) start.metadata = metadata
     await this.#send(id, 'EVENT', start)
-    const active = (): boolean => state === 'active' && run.#factory.isOpen(id)
+    const active = (): boolean => state === 'active' && (run.#factory.isOpen(id) || run.#replayedStreams.has(id))
     return {
       stream_id: id,
       get is_active () { return active() },
@@ -570,6 +604,57 @@ export class AssistRun {
         run.#send(id, 'ERROR', streamError('stream_aborted', String(reason), 'FATAL'))
         return run.#send(id, 'CLOSE', 'aborted')
       }
+    }
+  }
+
+  /**
+   * The agent's `interrupt()`: the answer when its chain has one; else the question joins those this
+   * execution waits on, and once the agent is waiting (no host call in flight, on a later turn) the
+   * run stops to ask them all: EVENT `INTERRUPT`, the chain stored, CLOSE `"input_required"`.
+   */
+  async #interrupt (request: unknown, extra: Pick<InterruptRecord, 'call'> = {}): Promise<unknown> {
+    this.#assertOpen()
+    const replay = this.#replay
+    if (replay === undefined) throw new AH_ERR_EVENT_INVALID('interrupt() is not available to this run (a task, or a host without an interrupt store)')
+    const asked = replay.ask(request, Date.now(), extra)
+    if ('answered' in asked) return asked.answered
+    if (!this.#asking.includes(asked.open)) this.#asking.push(asked.open)
+    if (this.#asking.length === 1) setImmediate(() => { this.#suspend().catch((err: unknown) => { this.#log.error({ err }, 'suspending the run failed') }) })
+    return await new Promise((_resolve, reject) => { this.#parked.push(reject) })
+  }
+
+  /**
+   * Ask `open` again without the agent: the run's answers so far leave questions open, and the agent
+   * is entered only once all are answered (a branch that got its answer would otherwise go on, and
+   * its packets be sent twice).
+   */
+  async askAgain (open: readonly InterruptRecord[]): Promise<void> {
+    this.#asking.push(...open)
+    setImmediate(() => { this.#suspend().catch((err: unknown) => { this.#log.error({ err }, 'suspending the run failed') }) })
+    await new Promise((_resolve, reject) => { this.#parked.push(reject) })
+  }
+
+  /** Ask for approval of a host call (a tool or a remote agent marked `require_approval`); resolves with the answer. */
+  async approval (message: string, call: Record<string, unknown>): Promise<{ approved: boolean, comment?: string }> {
+    return await this.#interrupt({ kind: 'approval', message }, { call }) as { approved: boolean, comment?: string }
+  }
+
+  async #suspend (): Promise<void> {
+    for (let idle = this.#replay?.idle(); idle !== undefined; idle = this.#replay?.idle()) await idle
+    if (this.#endReason !== undefined || this.#lost) return
+    this.#suspending = true
+    const open = [...this.#asking]
+    this.#send(this.mainStreamId, 'EVENT', { type: 'INTERRUPT', interrupts: open.map(wireInterrupt) })
+    try {
+      await this.#hooks.onSuspend?.(open)
+    } catch (err) {
+      this.#log.error({ err, requestId: this.requestId }, 'the run could not store its questions')
+      if (this.#endReason === undefined) this.#fatalEnd(streamError('storage_busy', 'The server could not store this run\'s questions; retry the request', 'TRANSIENT'), 'storage_busy')
+      return
+    }
+    if (this.#endReason === undefined) {
+      this.#endAll('input_required')
+      this.#abort('interrupted')
     }
   }
 
@@ -626,8 +711,11 @@ export class AssistRun {
       async create_stream (title, metadata) {
         return run.#makeStream(title, metadata)
       },
+      interrupt: (async (request: unknown) => await run.#interrupt(request)) as ResponseHandler['interrupt'],
       async usage (usage, cost) {
         run.#assertOpen()
+        // counted by the run that asked before
+        if (run.#replay?.replaying === true) return
         const given = usage as { input_tokens?: unknown, output_tokens?: unknown } | undefined
         const counts = [given?.input_tokens, given?.output_tokens]
         if (!counts.every((n) => Number.isInteger(n) && (n as number) >= 0)) throw new AH_ERR_EVENT_INVALID('usage() takes { input_tokens, output_tokens } as non-negative integers')

@@ -29,6 +29,7 @@ async function runs (app: FastifyInstance): Promise<void> {
     bus: app.bus,
     a2a: app.a2aAgents,
     tools: app.tools,
+    interrupts: app.stores.interrupts,
     instanceId: app.instanceId,
     log: app.log,
     tracer: app.tracer,
@@ -38,7 +39,8 @@ async function runs (app: FastifyInstance): Promise<void> {
       maxOutputBytes: config.RUN_MAX_OUTPUT_BYTES,
       runTimeoutMs: config.RUN_TIMEOUT_MS,
       disconnectPolicy: config.DISCONNECT_POLICY,
-      followerMaxBytes: config.SSE_MAX_BUFFER_BYTES
+      followerMaxBytes: config.SSE_MAX_BUFFER_BYTES,
+      interruptExpiresS: config.INTERRUPT_EXPIRES_S
     },
     onRunEnded: ({ agent, mode, reason, seconds }) => {
       app.metrics.assistDuration.observe({ agent, mode }, seconds)

@@ -1,4 +1,5 @@
 import { Type, type Static } from 'typebox'
+import { InterruptEvent } from './interrupts.js'
 import { DateTime, JsonObject, Uuid } from './common.js'
 
 const closed = { additionalProperties: false } as const
@@ -27,8 +28,8 @@ export type StreamError = Static<typeof StreamError>
 
 /** Why a stream ended: the `p` of a CLOSE packet. */
 export const CloseReason = Type.Union([
-  Type.Literal('done'), Type.Literal('aborted'), Type.Literal('cancelled'), Type.Literal('shutdown')
-])
+  Type.Literal('done'), Type.Literal('aborted'), Type.Literal('cancelled'), Type.Literal('shutdown'), Type.Literal('input_required')
+], { description: '`input_required`: the run stopped to ask (its last EVENT is an `INTERRUPT`); it goes on in a new request that answers (see the protocol guide)' })
 export type CloseReason = Static<typeof CloseReason>
 
 function presentationEvent<T extends string, D extends ReturnType<typeof Type.Object>> (type: T, data: D) {
@@ -139,7 +140,7 @@ export const UsageEvent = Type.Object({
 export type UsageEvent = Static<typeof UsageEvent>
 
 /** Everything this server ever puts in the `p` of an EVENT packet. */
-export const EventPayload = Type.Union([PresentationEvent, DataEvent, ResultEvent, StreamStartEvent, UsageEvent])
+export const EventPayload = Type.Union([PresentationEvent, DataEvent, ResultEvent, StreamStartEvent, UsageEvent, InterruptEvent])
 export type EventPayload = Static<typeof EventPayload>
 
 const packetHead = {

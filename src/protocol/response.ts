@@ -1,6 +1,7 @@
 import { Type, type Static } from 'typebox'
 import { DateTime, JsonObject, Uuid } from './common.js'
 import { EventPayload, StreamError } from './packets.js'
+import { Interrupt } from './interrupts.js'
 
 const closed = { additionalProperties: false } as const
 
@@ -50,6 +51,8 @@ export const ServiceResponse = Type.Object({
   created_at: DateTime,
   /** Exactly the object passed to `result()`, or else the {@link Transcript}. */
   output: JsonObject,
+  /** The run stopped to ask: its open interrupts. Answer them with a new request in the same session (`payload.resume`). */
+  interrupts: Type.Optional(Type.Array(Interrupt, { minItems: 1 })),
   metrics: Type.Optional(ResponseMetrics)
 }, { ...closed, title: 'ServiceResponse' })
 export type ServiceResponse = Static<typeof ServiceResponse>

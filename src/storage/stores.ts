@@ -7,6 +7,7 @@ import type { Awaitable } from './awaitable.js'
 import type { BusStore } from './bus.js'
 import type { EventLog } from './events.js'
 import type { RunLedger } from './run-ledger.js'
+import type { InterruptStore } from './interrupts.js'
 import type { HostSessionStore } from './sessions.js'
 import type { TaskNarrator } from './tasks/narration.js'
 import type { TaskStore } from './tasks/task-store.js'
@@ -79,6 +80,8 @@ export interface Stores {
   readonly narrator: TaskNarrator
   /** A2A push configs (each change with its audit row) and their delivery state. */
   readonly push: { store: A2APushStore, changes: PushConfigChanges }
+  /** Runs waiting for a person's answer (human in the loop). */
+  readonly interrupts: InterruptStore
   /** The rate limits' counts shared by every instance, for @fastify/rate-limit; undefined: kept in this process. */
   readonly rateLimits: FastifyRateLimitStoreCtor | undefined
   /** The SSE slots shared by every instance; undefined: counted in this process. */

@@ -8,6 +8,7 @@ import { emitProtocol } from '../../client/scripts/protocol-emitter.js'
 import { generateProtocol, PROTOCOL_FILE } from '../../client/scripts/protocol-sources.js'
 import type * as common from '../../src/protocol/common.js'
 import type * as envelope from '../../src/protocol/envelope.js'
+import type * as interrupts from '../../src/protocol/interrupts.js'
 import type * as manifest from '../../src/protocol/manifest.js'
 import type * as packets from '../../src/protocol/packets.js'
 import { SSE_EVENT_NAME as SERVER_SSE_EVENT_NAME } from '../../src/protocol/packets.js'
@@ -29,6 +30,10 @@ interface Pairs {
   RequestMetadata: [C.RequestMetadata, Static<typeof envelope.RequestMetadata>]
   AgentRequest: [C.AgentRequest, Static<typeof envelope.AgentRequest>]
   ServiceRequest: [C.ServiceRequest, Static<typeof envelope.ServiceRequest>]
+  Interrupt: [C.Interrupt, Static<typeof interrupts.Interrupt>]
+  InterruptEvent: [C.InterruptEvent, Static<typeof interrupts.InterruptEvent>]
+  ApprovalValue: [C.ApprovalValue, Static<typeof interrupts.ApprovalValue>]
+  ResumeAnswer: [C.ResumeAnswer, Static<typeof interrupts.ResumeAnswer>]
   StreamErrorSeverity: [C.StreamErrorSeverity, Static<typeof packets.StreamErrorSeverity>]
   StreamError: [C.StreamError, Static<typeof packets.StreamError>]
   CloseReason: [C.CloseReason, Static<typeof packets.CloseReason>]
@@ -83,6 +88,10 @@ const identical: { [K in keyof Pairs]: Equal<Pairs[K][0], Pairs[K][1]> } = {
   RequestMetadata: true,
   AgentRequest: true,
   ServiceRequest: true,
+  Interrupt: true,
+  InterruptEvent: true,
+  ApprovalValue: true,
+  ResumeAnswer: true,
   StreamErrorSeverity: true,
   StreamError: true,
   CloseReason: true,

@@ -244,7 +244,7 @@ t.test('a batch: every request of it is answered on its one stream, a notificati
   ], { 'mcp-session-id': transport.sessionId as string })
   t.equal(res.status, 200)
   const messages = (await res.text()).split('\n').filter((line) => line.startsWith('data: ')).map((line) => JSON.parse(line.slice(6)) as { id: string, result: Record<string, unknown> })
-  t.match(messages.find((m) => m.id === 'list')?.result, { tools: [{ name: 'cli-agent' }] })
+  t.ok((messages.find((m) => m.id === 'list')?.result as { tools: Array<{ name: string }> }).tools.some((tool) => tool.name === 'cli-agent'))
   t.match(messages.find((m) => m.id === 'call')?.result, { structuredContent: { echo: 'batched', calls: 1 } })
 })
 

@@ -2,6 +2,7 @@ import type pg from 'pg'
 import { parseApiKeys, type Config } from '../../config.js'
 import { configuredKeyring } from '../audit-key.js'
 import { ensureWritableDir } from '../data-dir.js'
+import { PgInterruptStore } from './interrupts.js'
 import { Lazy, runOnce, type AuditReader, type Stores, type StoresOptions } from '../stores.js'
 import { openFileTaskStore } from '../file/index.js'
 import { pgPushChanges, PgPushStore } from './a2a-push.js'
@@ -83,6 +84,7 @@ export async function openPgStores (config: Config, options: StoresOptions): Pro
   const keys = new Lazy(() => new PgKeyStore(pool, { configKeys: parseApiKeys(config.API_KEYS), audit }))
   const tasks = new Lazy(() => config.TASK_STORE === 'postgres' ? new PgTaskStore(pool) : openFileTaskStore(config))
   const narrator = new Lazy(() => new PgNarrator(pool, events))
+  const interrupts = new Lazy(() => new PgInterruptStore(pool, audit))
   const push = new Lazy(() => {
     const store = new PgPushStore(pool)
     return { store, changes: pgPushChanges(pool, store, audit) }
@@ -111,6 +113,7 @@ export async function openPgStores (config: Config, options: StoresOptions): Pro
     get tasks () { return tasks.value },
     get narrator () { return narrator.value },
     get push () { return push.value },
+    get interrupts () { return interrupts.value },
     get rateLimits () { return rateLimits.value },
     streams,
     get connected () { return listening?.connected ?? true },

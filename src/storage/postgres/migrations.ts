@@ -302,5 +302,27 @@ ALTER TABLE runs ALTER COLUMN wire_id DROP EXPRESSION;
     sql: `
 ALTER TABLE bus_events ADD COLUMN owner_agents text;
 `
+  },
+  {
+    version: 4,
+    description: 'runs waiting for a person (human in the loop): the first request, the interrupts asked and their answers, the host calls replayed after an answer',
+    sql: `
+CREATE TABLE waiting_runs (
+  run_key text PRIMARY KEY,
+  request_id text NOT NULL,
+  owner_key text NOT NULL,
+  session_id text NOT NULL,
+  agent_id text NOT NULL,
+  state text NOT NULL,
+  version integer NOT NULL,
+  last_run text NOT NULL UNIQUE,
+  envelope text NOT NULL,
+  interrupts text NOT NULL,
+  memo text NOT NULL,
+  created_at bigint NOT NULL,
+  updated_at bigint NOT NULL
+);
+CREATE INDEX waiting_runs_by_session ON waiting_runs(session_id, created_at);
+`
   }
 ]

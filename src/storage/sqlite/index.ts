@@ -4,6 +4,7 @@ import Database from 'better-sqlite3'
 import { parseApiKeys, type Config } from '../../config.js'
 import { configuredKeyring } from '../audit-key.js'
 import { INDEX_BATCH } from '../sessions.js'
+import { SqliteInterruptStore } from './interrupts.js'
 import { Lazy, runOnce, type AuditReader, type Stores, type StoresOptions } from '../stores.js'
 import { openFileTaskStore } from '../file/index.js'
 import { sqlitePushChanges, SqlitePushStore } from './a2a-push.js'
@@ -84,6 +85,7 @@ export function openSqliteStores (config: Config, options: StoresOptions): Sqlit
   const keys = new Lazy(() => new SqliteKeyStore(db, parseApiKeys(config.API_KEYS), audit))
   const tasks = new Lazy(() => config.TASK_STORE === 'sqlite' ? new SqliteTaskStore(db) : openFileTaskStore(config))
   const narrator = new Lazy(() => new SqliteNarrator(events, db))
+  const interrupts = new Lazy(() => new SqliteInterruptStore(db, audit, write))
   const push = new Lazy(() => {
     const store = new SqlitePushStore(db)
     return { store, changes: sqlitePushChanges(store, audit, write) }
@@ -125,6 +127,7 @@ export function openSqliteStores (config: Config, options: StoresOptions): Sqlit
     get tasks () { return tasks.value },
     get narrator () { return narrator.value },
     get push () { return push.value },
+    get interrupts () { return interrupts.value },
     rateLimits: undefined,
     streams: undefined,
     connected: true,

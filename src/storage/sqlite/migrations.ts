@@ -399,5 +399,27 @@ CREATE INDEX a2a_push_by_owner ON a2a_push_configs(owner_key, seq);
     sql: `
 ALTER TABLE bus_events ADD COLUMN owner_agents TEXT;
 `
+  },
+  {
+    version: 16,
+    description: 'runs waiting for a person (human in the loop): the first request, the interrupts asked and their answers, the host calls replayed after an answer',
+    sql: `
+CREATE TABLE waiting_runs (
+  run_key TEXT PRIMARY KEY,
+  request_id TEXT NOT NULL,
+  owner_key TEXT NOT NULL,
+  session_id TEXT NOT NULL,
+  agent_id TEXT NOT NULL,
+  state TEXT NOT NULL,
+  version INTEGER NOT NULL,
+  last_run TEXT NOT NULL UNIQUE,
+  envelope TEXT NOT NULL,
+  interrupts TEXT NOT NULL,
+  memo TEXT NOT NULL,
+  created_at INTEGER NOT NULL,
+  updated_at INTEGER NOT NULL
+);
+CREATE INDEX waiting_runs_by_session ON waiting_runs(session_id, created_at);
+`
   }
 ]
