@@ -46,7 +46,7 @@ export const HEAVY = [
   'test/{scaffold,config,telemetry,backup-restore}.test.ts',
   'test/runtime/{chaos,concurrency,crash}.test.ts',
   'test/storage/{bus-processes,audit,audit-tamper,events-contract,data-dir,narrator}.test.ts',
-  'test/assist/{lease-recovery,foreign-lock,join-race,resume}.test.ts',
+  'test/assist/{lease-recovery,foreign-lock,join-race,resume,interrupts-restart}.test.ts',
   'test/scripts/test-signal.test.ts',
   'test/tools/calls.test.ts',
   'test/bus/bus-http.test.ts',

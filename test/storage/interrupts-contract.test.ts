@@ -1,0 +1,117 @@
+// One contract, two stores: the runs waiting for a person's answer (human in the loop), against SQLite
+// and PostgreSQL, each through the driver's whole `Stores` as the server opens them. The engine's use
+// of it (asking, answering, replaying) is test/assist/interrupts.test.ts.
+import t, { type Test } from 'tap'
+import { randomUUID } from 'node:crypto'
+import { loadConfig } from '../../src/config.js'
+import type { Stores } from '../../src/storage/stores.js'
+import { openSqliteStores } from '../../src/storage/sqlite/index.js'
+import { openPgStores } from '../../src/storage/postgres/index.js'
+import { openInterrupts, type WaitingRun } from '../../src/storage/interrupts.js'
+import { pgDatabase } from '../pg.js'
+import { tempDataDir } from '../helper.js'
+
+const quiet = { info: () => {}, warn: () => {}, error: () => {} }
+
+const drivers: Record<string, (t: Test) => Promise<{ stores: Stores, another: () => Promise<Stores> } | undefined>> = {
+  sqlite: async (t) => {
+    const config = loadConfig({ DATA_DIR: tempDataDir(t) })
+    const open = async (): Promise<Stores> => {
+      const stores = openSqliteStores(config, { instanceId: randomUUID(), log: quiet, serving: false })
+      t.teardown(async () => { await stores.close() })
+      return stores
+    }
+    return { stores: await open(), another: open }
+  },
+  postgres: async (t) => {
+    const url = await pgDatabase(t)
+    if (url === undefined) return undefined
+    const config = loadConfig({ DATA_DIR: tempDataDir(t), DATABASE_URL: url })
+    const open = async (): Promise<Stores> => {
+      const stores = await openPgStores(config, { instanceId: randomUUID(), log: quiet, serving: false })
+      t.teardown(async () => { await stores.close() })
+      return stores
+    }
+    return { stores: await open(), another: open }
+  }
+}
+
+function chain (session: string, over: Partial<WaitingRun> = {}): WaitingRun {
+  const key = `k:${randomUUID()}`
+  return {
+    run_key: key,
+    request_id: randomUUID(),
+    owner_key: 'k',
+    session_id: session,
+    agent_id: 'agent',
+    state: 'waiting',
+    version: 1,
+    last_run: key,
+    envelope: '{"request_id":"x"}',
+    interrupts: [{ id: randomUUID(), kind: 'input', message: 'Why?', schema: { type: 'string' }, expires_at: 2_000_000_000_000 }],
+    memo: [{ key: 'tool:abc', result: { success: true } }],
+    created_at: 1000,
+    updated_at: 1000,
+    ...over
+  }
+}
+
+for (const [name, open] of Object.entries(drivers)) {
+  t.test(name, async (t) => {
+    const fixture = await open(t)
+    if (fixture === undefined) { t.skip('no PostgreSQL server'); return }
+    const { stores } = fixture
+    const store = stores.interrupts
+
+    t.test('a chain is stored once, read back whole, and found by session and by its latest run', async (t) => {
+      const session = randomUUID()
+      const first = chain(session)
+      t.equal(await store.save(first), true)
+      t.equal(await store.save({ ...first, envelope: 'other' }), false, 'a second first version of the same chain is refused')
+      t.same(await store.get(first.run_key), first)
+      t.same(await store.byLastRun(first.last_run), first)
+      const second = chain(session, { created_at: 2000, updated_at: 2000 })
+      await store.save(second)
+      t.same((await store.inSession(session)).map((c) => c.run_key), [first.run_key, second.run_key], 'oldest first')
+      t.same(await store.inSession(randomUUID()), [])
+      t.equal(await store.get('nothing'), undefined)
+    })
+
+    t.test('take: compare and set on the version, with the answers\' audit rows in the same transaction; one of two racing answers wins', async (t) => {
+      const first = chain(randomUUID())
+      await store.save(first)
+      const answered = (by: string): WaitingRun => ({
+        ...first,
+        state: 'resuming',
+        version: 2,
+        last_run: `k:${by}`,
+        interrupts: first.interrupts.map((i) => ({ ...i, answer: { value: by, by, at: 5, request: `k:${by}` } }))
+      })
+      const other = (await fixture.another()).interrupts
+      const results = await Promise.all([
+        store.take(answered('a'), [{ actor: 'a', action: 'interrupt.answer', resource: 'run:x', success: true }]),
+        other.take(answered('b'), [{ actor: 'b', action: 'interrupt.answer', resource: 'run:x', success: true }])
+      ])
+      t.same(results.filter(Boolean).length, 1, 'exactly one answer is taken')
+      const winner = results[0] === true ? 'a' : 'b'
+      const stored = await store.get(first.run_key) as WaitingRun
+      t.same([stored.state, stored.version, stored.last_run, stored.interrupts[0]?.answer?.value], ['resuming', 2, `k:${winner}`, winner])
+      t.same(openInterrupts(stored), [])
+      const audit = await stores.audit.list({ action: 'interrupt.answer' })
+      t.same(audit.filter((row) => row.resource === 'run:x').map((row) => row.actor), [winner], 'only the winner\'s audit row')
+      t.equal(await store.save({ ...stored, state: 'waiting', version: 3, last_run: 'k:next' }), true, 'the run that goes on saves the next version')
+      t.equal(await store.save({ ...stored, state: 'waiting', version: 3, last_run: 'k:late' }), false, 'a stale writer changes nothing')
+      t.equal((await store.byLastRun('k:next'))?.version, 3)
+    })
+
+    t.test('settle marks a chain ended or expired, whatever its version', async (t) => {
+      const first = chain(randomUUID())
+      await store.save(first)
+      await store.settle(first.run_key, 'expired', 9000)
+      t.match(await store.get(first.run_key), { state: 'expired', version: 2, updated_at: 9000 })
+      await store.settle(first.run_key, 'ended', 9500)
+      t.match(await store.get(first.run_key), { state: 'ended', version: 3 })
+      await store.settle('nothing', 'ended', 1)
+    })
+  })
+}
