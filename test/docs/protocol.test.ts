@@ -26,8 +26,9 @@ import { parseSse } from '../sse.js'
  * Options tie examples to the server (sent in document order to one freshly built app):
  *   request: L       (ServiceRequest) POST it; it must answer `status` (default 200); L names it
  *   status: N        the status the request must answer
- *   accept: V, last-event-id: V   headers sent with a request or an answer (uuids in last-event-id
- *                    are the document's: they are mapped to the ids the server made)
+ *   accept: V, last-event-id: V   headers sent with a request or an answer (uuids in last-event-id,
+ *                    and in a request's body, are the document's: they are mapped to the ids the
+ *                    server made, as an earlier answer showed them: an interrupt's id, say)
  *   cancel-after-packets: N      POST the request, cancel it once its run has made N packets
  *   answer: L        (ServiceResponse, ErrorBody, sse) POST request L again: the answer must equal
  *                    this example, up to uuids (consistently renamed), times and latencies
@@ -492,7 +493,9 @@ async function checkLive (app: FastifyInstance, checked: Pick<Checked, 'examples
     if (example.schema === 'ServiceRequest') {
       const label = o.get('request')
       if (label !== undefined) requests.set(label, example.value)
-      const payload = example.value as Record<string, Json>
+      // an answer to an interrupt names it by the document's id: sent with the one the server made
+      const payload = JSON.parse(JSON.stringify(example.value).replace(UUID, (id) => ids.get(id.toLowerCase()) ?? id)) as Record<string, Json>
+      if (label !== undefined) requests.set(label, payload)
       const pending = app.inject({ method: 'POST', url: '/v1/assist', payload, headers: headersOf(o) }).then((r) => r)
       const cancelAfter = o.get('cancel-after-packets')
       if (cancelAfter !== undefined) {
