@@ -657,10 +657,19 @@ export class AssistEngine {
     const { ledger } = this.#o
     const record = await ledger.get(runKey(identity.id, wireId)) ?? (admin ? (await ledger.runningByRequestId(wireId))[0] : undefined)
     const mine = record !== undefined && (admin || record.owner_key === identity.id)
-    if (!mine || record.state !== 'running') throw new AH_ERR_RUN_NOT_FOUND(wireId)
+    if (!mine) throw new AH_ERR_RUN_NOT_FOUND(wireId)
     const requestId = record.request_id
-    const live = this.registry.get(requestId)
     const audit = { actor: identity.id, action: 'assist.cancel', resource: record.agent_id, success: true, request_id: wireId }
+    if (record.state !== 'running') {
+      // a run that waits for an answer: its questions take none from now on
+      const store = this.#o.interrupts
+      const chain = store === undefined ? undefined : (await store.byLastRun(requestId) ?? await store.get(requestId))
+      if (chain?.state !== 'waiting') throw new AH_ERR_RUN_NOT_FOUND(wireId)
+      await store?.settle(chain.run_key, 'ended', Date.now())
+      await ledger.audit({ ...audit, details: { waiting: true } })
+      return
+    }
+    const live = this.registry.get(requestId)
     if (live !== undefined) {
       if (!live.cancel()) throw new AH_ERR_RUN_NOT_FOUND(wireId)
       await ledger.audit(audit)

@@ -174,6 +174,21 @@ t.test('a run waiting for an answer survives its server: another app on the same
   t.same([res.statusCode, res.json().output], [200, { question: 'Still there?', answer: 'yes' }])
 })
 
+t.test('a waiting run can be cancelled by its owner: its question takes no answer after (409), and a stranger gets 404', async (t) => {
+  const app = await build(t, { AUTH_MODE: 'apikey' })
+  const owner = (await app.keys.create({ name: 'owner', scopes: ['assist:invoke'] })).key
+  const stranger = (await app.keys.create({ name: 'stranger', scopes: ['assist:invoke'] })).key
+  const first = envelope(ASK, { question: 'Wait?' })
+  const id = ((await post(app, first, 'application/json', owner)).json().interrupts as WireInterrupt[])[0]?.id as string
+  const cancel = async (key: string) => await app.inject({ method: 'POST', url: `/v1/assist/${first.request_id}/cancel`, headers: { authorization: `Bearer ${key}` } })
+  t.equal((await cancel(stranger)).statusCode, 404)
+  t.equal((await cancel(owner)).statusCode, 202)
+  t.equal((await cancel(owner)).statusCode, 404, 'once only')
+  const late = await post(app, resumeOf(first, [{ interrupt_id: id, value: { answer: 'x' } }]), 'application/json', owner)
+  t.same([late.statusCode, late.json().code], [409, 'AH_ERR_INTERRUPT_CLOSED'])
+  t.match(late.json().message, /its run ended/)
+})
+
 t.test('interrupt() refuses a malformed question: the agent fails, nothing waits', async (t) => {
   const app = await build(t, { AGENTS_DIR: INTERRUPT_AGENTS })
   for (const bad of [{ kind: 'maybe', message: 'x' }, { kind: 'input', message: '' }, { kind: 'approval', message: 'x', schema: {} }, { kind: 'input', message: 'x', schema: { type: 'nope' } }, { kind: 'input', message: 'x', expires_in_s: -1 }]) {

@@ -36,3 +36,10 @@ t.test('the resume example works as written: a stream cut off, then resumed from
   assertStreamRules(all)
   t.same(all.filter((p) => p.op === 'DELTA').map((p) => p.p), ['one ', 'two ', 'three ', 'four ', 'five ', 'six '], 'every word once, in order')
 })
+
+t.test('the human-in-the-loop example works as written: the run asks, the answer in a second request goes on to the result', async (t) => {
+  const { url } = await listen(t)
+  const [block] = docBlocks('docs/runs.md', '## Human in the loop')
+  const out = await bash((block as string).replaceAll('http://127.0.0.1:3000', url))
+  t.equal(out, '{"question":"Which colour?","answer":"blue"}\n')
+})
