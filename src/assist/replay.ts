@@ -13,7 +13,6 @@ import { createAjv, toIssues, type SchemaIssue } from '../agents/json-schema.js'
 import { canonicalJson } from '../storage/canonical-json.js'
 import type { ApprovalAnswer, InterruptRecord, MemoEntry, WaitingRun } from '../storage/interrupts.js'
 
-
 /** One answer of a resume request. */
 export type ResumeItem = ResumeAnswer
 
@@ -155,8 +154,20 @@ export class RunReplay {
   /** Every interrupt of the chain, in the order asked (the new ones included). */
   get interrupts (): InterruptRecord[] { return this.#asked }
 
-  /** The calls to record: the replayed ones that matched, then the ones made since. */
-  get memo (): MemoEntry[] { return this.#memo }
+  /**
+   * The calls to record: the replayed ones that matched, then the ones made since. Results are kept
+   * as the calls returned them and made JSON only here, when a run stops to ask (most runs never do);
+   * one that is not JSON (a function, a cycle) is recorded as not replayable, and made again.
+   */
+  get memo (): MemoEntry[] {
+    return this.#memo.map((entry) => {
+      try {
+        return { key: entry.key, result: JSON.parse(JSON.stringify(entry.result ?? null)) as unknown }
+      } catch {
+        return { key: `${entry.key}:unrecorded`, result: null }
+      }
+    })
+  }
 
   /** The agent's next `interrupt()`: its answer when it has one, else the question, open. */
   ask (request: unknown, now: number, extra: Pick<InterruptRecord, 'call'> = {}): { answered: InterruptResult } | { open: InterruptRecord } {
@@ -204,13 +215,8 @@ export class RunReplay {
     this.#memo.push({ key, result: null })
     this.#inFlight++
     try {
-      const result = await make()
-      // a result that is not JSON (a function, a cycle) cannot be replayed: it is made again
-      try {
-        (this.#memo[at] as MemoEntry).result = JSON.parse(JSON.stringify(result ?? null)) as unknown
-      } catch {
-        (this.#memo[at] as MemoEntry).key = `${key}:unrecorded`
-      }
+      const result = await make();
+      (this.#memo[at] as MemoEntry).result = result
       return result
     } catch (err) {
       (this.#memo[at] as MemoEntry).key = `${key}:failed`
