@@ -37,20 +37,27 @@ export type InterruptResult = unknown
 /** The longest an interrupt may wait: a year. */
 const MAX_EXPIRY_S = 366 * 24 * 3600
 
-// the agents' schemas: compiled once per interrupt, never kept by id (two runs may use one $id)
+// the agents' schemas, never kept by Ajv (which holds every schema object it compiled: a schema
+// literal made in each run's assist() would pile up), but by their JSON, the last 256 of them
 const answerAjv = createAjv({ coerceTypes: false, useDefaults: false, addUsedSchema: false })
-const compiled = new WeakMap<object, ValidateFunction>()
+const compiled = new Map<string, ValidateFunction | { error: string }>()
 
-/** The validator of an interrupt's schema (or undefined when it cannot compile). */
-function validatorOf (schema: Record<string, unknown>): ValidateFunction | undefined {
-  let validate = compiled.get(schema)
-  if (validate !== undefined) return validate
-  try {
-    validate = answerAjv.compile(schema)
-  } catch {
-    return undefined
+/** The validator of an interrupt's schema, or why it is not a JSON Schema. */
+function validatorOf (schema: Record<string, unknown>): ValidateFunction | { error: string } {
+  const key = JSON.stringify(schema)
+  let validate = compiled.get(key)
+  if (validate !== undefined) {
+    compiled.delete(key)
+  } else {
+    try {
+      validate = answerAjv.compile(schema)
+    } catch (err) {
+      validate = { error: (err as Error).message }
+    }
+    answerAjv.removeSchema(schema)
+    if (compiled.size >= 256) compiled.delete(compiled.keys().next().value as string)
   }
-  compiled.set(schema, validate)
+  compiled.set(key, validate)
   return validate
 }
 
@@ -63,11 +70,8 @@ export function checkInterruptRequest (request: unknown, defaultExpiryS: number)
   if (r.schema !== undefined) {
     if (r.kind !== 'input') throw new AH_ERR_EVENT_INVALID('interrupt() takes a schema for kind "input" only')
     if (typeof r.schema !== 'object' || r.schema === null || Array.isArray(r.schema)) throw new AH_ERR_EVENT_INVALID('interrupt() schema must be a JSON Schema object')
-    try {
-      answerAjv.compile(r.schema)
-    } catch (err) {
-      throw new AH_ERR_EVENT_INVALID(`interrupt() schema is not a valid JSON Schema: ${(err as Error).message}`)
-    }
+    const validate = validatorOf(r.schema)
+    if ('error' in validate) throw new AH_ERR_EVENT_INVALID(`interrupt() schema is not a valid JSON Schema: ${validate.error}`)
   }
   const expires = r.expires_in_s ?? defaultExpiryS
   if (!Number.isFinite(expires) || expires <= 0 || expires > MAX_EXPIRY_S) throw new AH_ERR_EVENT_INVALID(`interrupt() expires_in_s must be a number of seconds, more than 0 and at most ${MAX_EXPIRY_S}`)
@@ -88,7 +92,7 @@ export function answerIssues (interrupt: InterruptRecord, value: unknown): Schem
   if (value === undefined) return [{ path: '/value', message: 'is required' }]
   if (interrupt.schema === undefined) return []
   const validate = validatorOf(interrupt.schema)
-  if (validate === undefined) return [{ path: '/value', message: 'the interrupt\'s schema cannot be compiled' }]
+  if ('error' in validate) return [{ path: '/value', message: 'the interrupt\'s schema cannot be compiled' }]
   return validate(value) ? [] : toIssues(validate.errors, '/value')
 }
 
