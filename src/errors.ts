@@ -253,7 +253,6 @@ export const STREAM_ERROR_CODES = {
   output_too_large: 'The run produced more than `RUN_MAX_OUTPUT_BYTES` (the packets\' JSON, journaled); it was stopped, and what it produced up to there is kept and answered (FATAL).',
   storage_busy: 'The run could not write its journal within `DB_WRITE_BUDGET_MS` because another process held the database\'s write lock; it was stopped (TRANSIENT: retry).',
   run_timeout: 'The run passed its timeout (`RUN_TIMEOUT_MS`, or the shorter `payload.metadata.timeout_ms` the request asked for) and was stopped; the agent\'s signal fires with kind `timeout` (TRANSIENT).',
-  interrupt_expired: 'The run asked a question (an interrupt) that expired before it was answered: it ended (FATAL).',
   backend_unavailable: 'The agent\'s backend (LLM provider or local agent) is not configured or cannot be reached (FATAL).',
   backend_timeout: 'The backend sent nothing for `LLM_TIMEOUT_MS` / `CLI_AGENT_TIMEOUT_MS`; the provider request or the subprocess was stopped (TRANSIENT).',
   backend_failed: 'The provider answered with an error or the local agent died mid-stream: TRANSIENT when a retry may help (429, 5xx, a crash), else FATAL (`details` has the status or exit code).'

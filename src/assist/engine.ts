@@ -378,11 +378,14 @@ export class AssistEngine {
     // this request took these answers before, and its run was never stored (a crash, a refusal): it goes on
     if (taken.every(({ interrupt }) => interrupt.answer?.request === requestId) && chain.last_run === requestId) return { chain, answers: [] }
     const now = Date.now()
+    // a question of the run that expired, answered now or not: the run is over
+    const lapsed = chain.interrupts.find((i) => i.answer === undefined && i.expires_at <= now)
+    if (chain.state === 'expired' || (chain.state === 'waiting' && lapsed !== undefined)) {
+      const which = taken.find(({ interrupt }) => interrupt.expires_at <= now)?.interrupt ?? lapsed ?? (taken[0] as { interrupt: InterruptRecord }).interrupt
+      if (chain.state === 'waiting') await store?.settle(chain.run_key, 'expired', now)
+      throw new AH_ERR_INTERRUPT_EXPIRED(which.id, new Date(which.expires_at).toISOString())
+    }
     for (const { interrupt } of taken) {
-      if (chain.state === 'expired' || interrupt.expires_at <= now) {
-        if (chain.state === 'waiting') await store?.settle(chain.run_key, 'expired', now)
-        throw new AH_ERR_INTERRUPT_EXPIRED(interrupt.id, new Date(interrupt.expires_at).toISOString())
-      }
       if (interrupt.answer !== undefined) throw new AH_ERR_INTERRUPT_CLOSED(interrupt.id, 'it was answered already')
       if (chain.state !== 'waiting') throw new AH_ERR_INTERRUPT_CLOSED(interrupt.id, chain.state === 'resuming' ? 'its run went on with another answer' : 'its run ended')
     }

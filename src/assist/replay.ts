@@ -1,6 +1,6 @@
 import { createHash, randomUUID } from 'node:crypto'
 import type { ValidateFunction } from 'ajv'
-import { AH_ERR_AGENT_SAFE, AH_ERR_EVENT_INVALID } from '../errors.js'
+import { AH_ERR_EVENT_INVALID } from '../errors.js'
 import type { AgentHost, AgentProtocol, ProtocolContext } from '../backends/protocol.js'
 import type { InterruptRequest } from '../agents/contract.js'
 import type { A2ACaller } from '../protocol/a2a-client.js'
@@ -119,11 +119,6 @@ function keyOf (kind: string, what: unknown): string {
   return `${kind}:${createHash('sha256').update(canonicalJson(what as object)).digest('base64url')}`
 }
 
-/** An interrupt that expired while the agent was asking it again: the run ends with `interrupt_expired` (FATAL). */
-function expired (interrupt: InterruptRecord): Error {
-  return Object.assign(new AH_ERR_AGENT_SAFE(`The question "${interrupt.message}" was not answered before ${new Date(interrupt.expires_at).toISOString()}`), { streamCode: 'interrupt_expired' })
-}
-
 /**
  * One execution's view of its chain (see `storage/interrupts.ts:WaitingRun`): the agent is entered
  * again from the start with the first request, and this replays what it did before the answer:
@@ -178,11 +173,7 @@ export class RunReplay {
     const spec = checkInterruptRequest(request, this.#expiryS)
     const n = this.#calls++
     const known = this.#asked[n]
-    if (known !== undefined) {
-      if (known.answer !== undefined) return { answered: resultOf(known) }
-      if (known.expires_at <= now) throw expired(known)
-      return { open: known }
-    }
+    if (known !== undefined) return known.answer !== undefined ? { answered: resultOf(known) } : { open: known }
     const asked: InterruptRecord = {
       id: randomUUID(),
       kind: spec.kind,

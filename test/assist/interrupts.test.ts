@@ -121,6 +121,36 @@ t.test('an expired interrupt is refused with 410, and its run takes no answer af
   t.equal((await app.stores.interrupts.get(`anonymous:${first.request_id}`))?.state ?? (await app.stores.interrupts.inSession(first.context.session_id))[0]?.state, 'expired')
 })
 
+t.test('a question left open past its expiry ends its run, even when the answer is to another one', async (t) => {
+  const app = await build(t, { AGENTS_DIR: INTERRUPT_AGENTS })
+  const first = envelope(ASKER, { parallel: true, asks: [{ name: 'soon', kind: 'input', message: 'soon', expires_in_s: 0.05 }, { name: 'later', kind: 'approval', message: 'later' }] })
+  const open = interruptsIn(parseSse((await post(app, first, 'text/event-stream')).body).packets)
+  await until('the first question expired', () => Date.now() > Date.parse(open[0]?.expires_at as string) + 5)
+  const res = await post(app, resumeOf(first, [{ interrupt_id: open[1]?.id as string, value: { approved: true } }]))
+  t.same([res.statusCode, res.json().code], [410, 'AH_ERR_INTERRUPT_EXPIRED'])
+  t.match(res.json().message, open[0]?.id as string, 'names the question that expired')
+})
+
+t.test('a resume answers one run: two runs\' questions in one request are refused, and an approval\'s answer is { approved, comment? }', async (t) => {
+  const app = await build(t)
+  const session = randomUUID()
+  const one = envelope(ASK, { question: 'One?', approve: true }, { sessionId: session })
+  const two = envelope(ASK, { question: 'Two?', approve: true }, { sessionId: session })
+  const a = ((await post(app, one)).json().interrupts as WireInterrupt[])[0]?.id as string
+  const b = ((await post(app, two)).json().interrupts as WireInterrupt[])[0]?.id as string
+  const both = await post(app, resumeOf(one, [{ interrupt_id: a, value: { approved: true } }, { interrupt_id: b, value: { approved: true } }]))
+  t.same([both.statusCode, both.json().code], [400, 'AH_ERR_VALIDATION'])
+  t.match(both.json().details.errors, [{ path: '/payload/payload/resume/1/interrupt_id' }])
+  for (const [value, path] of [[true, '/payload/payload/resume/0/value'], [{ approved: 'yes' }, '/payload/payload/resume/0/value/approved'], [{ approved: true, comment: 3 }, '/payload/payload/resume/0/value/comment'], [{ approved: true, why: 'x' }, '/payload/payload/resume/0/value/why']] as const) {
+    const res = await post(app, resumeOf(one, [{ interrupt_id: a, value }]))
+    t.same([res.statusCode, res.json().code], [400, 'AH_ERR_INTERRUPT_ANSWER_INVALID'], JSON.stringify(value))
+    t.match(res.json().details.errors, [{ path }])
+  }
+  const yes = await post(app, resumeOf(two, [{ interrupt_id: b, value: { approved: true, comment: 'fine' } }]))
+  t.same(yes.json().output, { question: 'Two?', approved: true, comment: 'fine' })
+  t.same((await post(app, resumeOf(one, [{ interrupt_id: a, value: { approved: false } }]))).json().output, { question: 'One?', approved: false }, 'the other run still waited')
+})
+
 t.test('two questions open at once, answered in the other order: each answer reaches its own question', async (t) => {
   const app = await build(t, { AGENTS_DIR: INTERRUPT_AGENTS })
   const first = envelope(ASKER, {
