@@ -61,6 +61,8 @@ async function runs (app: FastifyInstance): Promise<void> {
     try {
       const pruned = await app.ledger.prune(Date.now() - retention)
       if (pruned > 0) app.log.info({ pruned }, 'pruned expired run journals')
+      const chains = await app.stores.interrupts.prune(Date.now() - retention)
+      if (chains > 0) app.log.info({ pruned: chains }, 'pruned runs done waiting for an answer')
     } catch (err) {
       app.log.warn({ err }, 'pruning run journals failed; trying again later')
     }

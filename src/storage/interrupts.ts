@@ -107,6 +107,12 @@ export interface InterruptStore {
    * transaction. False: another answer came first (nothing changed).
    */
   take(run: WaitingRun, audit: readonly AuditInput[]): Awaitable<boolean>
+  /**
+   * Delete the chains done with before `before` (ended, expired, or going on since then: a run that
+   * went on and never came back; or waiting on questions that all
+   * expired then), as the run journals are pruned (JOURNAL_RETENTION_MS). Returns how many.
+   */
+  prune(before: number): Awaitable<number>
   /** Mark a chain `ended` or `expired` (whatever its version). */
   settle(runKey: string, state: 'ended' | 'expired', now: number): Awaitable<void>
 }
@@ -124,16 +130,19 @@ export interface WaitingRunRow {
   envelope: string
   interrupts: string
   memo: string
+  /** When its last open question expires (ms; 0 when none is open): a waiting chain past it is pruned. */
+  expires_at: number
   created_at: number
   updated_at: number
 }
 
 /** A chain from its row. */
-export function waitingRunOf (row: WaitingRunRow): WaitingRun {
+export function waitingRunOf ({ expires_at: _expires, ...row }: WaitingRunRow): WaitingRun {
   return { ...row, version: Number(row.version), created_at: Number(row.created_at), updated_at: Number(row.updated_at), interrupts: JSON.parse(row.interrupts) as InterruptRecord[], memo: JSON.parse(row.memo) as MemoEntry[] }
 }
 
 /** A chain as its row. */
 export function rowOf (run: WaitingRun): WaitingRunRow {
-  return { ...run, interrupts: JSON.stringify(run.interrupts), memo: JSON.stringify(run.memo) }
+  const open = openInterrupts(run).map((i) => i.expires_at)
+  return { ...run, interrupts: JSON.stringify(run.interrupts), memo: JSON.stringify(run.memo), expires_at: open.length === 0 ? 0 : Math.max(...open) }
 }

@@ -219,6 +219,16 @@ t.test('a waiting run can be cancelled by its owner: its question takes no answe
   t.match(late.json().message, /its run ended/)
 })
 
+t.test('erasing a session erases its runs waiting for an answer (they hold its first request): an answer then finds nothing', async (t) => {
+  const app = await build(t)
+  const first = envelope(ASK, { question: 'Forget me?' })
+  const id = ((await post(app, first)).json().interrupts as WireInterrupt[])[0]?.id as string
+  t.equal((await app.inject({ method: 'DELETE', url: `/v1/sessions/${first.context.session_id}` })).statusCode, 204)
+  t.same(await app.stores.interrupts.inSession(first.context.session_id), [])
+  const res = await post(app, resumeOf(first, [{ interrupt_id: id, value: { answer: 'no' } }]))
+  t.same([res.statusCode, res.json().code], [404, 'AH_ERR_INTERRUPT_NOT_FOUND'])
+})
+
 t.test('interrupt() refuses a malformed question: the agent fails, nothing waits', async (t) => {
   const app = await build(t, { AGENTS_DIR: INTERRUPT_AGENTS })
   for (const bad of [{ kind: 'maybe', message: 'x' }, { kind: 'input', message: '' }, { kind: 'approval', message: 'x', schema: {} }, { kind: 'input', message: 'x', schema: { type: 'nope' } }, { kind: 'input', message: 'x', expires_in_s: -1 }]) {

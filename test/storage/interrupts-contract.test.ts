@@ -104,6 +104,19 @@ for (const [name, open] of Object.entries(drivers)) {
       t.equal((await store.byLastRun('k:next'))?.version, 3)
     })
 
+    t.test('prune deletes the chains done with before a time: ended or expired, or waiting on questions all expired by then', async (t) => {
+      const session = randomUUID()
+      const ended = chain(session, { updated_at: 100 })
+      const recent = chain(session, { updated_at: 5000 })
+      const lapsed = chain(session, { interrupts: [{ id: randomUUID(), kind: 'approval', message: 'x', expires_at: 200 }] })
+      const open = chain(session, { interrupts: [{ id: randomUUID(), kind: 'approval', message: 'x', expires_at: 200 }, { id: randomUUID(), kind: 'approval', message: 'y', expires_at: 9000 }] })
+      for (const c of [ended, recent, lapsed, open]) await store.save(c)
+      await store.settle(ended.run_key, 'ended', 100)
+      await store.settle(recent.run_key, 'ended', 5000)
+      t.ok(await store.prune(1000) >= 2, 'at least this session\'s two')
+      t.same((await store.inSession(session)).map((c) => c.run_key).sort(), [recent.run_key, open.run_key].sort(), 'an ended chain kept for its retention, a chain with a question still open')
+    })
+
     t.test('settle marks a chain ended or expired, whatever its version', async (t) => {
       const first = chain(randomUUID())
       await store.save(first)

@@ -45,7 +45,7 @@ const sessionRoutes: FastifyPluginAsyncTypebox = async (app) => {
     schema: {
       operationId: 'deleteSession',
       tags: ['sessions'],
-      summary: 'Erase a session: its history, values, search index, run journals and events',
+      summary: 'Erase a session: its history, values, search index, run journals, runs waiting for an answer and events',
       description: 'Runs of the session still going are cancelled first. The erasure is audited.',
       params: Params,
       response: { 204: documented(Type.Null(), { description: 'Erased' }), 400: invalidId, 404: notFound }

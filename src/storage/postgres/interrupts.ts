@@ -20,13 +20,13 @@ export class PgInterruptStore implements InterruptStore {
   async #save (client: pg.Pool | pg.ClientBase, run: WaitingRun): Promise<boolean> {
     const r = rowOf(run)
     if (run.version === 1) {
-      const result = await client.query(`INSERT INTO waiting_runs (run_key, request_id, owner_key, session_id, agent_id, state, version, last_run, envelope, interrupts, memo, created_at, updated_at)
-        VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11, $12, $13) ON CONFLICT (run_key) DO NOTHING`,
-      [r.run_key, r.request_id, r.owner_key, r.session_id, r.agent_id, r.state, r.version, r.last_run, r.envelope, r.interrupts, r.memo, r.created_at, r.updated_at])
+      const result = await client.query(`INSERT INTO waiting_runs (run_key, request_id, owner_key, session_id, agent_id, state, version, last_run, envelope, interrupts, memo, expires_at, created_at, updated_at)
+        VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11, $12, $13, $14) ON CONFLICT (run_key) DO NOTHING`,
+      [r.run_key, r.request_id, r.owner_key, r.session_id, r.agent_id, r.state, r.version, r.last_run, r.envelope, r.interrupts, r.memo, r.expires_at, r.created_at, r.updated_at])
       return Number(result.rowCount) > 0
     }
-    const result = await client.query(`UPDATE waiting_runs SET state = $2, version = $3, last_run = $4, interrupts = $5, memo = $6, updated_at = $7
-      WHERE run_key = $1 AND version = $3 - 1`, [r.run_key, r.state, r.version, r.last_run, r.interrupts, r.memo, r.updated_at])
+    const result = await client.query(`UPDATE waiting_runs SET state = $2, version = $3, last_run = $4, interrupts = $5, memo = $6, updated_at = $7, expires_at = $8
+      WHERE run_key = $1 AND version = $3 - 1`, [r.run_key, r.state, r.version, r.last_run, r.interrupts, r.memo, r.updated_at, r.expires_at])
     return Number(result.rowCount) > 0
   }
 
@@ -51,6 +51,10 @@ export class PgInterruptStore implements InterruptStore {
       if (audit.length > 0) await this.#audit.appendManyIn(client, audit)
       return true
     })
+  }
+
+  async prune (before: number): Promise<number> {
+    return Number((await this.#pool.query('DELETE FROM waiting_runs WHERE (state IN (\'ended\', \'expired\', \'resuming\') AND updated_at < $1) OR (state = \'waiting\' AND expires_at < $1)', [before])).rowCount)
   }
 
   async settle (runKey: string, state: 'ended' | 'expired', now: number): Promise<void> {

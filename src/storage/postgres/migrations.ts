@@ -305,7 +305,7 @@ ALTER TABLE bus_events ADD COLUMN owner_agents text;
   },
   {
     version: 4,
-    description: 'runs waiting for a person (human in the loop): the first request, the interrupts asked and their answers, the host calls replayed after an answer',
+    description: 'runs waiting for a person (human in the loop): the first request, the interrupts asked and their answers, the host calls replayed after an answer; expires_at, when the last open question expires (pruned after JOURNAL_RETENTION_MS past it)',
     sql: `
 CREATE TABLE waiting_runs (
   run_key text PRIMARY KEY,
@@ -320,6 +320,7 @@ CREATE TABLE waiting_runs (
   interrupts text NOT NULL,
   memo text NOT NULL,
   created_at bigint NOT NULL,
+  expires_at bigint NOT NULL,
   updated_at bigint NOT NULL
 );
 CREATE INDEX waiting_runs_by_session ON waiting_runs(session_id, created_at);

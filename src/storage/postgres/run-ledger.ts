@@ -404,6 +404,8 @@ export class PgRunLedger implements RunLedger {
 
   async eraseSession (sessionId: string, audit: (erased: { runs: number, events: number }) => AuditInput): Promise<{ runs: number, events: number, session: boolean }> {
     return await this.#o.writer.write(async (client) => {
+      // a run waiting for an answer holds the session's first request: it goes with it
+      await client.query('DELETE FROM waiting_runs WHERE session_id = $1', [sessionId])
       const runs = (await client.query("DELETE FROM runs WHERE session_id = $1 AND state = 'ended'", [sessionId])).rowCount ?? 0
       const session = await this.#o.sessions.eraseIn(client, sessionId)
       const events = await this.#o.events.eraseSessionIn(client, sessionId)

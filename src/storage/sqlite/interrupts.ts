@@ -27,11 +27,11 @@ export class SqliteInterruptStore implements InterruptStore {
   #save (run: WaitingRun): boolean {
     const row = rowOf(run)
     if (run.version === 1) {
-      return this.#db.prepare(`INSERT INTO waiting_runs (run_key, request_id, owner_key, session_id, agent_id, state, version, last_run, envelope, interrupts, memo, created_at, updated_at)
-        VALUES (@run_key, @request_id, @owner_key, @session_id, @agent_id, @state, @version, @last_run, @envelope, @interrupts, @memo, @created_at, @updated_at)
+      return this.#db.prepare(`INSERT INTO waiting_runs (run_key, request_id, owner_key, session_id, agent_id, state, version, last_run, envelope, interrupts, memo, expires_at, created_at, updated_at)
+        VALUES (@run_key, @request_id, @owner_key, @session_id, @agent_id, @state, @version, @last_run, @envelope, @interrupts, @memo, @expires_at, @created_at, @updated_at)
         ON CONFLICT (run_key) DO NOTHING`).run(row).changes > 0
     }
-    return this.#db.prepare(`UPDATE waiting_runs SET state = @state, version = @version, last_run = @last_run, interrupts = @interrupts, memo = @memo, updated_at = @updated_at
+    return this.#db.prepare(`UPDATE waiting_runs SET state = @state, version = @version, last_run = @last_run, interrupts = @interrupts, memo = @memo, expires_at = @expires_at, updated_at = @updated_at
       WHERE run_key = @run_key AND version = @version - 1`).run(row).changes > 0
   }
 
@@ -55,6 +55,10 @@ export class SqliteInterruptStore implements InterruptStore {
       for (const input of audit) this.#audit.append(input)
       return true
     })())
+  }
+
+  async prune (before: number): Promise<number> {
+    return await this.#write(() => this.#db.prepare('DELETE FROM waiting_runs WHERE (state IN (\'ended\', \'expired\', \'resuming\') AND updated_at < @before) OR (state = \'waiting\' AND expires_at < @before)').run({ before }).changes)
   }
 
   async settle (runKey: string, state: 'ended' | 'expired', now: number): Promise<void> {

@@ -402,7 +402,7 @@ ALTER TABLE bus_events ADD COLUMN owner_agents TEXT;
   },
   {
     version: 16,
-    description: 'runs waiting for a person (human in the loop): the first request, the interrupts asked and their answers, the host calls replayed after an answer',
+    description: 'runs waiting for a person (human in the loop): the first request, the interrupts asked and their answers, the host calls replayed after an answer; expires_at, when the last open question expires (pruned after JOURNAL_RETENTION_MS past it)',
     sql: `
 CREATE TABLE waiting_runs (
   run_key TEXT PRIMARY KEY,
@@ -417,6 +417,7 @@ CREATE TABLE waiting_runs (
   interrupts TEXT NOT NULL,
   memo TEXT NOT NULL,
   created_at INTEGER NOT NULL,
+  expires_at INTEGER NOT NULL,
   updated_at INTEGER NOT NULL
 );
 CREATE INDEX waiting_runs_by_session ON waiting_runs(session_id, created_at);

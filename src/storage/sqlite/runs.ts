@@ -197,6 +197,8 @@ export class SqliteRunStore {
 
   /** Delete a session's ended runs and journals (session erasure). */
   eraseSession (sessionId: string): number {
+    // a run waiting for an answer holds the session's first request: it goes with it
+    this.#db.prepare('DELETE FROM waiting_runs WHERE session_id = ?').run(sessionId)
     return this.#db.prepare("DELETE FROM runs WHERE session_id = ? AND state = 'ended'").run(sessionId).changes
   }
 }
