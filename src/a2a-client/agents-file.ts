@@ -20,6 +20,13 @@ export interface A2AAgentConfig {
   timeoutS: number
   /** Hosts (`host[:port]`, lower case) its card's interfaces may point to besides the card URL's host. */
   allowedHosts: readonly string[]
+  /** true: every call waits for a person's approval before it reaches the agent; absent: none does. */
+  requireApproval?: true
+}
+
+/** Whether a call of the external agent `config` waits for a person's approval (its `require_approval`). */
+export function requiresApproval (config: Pick<A2AAgentConfig, 'requireApproval'>): boolean {
+  return config.requireApproval === true
 }
 
 /** Headers the A2A client sets itself: an entry may not send its own. */
@@ -83,7 +90,8 @@ function agentOf (name: string, entry: A2AAgentEntry, env: Record<string, string
     capabilities: entry.capabilities,
     ...(entry.callers !== undefined ? { callers: entry.callers } : {}),
     timeoutS: entry.timeout ?? DEFAULT_CALL_TIMEOUT_S,
-    allowedHosts
+    allowedHosts,
+    ...(entry.require_approval === true ? { requireApproval: true as const } : {})
   }
 }
 

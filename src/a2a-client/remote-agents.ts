@@ -6,7 +6,7 @@ import type { HostCallContext } from '../backends/protocol.js'
 import type { RunLedger } from '../storage/run-ledger.js'
 import { cutText } from '../storage/audit-text.js'
 import { AgentCards, reasonOf, type AgentCardOptions } from './agent-cards.js'
-import type { A2AAgentConfig } from './agents-file.js'
+import { requiresApproval, type A2AAgentConfig } from './agents-file.js'
 import { answerOf, refusal, type CallFacts } from './call-answer.js'
 import { callRemote, type RemoteOutcome } from './remote-call.js'
 import { usageOf } from './remote-content.js'
@@ -17,10 +17,28 @@ export interface A2ACallContext extends HostCallContext {
   usage?: (usage: { model: string, input: number, output: number, cost?: number }) => void
 }
 
+/**
+ * One run's caller of the external agents, with what a person's approval of a call needs (the
+ * engine lends the agent only `call`; `assist/replay.ts:RunReplay.host` asks the person). `call`
+ * refuses (`failure`, `approval_required`) a call of an agent marked `require_approval`: only
+ * `approved` makes one.
+ */
+export interface RunA2ACaller extends A2ACaller {
+  /** Whether this call waits for a person's approval: a well-formed call the file lets through (the agent, this caller, the capability) of an agent marked `require_approval`. */
+  needsApproval(agent: unknown, capability: unknown, payload: unknown, options?: unknown): boolean
+  /** Make a call a person approved, as `call` makes any. */
+  approved(agent: string, capability: string, payload: Record<string, unknown>, options?: A2ACallOptions): Promise<A2AResponse>
+  /** Answer a call a person rejected: a `failure` (`approval_rejected: <reason>`) that never reached the agent, recorded as every refusal. */
+  rejected(agent: string, capability: string, reason: string): Promise<A2AResponse>
+}
+
 /** What the engine needs: a caller of the configured external agents for each run. */
 export interface A2ACallers {
-  caller(context: A2ACallContext): A2ACaller
+  caller(context: A2ACallContext): RunA2ACaller
 }
+
+/** A person's answer to a call that waits for one: approved, or rejected and why. */
+type Approval = { approved: true } | { approved: false, reason: string }
 
 /** The minimal logger the registry writes to (pino's shape). */
 export interface RemoteAgentsLog {
@@ -86,16 +104,31 @@ export class RemoteAgents implements A2ACallers {
     return [...this.#agents.keys()]
   }
 
-  caller (context: A2ACallContext): A2ACaller {
+  caller (context: A2ACallContext): RunA2ACaller {
+    const tracked = async (agent: string, capability: string, payload: Record<string, unknown>, options: A2ACallOptions, approval?: Approval): Promise<A2AResponse> => {
+      const call = this.#call(context, agent, capability, payload, options, approval)
+      this.#calls.add(call)
+      try {
+        return await call
+      } finally {
+        this.#calls.delete(call)
+      }
+    }
     return {
-      call: async (agent, capability, payload, options = {}) => {
-        const call = this.#call(context, agent, capability, payload, options)
-        this.#calls.add(call)
+      call: async (agent, capability, payload, options = {}) => await tracked(agent, capability, payload, options),
+      needsApproval: (agent, capability, payload, options = {}) => {
         try {
-          return await call
-        } finally {
-          this.#calls.delete(call)
+          requestOf(agent, capability, payload, options)
+        } catch {
+          return false
         }
+        const config = this.#agents.get(agent as string)
+        return config !== undefined && requiresApproval(config) && (config.callers === undefined || config.callers.includes(context.agent)) && config.capabilities.includes(capability as string)
+      },
+      approved: async (agent, capability, payload, options = {}) => await tracked(agent, capability, payload, options, { approved: true }),
+      rejected: async (agent, capability, reason) => {
+        const response = refusal({ agent, callId: randomUUID(), capability, durationMs: 0 }, `approval_rejected: ${reason}`)
+        return await this.#record(context, response)
       }
     }
   }
@@ -107,7 +140,7 @@ export class RemoteAgents implements A2ACallers {
     this.#cards.clear()
   }
 
-  async #call (context: A2ACallContext, agent: string, capability: string, payload: Record<string, unknown>, options: A2ACallOptions): Promise<A2AResponse> {
+  async #call (context: A2ACallContext, agent: string, capability: string, payload: Record<string, unknown>, options: A2ACallOptions, approval?: Approval): Promise<A2AResponse> {
     const request = requestOf(agent, capability, payload, options)
     const callId = randomUUID()
     const started = performance.now()
@@ -124,6 +157,9 @@ export class RemoteAgents implements A2ACallers {
     }
     if (!config.capabilities.includes(capability)) {
       return await refuse(`"${capability}" is not a capability agents may ask of "${agent}" (A2A_AGENTS_FILE allows: ${config.capabilities.join(', ')})`)
+    }
+    if (approval === undefined && requiresApproval(config)) {
+      return await refuse(`approval_required: calls of "${agent}" wait for a person's approval (require_approval in A2A_AGENTS_FILE), which this run cannot ask`)
     }
     const stopped = async (reason: unknown): Promise<never> => {
       await this.#record(context, refusal(facts(), `the call was stopped: ${reasonOf(reason)}`))

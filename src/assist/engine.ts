@@ -36,7 +36,7 @@ import type { A2ACallers } from '../a2a-client/remote-agents.js'
 import type { ToolCallers } from '../tools/tool-caller.js'
 import { openInterrupts, type InterruptRecord, type InterruptStore, type WaitingRun } from '../storage/interrupts.js'
 import type { AuditInput } from '../storage/audit.js'
-import { answerIssues, resumeOf, RunReplay, wireInterrupt, type ResumeItem } from './replay.js'
+import { answerIssues, resumeOf, RunReplay, wireInterrupt, type HostApprovals, type ResumeItem } from './replay.js'
 
 export type { RunAnswer } from './answers.js'
 export type { Frame } from './frame-queue.js'
@@ -482,8 +482,13 @@ export class AssistEngine {
     return { requestId: known.request_id, mode, outcome: 'joined' }
   }
 
-  /** What the agent gets as `host`: the backends, the bus with its events owned by the run's caller (and held to its agent list), the external A2A agents and the MCP tools it may call. */
-  #host (agent: string, owner: string, ownerAgents: ReadonlySet<string> | null, traceId: string, span: Span | undefined, run: { requestId: string, rootRequestId: string, sessionId: string, user: string, signal: AbortSignal }): AgentHost {
+  /**
+   * What the agent gets as `host`: the backends, the bus with its events owned by the run's caller
+   * (and held to its agent list), the external A2A agents and the MCP tools it may call; and, apart
+   * (never lent to the agent), those callers' ends for calls marked `require_approval`, which only
+   * `RunReplay.host` makes once a person approved them.
+   */
+  #host (agent: string, owner: string, ownerAgents: ReadonlySet<string> | null, traceId: string, span: Span | undefined, run: { requestId: string, rootRequestId: string, sessionId: string, user: string, signal: AbortSignal }): { host: AgentHost, gates: Omit<HostApprovals, 'ask'> } {
     const { backends, bus, tracer } = this.#o
     // every call's tokens are told with the model it used, whether or not the agent reports them
     const metered = (name: string): AgentProtocol => meteredBackend(backends.backend(name), (usage, cost, model) => {
@@ -491,15 +496,21 @@ export class AssistEngine {
     })
     const backend = span === undefined || tracer === undefined ? metered : (name: string): AgentProtocol => tracedBackend(metered(name), tracer, span)
     // what the host lends this run: calls made on behalf of its caller, recorded in its events and given up with it
+    const a2a = this.#o.a2a?.caller({ agent, owner, traceId, ...run, usage: (usage) => { this.#observers.tell('usage', { agent, ...usage }) } })
+    const tools = this.#o.tools?.caller({ agent, owner, traceId, ...run })
+    const gates = { ...(a2a !== undefined ? { a2a } : {}), ...(tools !== undefined ? { tools } : {}) }
     const lent = {
-      ...(this.#o.a2a !== undefined ? { a2a: this.#o.a2a.caller({ agent, owner, traceId, ...run, usage: (usage) => { this.#observers.tell('usage', { agent, ...usage }) } }) } : {}),
-      ...(this.#o.tools !== undefined ? { tools: this.#o.tools.caller({ agent, owner, traceId, ...run }) } : {})
+      ...(a2a !== undefined ? { a2a: { call: async (...args: Parameters<typeof a2a.call>) => await a2a.call(...args) } } : {}),
+      ...(tools !== undefined ? { tools: { call: async (call: Parameters<typeof tools.call>[0]) => await tools.call(call) } } : {})
     }
-    if (bus === undefined) return { backend, ...lent }
+    if (bus === undefined) return { host: { backend, ...lent }, gates }
     return {
-      backend,
-      ...lent,
-      bus: { publish: async (publication) => await bus.publish(publication, { source: `agent:${agent}`, owner_key: owner, owner_agents: ownerAgents === null ? null : [...ownerAgents], trace_id: traceId }) }
+      host: {
+        backend,
+        ...lent,
+        bus: { publish: async (publication) => await bus.publish(publication, { source: `agent:${agent}`, owner_key: owner, owner_agents: ownerAgents === null ? null : [...ownerAgents], trace_id: traceId }) }
+      },
+      gates
     }
   }
 
@@ -517,12 +528,13 @@ export class AssistEngine {
     // the run's span ends once the run is recorded
     const answer = span === undefined ? finished : finished.finally(() => { endRunSpan(span, run) })
     this.#answers.set(requestId, answer)
-    const host = this.#host(metadata.name, owner, who.agents, envelope.context.trace.trace_id, span,
+    const { host, gates } = this.#host(metadata.name, owner, who.agents, envelope.context.trace.trace_id, span,
       { requestId: envelope.request_id, rootRequestId: resolved.root_request_id, sessionId: resolved.session_id, user: envelope.context.user.user_id, signal: run.signal })
     const open = run.replay?.chain === undefined ? [] : openInterrupts(run.replay.chain)
     // questions still open after this request's answers: asked again, and the agent waits for all of them
     const agent: Agent = open.length > 0 ? { manifest: hosted.agent.manifest, assist: async () => { await run.askAgain(open) } } : hosted.agent
-    const settled = run.execute(agent, resolved, session, run.replay?.host(host) ?? host)
+    // calls marked require_approval ask the person through the run (without an interrupt store they are refused)
+    const settled = run.execute(agent, resolved, session, run.replay?.host(host, { ...gates, ask: run.approval.bind(run) }) ?? host)
     this.registry.track(run, Promise.all([settled, answer]).then(() => {
       this.#answers.delete(requestId)
       this.#tokens.delete(requestId)

@@ -12,6 +12,21 @@ import type { ToolCaller } from '../backends/protocol.js'
 import { createAjv, toIssues, type SchemaIssue } from '../agents/json-schema.js'
 import { canonicalJson } from '../storage/canonical-json.js'
 import type { ApprovalAnswer, InterruptRecord, MemoEntry, WaitingRun } from '../storage/interrupts.js'
+import type { RunToolCaller } from '../tools/tool-caller.js'
+import type { RunA2ACaller } from '../a2a-client/remote-agents.js'
+
+/**
+ * What `RunReplay.host` needs to hold back the calls an operator marked `require_approval` (MCP
+ * tools in MCP_SERVERS_FILE, external agents in A2A_AGENTS_FILE) until a person approves them.
+ */
+export interface HostApprovals {
+  /** Ask the person (an `approval` interrupt whose `call` shows what would be called): the answer once given; until then the run suspends. */
+  ask(message: string, call: Record<string, unknown>): Promise<ApprovalAnswer>
+  /** The run's tools: which calls wait for approval, and their two ends. */
+  tools?: Pick<RunToolCaller, 'needsApproval' | 'approved' | 'rejected'>
+  /** The run's external agents: likewise. */
+  a2a?: Pick<RunA2ACaller, 'needsApproval' | 'approved' | 'rejected'>
+}
 
 /** One answer of a resume request. */
 export type ResumeItem = ResumeAnswer
@@ -221,8 +236,13 @@ export class RunReplay {
     }
   }
 
-  /** `host` with its calls replayed and recorded. */
-  host (host: AgentHost): AgentHost {
+  /**
+   * `host` with its calls replayed and recorded. A call that `approvals` says waits for a person's
+   * approval asks first, outside the recorded call (a run suspends only with no call in flight),
+   * then is made if approved, or answered as refused (`approval_rejected`, the callee never asked)
+   * if not; either answer is recorded as the call's, so a later replay neither asks nor calls again.
+   */
+  host (host: AgentHost, approvals?: HostApprovals): AgentHost {
     const replay = this
     const backend = (name: string): AgentProtocol => {
       const protocol = host.backend(name)
@@ -237,12 +257,43 @@ export class RunReplay {
         }
       })
     }
-    const tools: ToolCaller | undefined = host.tools === undefined
+    // the person's answer, and for a rejection its reason: the comment, else who said no (the
+    // question is the run's next one: `ask` asks before it first awaits, as `interrupt()` does)
+    const approvalOf = async (message: string, call: Record<string, unknown>, ask: HostApprovals['ask']): Promise<{ approved: true } | { approved: false, reason: string }> => {
+      const at = replay.#calls
+      const answer = await ask(message, call)
+      if (answer.approved) return { approved: true }
+      const comment = answer.comment?.trim() ?? ''
+      const asked = replay.#asked[at]
+      const by = asked?.kind === 'approval' && asked.answer !== undefined ? asked.answer.by : undefined
+      return { approved: false, reason: comment !== '' ? comment : `rejected by ${by ?? 'the person asked'}` }
+    }
+    const hostTools = host.tools
+    const toolGate = approvals?.tools
+    const tools: ToolCaller | undefined = hostTools === undefined
       ? undefined
-      : { call: async (call) => await replay.call('tool', { tool: call?.tool, action: call?.action, args: call?.args ?? null }, async () => await (host.tools as ToolCaller).call(call)) }
-    const a2a: A2ACaller | undefined = host.a2a === undefined
+      : {
+          call: async (call) => {
+            const what = { tool: call?.tool, action: call?.action, args: call?.args ?? null }
+            if (approvals === undefined || toolGate === undefined || !toolGate.needsApproval(call)) return await replay.call('tool', what, async () => await hostTools.call(call))
+            const answer = await approvalOf(`Allow the tool "${call.tool}" to run "${call.action}"?`, what, approvals.ask)
+            return await replay.call('tool', what, async () => answer.approved ? await toolGate.approved(call) : await toolGate.rejected(call, answer.reason))
+          }
+        }
+    const hostA2a = host.a2a
+    const a2aGate = approvals?.a2a
+    const a2a: A2ACaller | undefined = hostA2a === undefined
       ? undefined
-      : { call: async (agent, capability, payload, options) => await replay.call('a2a', { agent, capability, payload: payload ?? null }, async () => await (host.a2a as A2ACaller).call(agent, capability, payload, options)) }
+      : {
+          call: async (agent, capability, payload, options) => {
+            const what = { agent, capability, payload: payload ?? null }
+            if (approvals === undefined || a2aGate === undefined || !a2aGate.needsApproval(agent, capability, payload, options)) {
+              return await replay.call('a2a', what, async () => await hostA2a.call(agent, capability, payload, options))
+            }
+            const answer = await approvalOf(`Allow a call of the external agent "${agent}" for "${capability}"?`, what, approvals.ask)
+            return await replay.call('a2a', what, async () => answer.approved ? await a2aGate.approved(agent, capability, payload, options) : await a2aGate.rejected(agent, capability, answer.reason))
+          }
+        }
     const bus = host.bus
     return {
       backend,

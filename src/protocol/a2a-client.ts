@@ -105,7 +105,9 @@ export const A2AAgentEntry = Type.Object({
   /** Seconds a call waits for the answer when it does not say (default 300). */
   timeout: Type.Optional(Type.Integer({ minimum: 1, maximum: 86_400 })),
   /** Hosts (`host` or `host:port`) the card's interface URLs may point to besides the card URL's own host. */
-  allowed_hosts: Type.Optional(Strings)
+  allowed_hosts: Type.Optional(Strings),
+  /** true: every call waits for a person's approval (an `approval` interrupt of the run showing the call) before it reaches the agent; a rejected call is a `failure`. Default false. */
+  require_approval: Type.Optional(Type.Boolean())
 }, { additionalProperties: false, title: 'A2AAgentEntry' })
 export type A2AAgentEntry = Static<typeof A2AAgentEntry>
 

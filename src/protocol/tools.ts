@@ -47,7 +47,10 @@ export const Tool = Type.Object({
   actions: Type.Array(ToolAction),
   scope: ToolScope,
   timeout: Type.Integer({ minimum: 1, description: 'seconds: a call\'s timeout when the call gives none' }),
-  retries: Type.Integer({ minimum: 0, description: 'retries of a call that failed in transport (a crashed server), when the call allows them' })
+  retries: Type.Integer({ minimum: 0, description: 'retries of a call that failed in transport (a crashed server), when the call allows them' }),
+  require_approval: Type.Optional(Type.Union([Type.Literal(true), Type.Array(Type.String())], {
+    description: 'the calls that wait for a person\'s approval (an `approval` interrupt of the run showing the call) before the server sees them: true, every action; a list, those actions; absent, none'
+  }))
 }, { ...closed, title: 'Tool' })
 export type Tool = Static<typeof Tool>
 

@@ -19,6 +19,7 @@ export const DEFAULT_STARTUP_TIMEOUT_S = 30
 const closed = { additionalProperties: false } as const
 const Names = Type.Array(Type.String({ minLength: 1, maxLength: 128 }), { minItems: 1 })
 const ACTIONS = 'a list of the server\'s tool names (["read_text_file", ...]), or an object of action → tool name ({"read": "read_text_file", ...}), each name 1 to 128 characters'
+const REQUIRE_APPROVAL = 'true (every action waits for a person\'s approval), false, or a list of the actions that do (["write", ...])'
 
 /** One server's entry in the MCP servers file. */
 const ServerEntrySchema = Type.Object({
@@ -42,6 +43,8 @@ const ServerEntrySchema = Type.Object({
   timeout: Type.Optional(Type.Integer({ minimum: 1, maximum: 3600 })),
   retries: Type.Optional(Type.Integer({ minimum: 0, maximum: 5 })),
   startup_timeout: Type.Optional(Type.Integer({ minimum: 1, maximum: 600 })),
+  /** Calls that wait for a person's approval (an `approval` interrupt of the run) before the server sees them: true for every action, or a list of actions. */
+  require_approval: Type.Optional(Type.Union([Type.Boolean(), Names], { description: REQUIRE_APPROVAL })),
   scope: Type.Optional(Type.Object({
     root: Type.Optional(Type.String({ minLength: 1 })),
     paths: Type.Optional(Type.Array(Type.String({ minLength: 1, maxLength: 1024 }), { minItems: 1 })),
@@ -88,6 +91,14 @@ export interface ToolServerSpec {
   startupTimeoutS: number
   paths?: PathScopeSpec
   branches?: BranchScopeSpec
+  /** The actions whose calls wait for a person's approval: `true` every action; undefined: none. */
+  requireApproval?: true | readonly string[]
+}
+
+/** Whether a call of `action` of the server `spec` waits for a person's approval (its `require_approval`). */
+export function requiresApproval (spec: Pick<ToolServerSpec, 'requireApproval'>, action: string): boolean {
+  const rule = spec.requireApproval
+  return rule === true || (rule !== undefined && rule.includes(action))
 }
 
 const validate = lazySchema<Static<typeof ServersFile>>(ServersFile, () => createAjv({ coerceTypes: false, useDefaults: false, verbose: true }))
@@ -188,7 +199,11 @@ function serverSpec (name: string, entry: ServerEntry, base: string, env: Readon
   let branches: BranchScopeSpec | undefined
   if (scope.branch_pattern !== undefined) branches = { pattern: scope.branch_pattern, arguments: scope.branch_arguments ?? DEFAULT_BRANCH_ARGUMENTS }
   else if (scope.branch_arguments !== undefined) report('/scope: branch_arguments without branch_pattern')
+  for (const [i, action] of (Array.isArray(entry.require_approval) ? entry.require_approval : []).entries()) {
+    if (!actions.has(action)) report(`/require_approval/${i}: "${action}" is not an action of this server (its actions: ${[...actions.keys()].join(', ')})`)
+  }
   if (count > 0 || transport === undefined) return undefined
+  const requireApproval = entry.require_approval === true ? true : Array.isArray(entry.require_approval) ? entry.require_approval : undefined
   return {
     name,
     transport,
@@ -198,7 +213,8 @@ function serverSpec (name: string, entry: ServerEntry, base: string, env: Readon
     retries: entry.retries ?? DEFAULT_RETRIES,
     startupTimeoutS: entry.startup_timeout ?? DEFAULT_STARTUP_TIMEOUT_S,
     ...(paths !== undefined ? { paths } : {}),
-    ...(branches !== undefined ? { branches } : {})
+    ...(branches !== undefined ? { branches } : {}),
+    ...(requireApproval !== undefined ? { requireApproval } : {})
   }
 }
 

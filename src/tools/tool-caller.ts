@@ -8,15 +8,17 @@ import type { BranchScope } from './branch-scope.js'
 import { describeError, type McpConnection, type ToolLog } from './mcp-connection.js'
 import { mcpClientSdk } from './mcp-sdk.js'
 import type { PathScope } from './path-scope.js'
+import { requiresApproval } from './servers-file.js'
 
 /**
  * Why a call failed, the first word of `ToolResponse.error`. Refused before the server is asked:
- * `unknown_tool`, `agent_not_allowed`, `action_not_allowed`, `scope_violation`, `aborted`. Failed
+ * `unknown_tool`, `agent_not_allowed`, `action_not_allowed`, `approval_rejected` (a person said no),
+ * `approval_required` (the action waits for an approval this run cannot ask), `scope_violation`, `aborted`. Failed
  * on the way: `timeout`, `server_unavailable` (it could not be started or reached), `server_exited`
  * (its process exited during the call), `connection_lost`, `server_error` (it answered with a
  * protocol error), `tool_error` (the tool ran and reported an error: `result` holds what it said).
  */
-export type ToolFailure = 'unknown_tool' | 'agent_not_allowed' | 'action_not_allowed' | 'scope_violation' | 'aborted' | 'timeout' |
+export type ToolFailure = 'unknown_tool' | 'agent_not_allowed' | 'action_not_allowed' | 'approval_rejected' | 'approval_required' | 'scope_violation' | 'aborted' | 'timeout' |
   'server_unavailable' | 'server_exited' | 'connection_lost' | 'server_error' | 'tool_error'
 
 /** A registered tool as a call needs it: its server and the scopes that hold before the server is asked. */
@@ -35,9 +37,23 @@ export interface ToolLookup {
 /** The run a caller serves (`HostCallContext`). */
 export type ToolRunContext = HostCallContext
 
+/**
+ * One run's caller of the registered tools, with what a person's approval of a call needs (the
+ * engine lends the agent only `call`; `assist/replay.ts:RunReplay.host` asks the person). `call`
+ * refuses (`approval_required`) a call whose action waits for an approval: only `approved` makes one.
+ */
+export interface RunToolCaller extends ToolCaller {
+  /** Whether `call` waits for a person's approval: a well-formed call the rules let through (the tool, this agent, the action) of an action its server's `require_approval` names. */
+  needsApproval(call: unknown): call is ToolCall
+  /** Make `call`, which a person approved, as `call` makes any. */
+  approved(call: ToolCall): Promise<ToolResponse>
+  /** Answer `call`, which a person rejected: refused (`approval_rejected: <reason>`) before the server sees it, and recorded as every refusal. */
+  rejected(call: ToolCall, reason: string): Promise<ToolResponse>
+}
+
 /** What the engine needs: a caller of the registered tools for each run (`host.tools`). */
 export interface ToolCallers {
-  caller(context: ToolRunContext): ToolCaller
+  caller(context: ToolRunContext): RunToolCaller
 }
 
 /** One call as it is recorded: the `data` of its `tool.call` event. */
@@ -71,9 +87,21 @@ const validCall = lazySchema<ToolCall>(ToolCall)
 /** How much of a tool's own error text `ToolResponse.error` quotes. */
 const ERROR_CHARS = 2000
 
-/** A {@link ToolCaller} for one run: every call checked against the rules, timed, retried, recorded. */
-export function toolCaller (options: ToolCallerOptions, run: ToolRunContext): ToolCaller {
-  return { call: async (call) => await callTool(options, run, call) }
+/** A person's answer to a call that waits for one: approved, or rejected and why. */
+type Approval = { approved: true } | { approved: false, reason: string }
+
+/** A {@link RunToolCaller} for one run: every call checked against the rules, timed, retried, recorded. */
+export function toolCaller (options: ToolCallerOptions, run: ToolRunContext): RunToolCaller {
+  return {
+    call: async (call) => await callTool(options, run, call),
+    needsApproval: (call): call is ToolCall => {
+      if (!validCall(call)) return false
+      const spec = options.tools.get(call.tool)?.connection.spec
+      return spec !== undefined && (spec.agents === undefined || spec.agents.includes(run.agent)) && spec.actions.has(call.action) && requiresApproval(spec, call.action)
+    },
+    approved: async (call) => await callTool(options, run, call, { approved: true }),
+    rejected: async (call, reason) => await callTool(options, run, call, { approved: false, reason })
+  }
 }
 
 /**
@@ -82,12 +110,12 @@ export function toolCaller (options: ToolCallerOptions, run: ToolRunContext): To
  * included), once more after a transport failure when `retry_on_failure` allows. A refusal or a
  * failure is a `ToolResponse` with `success: false`; only a malformed call throws.
  */
-async function callTool (options: ToolCallerOptions, run: ToolRunContext, call: ToolCall): Promise<ToolResponse> {
+async function callTool (options: ToolCallerOptions, run: ToolRunContext, call: ToolCall, approval?: Approval): Promise<ToolResponse> {
   if (!validCall(call)) {
     throw new AH_ERR_TOOL_CALL_INVALID(toIssues(validCall.errors).map((i) => `${i.path} ${i.message}`).join('; '))
   }
   const started = performance.now()
-  const outcome = await perform(options, run, call)
+  const outcome = await perform(options, run, call, approval)
   const response: ToolResponse = {
     tool: call.tool,
     action: call.action,
@@ -108,7 +136,7 @@ async function callTool (options: ToolCallerOptions, run: ToolRunContext, call: 
   return response
 }
 
-async function perform ({ tools, log }: ToolCallerOptions, run: ToolRunContext, call: ToolCall): Promise<Outcome> {
+async function perform ({ tools, log }: ToolCallerOptions, run: ToolRunContext, call: ToolCall, approval: Approval | undefined): Promise<Outcome> {
   const refuse = (failure: ToolFailure, message: string, serverTool?: string): Outcome => ({ ok: false, failure, message, attempts: 0, ...(serverTool !== undefined ? { serverTool } : {}) })
   const tool = tools.get(call.tool)
   if (tool === undefined) {
@@ -119,6 +147,10 @@ async function perform ({ tools, log }: ToolCallerOptions, run: ToolRunContext, 
   if (spec.agents !== undefined && !spec.agents.includes(run.agent)) return refuse('agent_not_allowed', `agent "${run.agent}" may not use tool "${call.tool}"`)
   const serverTool = spec.actions.get(call.action)
   if (serverTool === undefined) return refuse('action_not_allowed', `"${call.action}" is not an action of tool "${call.tool}" (its actions: ${[...spec.actions.keys()].join(', ')})`)
+  if (approval?.approved === false) return refuse('approval_rejected', approval.reason, serverTool)
+  if (approval === undefined && requiresApproval(spec, call.action)) {
+    return refuse('approval_required', `calls of "${call.action}" of tool "${call.tool}" wait for a person's approval (require_approval), which this run cannot ask`, serverTool)
+  }
   if (run.signal.aborted) return refuse('aborted', abortMessage(run.signal), serverTool)
   const branch = tool.branches?.refusal(call.args)
   if (branch !== undefined) return refuse('scope_violation', branch, serverTool)

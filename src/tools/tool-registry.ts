@@ -1,12 +1,11 @@
 import type { Tool as McpTool } from '@modelcontextprotocol/sdk/types.js'
-import type { ToolCaller } from '../backends/protocol.js'
 import type { Tool, ToolAction, ToolScope } from '../protocol/tools.js'
 import { BranchScope } from './branch-scope.js'
 import { recordToolCall, type ToolRecordStores } from './call-record.js'
 import { McpConnection, type ConnectionOptions } from './mcp-connection.js'
 import { PathScope } from './path-scope.js'
 import type { ToolServerSpec } from './servers-file.js'
-import { toolCaller, type RegisteredTool, type ToolCallers, type ToolCallerOptions, type ToolRunContext } from './tool-caller.js'
+import { toolCaller, type RegisteredTool, type RunToolCaller, type ToolCallers, type ToolCallerOptions, type ToolRunContext } from './tool-caller.js'
 
 /** How long `describe()` waits for a running server's list of tools. */
 const LIST_TIMEOUT_MS = 5000
@@ -46,8 +45,8 @@ export class McpToolRegistry implements ToolCallers {
     return [...this.#tools.keys()]
   }
 
-  /** `host.tools` for one run: its agent, its caller and its signal. */
-  caller (run: ToolRunContext): ToolCaller {
+  /** `host.tools` for one run: its agent, its caller and its signal (and the ends of calls that wait for approval). */
+  caller (run: ToolRunContext): RunToolCaller {
     return toolCaller(this.#calls, run)
   }
 
@@ -100,6 +99,7 @@ function describeOne (connection: McpConnection, listed: McpTool[] | undefined):
     actions,
     scope,
     timeout: spec.timeoutS,
-    retries: spec.retries
+    retries: spec.retries,
+    ...(spec.requireApproval !== undefined ? { require_approval: spec.requireApproval === true ? true : [...spec.requireApproval] } : {})
   }
 }
