@@ -272,7 +272,9 @@ export interface ToolCaller {
    * Call `action` of `tool` with `args`. Before the server sees it, the host checks that the tool is
    * registered, that this agent may use it, that the action is allowed and that its scopes hold (path
    * globs by real path, a branch pattern); a refusal is `success: false` with an `error` that starts
-   * with the rule (`unknown_tool`, `agent_not_allowed`, `action_not_allowed`, `scope_violation`). The
+   * with the rule (`unknown_tool`, `agent_not_allowed`, `action_not_allowed`, `scope_violation`;
+   * `approval_rejected`, `approval_required` for a tool marked `require_approval`, whose call first
+   * asks the run's caller for an approval and reaches the server only once approved). The
    * call then gets `timeout` seconds (default: the tool's, else 30), starting the server included;
    * after a transport failure (a crashed server, a lost connection) it is made once more unless
    * `retry_on_failure` is false. `result` is the MCP `CallToolResult` (`content`, `structuredContent`).
