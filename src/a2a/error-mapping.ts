@@ -1,10 +1,14 @@
-import { A2AError, RequestMalformedError } from '@a2a-js/sdk/errors'
+import { A2AError, RequestMalformedError, TaskNotFoundError, UnsupportedOperationError } from '@a2a-js/sdk/errors'
 
 /** HTTP statuses of CAP errors that stay HTTP answers on every A2A binding: who may call, and load. */
 const HTTP_LEVEL = new Set([401, 403, 413, 429, 503])
 
 /** CAP error codes that are the caller's mistake in the message: A2A's "invalid params". */
-const MALFORMED = new Set(['AH_ERR_VALIDATION', 'AH_ERR_SESSION_NOT_FOUND', 'AH_ERR_BODY_MALFORMED'])
+const MALFORMED = new Set(['AH_ERR_VALIDATION', 'AH_ERR_SESSION_NOT_FOUND', 'AH_ERR_BODY_MALFORMED', 'AH_ERR_INTERRUPT_ANSWER_INVALID'])
+
+/** CAP error codes of an answer to a question the task no longer asks: A2A's "not found", or its error for a task that takes no more input. */
+const NOT_FOUND = new Set(['AH_ERR_INTERRUPT_NOT_FOUND'])
+const NO_MORE_INPUT = new Set(['AH_ERR_INTERRUPT_CLOSED', 'AH_ERR_INTERRUPT_EXPIRED'])
 
 /** Whether `err` is a CAP refusal of the caller or of load (401, 403, 413, 429, 503): the HTTP answer itself, not an A2A error inside one. */
 export function isHttpLevel (err: unknown): err is Error {
@@ -16,15 +20,21 @@ export function isHttpLevel (err: unknown): err is Error {
  * The A2A error for an error the engine raised (the mapping table is `docs/a2a-and-mcp.md`):
  * A2A errors as they are; a CAP refusal of who is calling or of load ({@link isHttpLevel}) as it
  * is too, for the transport to answer as HTTP with its `AH_ERR_*` body and headers; a validation
- * error, or a context that is not the caller's, as `RequestMalformedError` (JSON-RPC -32602,
- * HTTP+JSON 400) with the CAP code in its message; anything else as it is (an internal error).
+ * error, a wrong answer to a question, or a context that is not the caller's, as
+ * `RequestMalformedError` (JSON-RPC -32602, HTTP+JSON 400) with the CAP code in its message (and
+ * where the answer is wrong); a question that is not the caller's as `TaskNotFoundError`; one
+ * answered already, or expired, as `UnsupportedOperationError` (the task takes no more input);
+ * anything else as it is (an internal error).
  */
 export function toA2AError (err: unknown): unknown {
   if (err instanceof A2AError || isHttpLevel(err)) return err
   const e = err as { code?: unknown, message?: unknown } | null
-  if (e !== null && typeof e === 'object' && typeof e.code === 'string' && MALFORMED.has(e.code)) {
-    return new RequestMalformedError(`${String(e.message)} (${e.code})`)
-  }
+  if (e === null || typeof e !== 'object' || typeof e.code !== 'string') return err
+  // the message of a wrong answer says where it is wrong
+  const text = `${String(e.message)} (${e.code})`
+  if (MALFORMED.has(e.code)) return new RequestMalformedError(text)
+  if (NOT_FOUND.has(e.code)) return new TaskNotFoundError(text)
+  if (NO_MORE_INPUT.has(e.code)) return new UnsupportedOperationError(text)
   return err
 }
 

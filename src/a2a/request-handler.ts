@@ -19,12 +19,15 @@ import { AH_ERR_REQUEST_CONFLICT, AH_ERR_RUN_NOT_FOUND } from '../errors.js'
 import type { ServiceRequest } from '../protocol/envelope.js'
 import type { DeliveryMode } from '../protocol/manifest.js'
 import type { StreamPacket } from '../protocol/packets.js'
+import { openInterrupts, type InterruptStore, type WaitingRun } from '../storage/interrupts.js'
 import type { RunReader } from '../storage/run-ledger.js'
 import type { RunFilter, RunRecord } from '../storage/runs.js'
 import { envelopeOf, isUuid, requestIdOf, sameAsk } from './message-envelope.js'
 import { translated, translatedStream, type HttpErrorSlot } from './error-mapping.js'
 import type { CheckedPushConfig, PushConfigs } from './push-configs.js'
-import { projectionOf, TaskProjection, TERMINAL_STATES } from './task-projection.js'
+import { resumeFromMessage } from './resume-answer.js'
+import { answersQuestions, chainOf, chainRunKeys, chainTask, waitsForAnswer } from './task-chain.js'
+import { INTERRUPTED_STATES, projectionOf, TaskProjection, TERMINAL_STATES } from './task-projection.js'
 
 /** What the transport knows of one call, handed to the handler in its `ServerCallContext.state`. */
 export interface A2ACall extends HttpErrorSlot {
@@ -43,6 +46,8 @@ export const A2A_CALL = 'agent-host.a2a.call'
 /** How long `CancelTask` waits for a cancelled run to be recorded before it answers with the task as it is. */
 const CANCEL_WAIT_MS = 5000
 const DEFAULT_PAGE_SIZE = 50
+/** The most store pages one `ListTasks` page reads (tasks of chains, or of another state, are skipped). */
+const MAX_LIST_READS = 20
 
 function callOf (context: ServerCallContext): A2ACall {
   const call = context.state.get(A2A_CALL) as A2ACall | undefined
@@ -55,7 +60,20 @@ const STATE_FILTERS: Partial<Record<TaskState, NonNullable<RunFilter['states']>>
   [TaskState.TASK_STATE_WORKING]: [{ state: 'running' }],
   [TaskState.TASK_STATE_COMPLETED]: [{ state: 'ended', endReason: ['done'] }],
   [TaskState.TASK_STATE_CANCELED]: [{ state: 'ended', endReason: ['cancelled'] }],
-  [TaskState.TASK_STATE_FAILED]: [{ state: 'ended', endReason: ['aborted', 'shutdown', 'interrupted'] }]
+  [TaskState.TASK_STATE_FAILED]: [{ state: 'ended', endReason: ['aborted', 'shutdown', 'interrupted'] }],
+  [TaskState.TASK_STATE_INPUT_REQUIRED]: [{ state: 'ended', endReason: ['input_required'] }],
+  [TaskState.TASK_STATE_AUTH_REQUIRED]: [{ state: 'ended', endReason: ['input_required'] }]
+}
+
+/** The runs that begin a chain (they stopped to ask): a chain's task is in any state its latest run is in. */
+const CHAIN_STARTS: NonNullable<RunFilter['states']> = [{ state: 'ended', endReason: ['input_required'] }]
+
+/** A task as a view of runs: the projection, the run a follower follows, where its journal was read to, and the chain. */
+interface TaskView {
+  projection: TaskProjection
+  latest: RunRecord
+  after: Cursor | undefined
+  chain?: WaitingRun
 }
 
 /** A page token: where the last page ended (its last run's start and id), opaque to the client. */
@@ -77,6 +95,12 @@ function cursorOf (token: string): { startedAt: number, runId: number } {
  * and journal through {@link TaskProjection}; `CancelTask` is the engine's cancel. A caller sees only
  * its own tasks (an admin everyone's); another's is "not found". No run logic lives here: only the
  * translation of shapes and errors.
+ *
+ * Human in the loop: a run that stops to ask leaves its task `input-required` (or `auth-required`);
+ * a message with the task's `taskId` answers (`resume-answer.ts`: its parts as CAP's
+ * `payload.resume`) and goes on in a new run of the chain (`storage/interrupts.ts`), which the task
+ * shows under its first id (`task-chain.ts`): `GetTask` the chain's latest run, `ListTasks` the
+ * chain once, `SubscribeToTask` follows the latest run.
  */
 export class AgentA2AHandler implements A2ARequestHandler {
   readonly #engine: AssistEngine
@@ -84,14 +108,19 @@ export class AgentA2AHandler implements A2ARequestHandler {
   readonly #hosted: HostedAgent
   readonly #card: () => AgentCard
   readonly #push: PushConfigs | undefined
+  readonly #interrupts: InterruptStore | undefined
 
-  /** `push`: the tasks' push notification configs (none: the push methods answer "not supported"). */
-  constructor (options: { engine: AssistEngine, store: RunReader, hosted: HostedAgent, card: () => AgentCard, push?: PushConfigs }) {
+  /**
+   * `push`: the tasks' push notification configs (none: the push methods answer "not supported");
+   * `interrupts`: the runs that wait for their caller's answer (none: a task never goes on).
+   */
+  constructor (options: { engine: AssistEngine, store: RunReader, hosted: HostedAgent, card: () => AgentCard, push?: PushConfigs, interrupts?: InterruptStore }) {
     this.#engine = options.engine
     this.#store = options.store
     this.#hosted = options.hosted
     this.#card = options.card
     this.#push = options.push
+    this.#interrupts = options.interrupts
   }
 
   async getAgentCard (): Promise<AgentCard> {
@@ -123,9 +152,10 @@ export class AgentA2AHandler implements A2ARequestHandler {
       const push = await handler.#checkPush(params)
       const { requestId } = await handler.#submit(params, call, 'server_sent_events')
       await handler.#registerPush(push, requestId, call.identity)
-      const projection = handler.#projection(await handler.#record(requestId))
+      // the task so far (a chain's earlier runs), then every packet of this run
+      const { projection, latest, after } = await handler.#view(await handler.#record(requestId), requestId)
       yield { payload: { $case: 'task', value: projection.task({ historyLength: params.configuration?.historyLength }) } }
-      yield * handler.#follow(requestId, projection, undefined, call.signal)
+      yield * handler.#follow(latest.request_id, projection, after, call.signal)
     })
   }
 
@@ -141,19 +171,53 @@ export class AgentA2AHandler implements A2ARequestHandler {
     const changedAfter = params.statusTimestampAfter !== undefined && params.statusTimestampAfter !== '' ? Date.parse(params.statusTimestampAfter) : undefined
     if (changedAfter !== undefined && Number.isNaN(changedAfter)) throw new RequestMalformedError('statusTimestampAfter must be an ISO 8601 date-time')
     if (params.contextId !== '' && !isUuid(params.contextId)) return { tasks: [], nextPageToken: '', pageSize, totalSize: 0 }
-    const status = params.status
+    const status = params.status !== undefined && params.status !== TaskState.TASK_STATE_UNSPECIFIED ? params.status : undefined
     const owner = visibleOwner(identity)
     const filter: RunFilter = {
       agentId: this.#hosted.manifest.metadata.id,
       ...(owner !== undefined ? { ownerKey: owner } : {}),
       ...(params.contextId !== '' ? { sessionId: params.contextId.toLowerCase() } : {}),
-      ...(status !== undefined && status !== TaskState.TASK_STATE_UNSPECIFIED ? { states: STATE_FILTERS[status] ?? [] } : {}),
+      // a chain's task is listed at its first run, which stopped to ask, in whatever state the chain is now
+      ...(status !== undefined ? { states: [...STATE_FILTERS[status] ?? [], ...(this.#interrupts !== undefined ? CHAIN_STARTS : [])] } : {}),
       ...(changedAfter !== undefined ? { changedAfter } : {})
     }
-    const { runs, total } = await this.#store.list(filter, { limit: pageSize, ...(params.pageToken !== '' ? { before: cursorOf(params.pageToken) } : {}) })
-    const tasks = await Promise.all(runs.map(async (record) => await this.#task(record, { historyLength: params.historyLength, artifacts: params.includeArtifacts === true })))
-    const last = runs.at(-1)
-    return { tasks, nextPageToken: runs.length === pageSize && last !== undefined ? pageToken(last) : '', pageSize, totalSize: total }
+    const options = { historyLength: params.historyLength, artifacts: params.includeArtifacts === true }
+    const tasks: Task[] = []
+    const listed = new Set<string>()
+    let before = params.pageToken !== '' ? cursorOf(params.pageToken) : undefined
+    let total: number | undefined
+    let skipped = 0
+    let last: RunRecord | undefined
+    let more = false
+    // runs that are not tasks of their own (a chain's later runs), or whose chain is in another state, are skipped: read on until the page is full
+    for (let reads = 0; reads < MAX_LIST_READS && tasks.length < pageSize; reads++) {
+      const page = await this.#store.list(filter, { limit: pageSize, ...(before !== undefined ? { before } : {}) })
+      total ??= page.total
+      more = page.runs.length === pageSize
+      for (const record of page.runs) {
+        if (tasks.length === pageSize) { more = true; break }
+        last = record
+        const task = await this.#listed(record, changedAfter, options)
+        if (task === undefined || listed.has(task.id) || (status !== undefined && task.status?.state !== status)) { skipped++; continue }
+        listed.add(task.id)
+        tasks.push(task)
+      }
+      if (page.runs.length < pageSize) break
+      before = { startedAt: (page.runs.at(-1) as RunRecord).started_at, runId: (page.runs.at(-1) as RunRecord).run_id }
+    }
+    // exact when this page saw every run; else at most that many (skipped runs of later pages are counted)
+    const totalSize = Math.max(tasks.length, (total ?? 0) - skipped)
+    return { tasks, nextPageToken: more && last !== undefined ? pageToken(last) : '', pageSize, totalSize }
+  }
+
+  /** A run as `ListTasks` lists it: its task, unless it is a chain's later run (its chain is listed at its first run, or, when that is filtered out, at its latest). */
+  async #listed (record: RunRecord, changedAfter: number | undefined, options: { historyLength?: number | undefined, artifacts: boolean }): Promise<Task | undefined> {
+    if (this.#interrupts === undefined || !answersQuestions(record)) return await this.#task(record, options)
+    const chain = await this.#interrupts.byLastRun(record.request_id)
+    if (chain === undefined) return undefined
+    const first = await this.#store.get(chain.run_key)
+    if (first === undefined || changedAfter === undefined || (first.ended_at ?? first.started_at) > changedAfter) return undefined
+    return await this.#task(record, options)
   }
 
   async cancelTask (params: CancelTaskRequest, context: ServerCallContext): Promise<Task> {
@@ -163,20 +227,24 @@ export class AgentA2AHandler implements A2ARequestHandler {
 
   async #cancel (params: CancelTaskRequest, identity: Identity): Promise<Task> {
     const record = await this.#visible(params.id, identity)
-    const before = await this.#task(record)
+    const { projection, latest, chain } = await this.#view(record)
+    const before = projection.task()
     if (before.status?.state === TaskState.TASK_STATE_CANCELED) return before
-    if (record.state === 'ended') throw new TaskNotCancelableError(`Task ${params.id} has ended (${String(record.end_reason)}) and cannot be canceled`)
+    // a task that waits for its caller: the engine ends its chain (its questions take no answer from now on)
+    const waiting = chain !== undefined && projection.ended && INTERRUPTED_STATES.has(projection.state)
+    if (latest.state === 'ended' && !waiting) throw new TaskNotCancelableError(`Task ${params.id} has ended (${projection.ended ? String(latest.end_reason) : 'ended'}) and cannot be canceled`)
     try {
-      await this.#engine.cancel(params.id, identity)
+      // the run the task is at now: a chain's latest
+      await this.#engine.cancel((JSON.parse(latest.envelope) as ServiceRequest).request_id, identity)
     } catch (err) {
       if (!(err instanceof AH_ERR_RUN_NOT_FOUND)) throw err
-      // it ended between the look and the cancel
-      const now = await this.#task(await this.#record(record.request_id))
+      // it ended (or went on) between the look and the cancel
+      const now = await this.#task(record)
       if (now.status?.state === TaskState.TASK_STATE_CANCELED) return now
-      throw new TaskNotCancelableError(`Task ${params.id} has ended and cannot be canceled`)
+      throw new TaskNotCancelableError(`Task ${params.id} ${TERMINAL_STATES.has(now.status?.state ?? TaskState.TASK_STATE_FAILED) ? 'has ended' : 'went on meanwhile'} and cannot be canceled${TERMINAL_STATES.has(now.status?.state ?? TaskState.TASK_STATE_FAILED) ? '' : ': try again'}`)
     }
-    await this.#engine.answer(record.request_id, { signal: AbortSignal.timeout(CANCEL_WAIT_MS) }).catch(() => {})
-    return await this.#task(await this.#record(record.request_id))
+    if (!waiting) await this.#engine.answer(latest.request_id, { signal: AbortSignal.timeout(CANCEL_WAIT_MS) }).catch(() => {})
+    return await this.#task(record)
   }
 
   resubscribe (params: SubscribeToTaskRequest, context: ServerCallContext): AsyncGenerator<StreamResponse, void, undefined> {
@@ -184,19 +252,18 @@ export class AgentA2AHandler implements A2ARequestHandler {
     const handler = this
     return translatedStream(call, async function * () {
       const record = await handler.#visible(params.id, call.identity)
-      // the task as the journal has it now, then the packets after the last of them: nothing missed, nothing twice
-      const projection = handler.#projection(record)
-      let last: Cursor | undefined
-      for (const row of await handler.#store.rows(record.request_id)) {
-        if (row.seq === null) continue
-        projection.apply(JSON.parse(row.frame) as StreamPacket)
-        last = { streamId: row.stream_id, seq: row.seq }
+      // the task as the journal has it now (a chain's: up to its latest run), then the packets after the last of them: nothing missed, nothing twice
+      const { projection, latest, after } = await handler.#view(record)
+      if (projection.ended && INTERRUPTED_STATES.has(projection.state)) {
+        // it waits for its caller: the task as it stands, and the stream ends there, as a message's stream does
+        yield { payload: { $case: 'task', value: projection.task() } }
+        return
       }
-      if (projection.ended || record.state === 'ended') {
+      if (projection.ended || latest.state === 'ended') {
         throw new UnsupportedOperationError(`Task ${params.id} is in a terminal state and cannot be subscribed to`)
       }
       yield { payload: { $case: 'task', value: projection.task() } }
-      yield * handler.#follow(record.request_id, projection, last, call.signal)
+      yield * handler.#follow(latest.request_id, projection, after, call.signal)
     })
   }
 
@@ -236,15 +303,9 @@ export class AgentA2AHandler implements A2ARequestHandler {
   async #submit (params: SendMessageRequest, call: A2ACall, mode: DeliveryMode): Promise<{ requestId: string }> {
     const message = params.message
     if (message === undefined) throw new RequestMalformedError('message is required')
-    if (message.taskId !== '') {
-      const task = await this.#task(await this.#visible(message.taskId, call.identity))
-      throw new UnsupportedOperationError(TERMINAL_STATES.has(task.status?.state ?? TaskState.TASK_STATE_WORKING)
-        ? `Task ${message.taskId} has ended: send a new message (with its contextId, to stay in its context) to start another task`
-        : `Task ${message.taskId} is still running and takes no more input: wait for it, or cancel it`)
-    }
     const agent = this.#hosted.manifest.metadata
     const key = runKey(call.identity.id, requestIdOf(message.messageId))
-    const envelope = async (): Promise<ServiceRequest> => {
+    const newTask = async (): Promise<ServiceRequest> => {
       const known = await this.#store.get(key)
       const stored = known === undefined ? undefined : JSON.parse(known.envelope) as ServiceRequest
       const fresh = envelopeOf(message, { agentId: agent.id, userId: call.identity.id, traceId: call.traceId, ...(stored !== undefined ? { sessionId: stored.context.session_id } : {}) })
@@ -252,6 +313,8 @@ export class AgentA2AHandler implements A2ARequestHandler {
       if (!sameAsk(stored, fresh)) throw new RequestMalformedError(`messageId "${message.messageId}" was already sent with another message: a new message needs a new messageId`)
       return stored
     }
+    // a message to a task answers its questions
+    const envelope = message.taskId !== '' ? async (): Promise<ServiceRequest> => await this.#answer(message, call, key, params) : newTask
     const submit = async (): Promise<{ requestId: string }> => {
       const prepared = await this.#engine.prepare(await envelope(), { identity: call.identity, delivery: mode })
       if (prepared.outcome === 'start') await call.admit(prepared.agent)
@@ -264,6 +327,43 @@ export class AgentA2AHandler implements A2ARequestHandler {
       if (err instanceof AH_ERR_REQUEST_CONFLICT) return await submit()
       throw err
     }
+  }
+
+  /**
+   * The CAP envelope of a message to task `message.taskId`: the answers to the questions it waits
+   * on (`payload.resume`, in its context, under the message's id), or the stored envelope of the
+   * same message sent before (its run is joined).
+   * @throws UnsupportedOperationError for a task that does not wait (ended, or working), TaskNotFoundError for an unknown one
+   */
+  async #answer (message: Message, call: A2ACall, key: string, params: SendMessageRequest): Promise<ServiceRequest> {
+    const record = await this.#visible(message.taskId, call.identity)
+    const chain = this.#interrupts === undefined ? undefined : await chainOf(this.#interrupts, record)
+    const known = await this.#store.get(key)
+    if (known !== undefined) {
+      // the same answer sent again: its run (whatever the chain did since)
+      if (chain !== undefined && chainRunKeys(chain).includes(key) && answersQuestions(known)) return JSON.parse(known.envelope) as ServiceRequest
+      throw new RequestMalformedError(`messageId "${message.messageId}" was already sent with another message: a new message needs a new messageId`)
+    }
+    if (chain === undefined || !waitsForAnswer(chain)) {
+      const task = await this.#task(record)
+      const state = task.status?.state ?? TaskState.TASK_STATE_WORKING
+      // an expired question: the engine says so (and ends the chain)
+      if (chain?.state !== 'waiting') {
+        throw new UnsupportedOperationError(TERMINAL_STATES.has(state)
+          ? `Task ${message.taskId} has ended: send a new message (with its contextId, to stay in its context) to start another task`
+          : `Task ${message.taskId} is still running and takes no more input: wait for it, or cancel it`)
+      }
+    }
+    if (params.configuration?.taskPushNotificationConfig !== undefined) {
+      throw new PushNotificationNotSupportedError('Push notifications do not follow a task past an answer yet: leave out taskPushNotificationConfig, and follow the task with SubscribeToTask or GetTask')
+    }
+    if (message.contextId !== '' && message.contextId.toLowerCase() !== chain.session_id) {
+      throw new RequestMalformedError(`message.contextId is not task ${message.taskId}'s context (${chain.session_id}): leave it out, or send the task's`)
+    }
+    const resume = resumeFromMessage(message, openInterrupts(chain))
+    const envelope = envelopeOf({ ...message, contextId: chain.session_id, parts: [] }, { agentId: this.#hosted.manifest.metadata.id, userId: call.identity.id, traceId: call.traceId })
+    envelope.payload.payload = { resume }
+    return envelope
   }
 
   /** The run `requestId` (a run key) names; it exists: it was just submitted or looked up. */
@@ -285,17 +385,37 @@ export class AgentA2AHandler implements A2ARequestHandler {
     return projectionOf(record, this.#hosted.manifest.metadata.name)
   }
 
-  /** The task a run is now: its journal replayed. */
+  /** The task a run is now: its journal replayed (a chain's: every run's, up to its latest). */
   async #task (record: RunRecord, options: { historyLength?: number | undefined, artifacts?: boolean } = {}): Promise<Task> {
-    const projection = this.#projection(record)
-    for (const row of await this.#store.rows(record.request_id)) {
-      if (row.seq !== null) projection.apply(JSON.parse(row.frame) as StreamPacket)
+    return (await this.#view(record)).projection.task(options)
+  }
+
+  /**
+   * The task run `record` is part of: its own, or its chain's (human in the loop), with the run a
+   * follower follows and where its journal was read to. `fresh`: a run key whose packets are left
+   * out when it is the task's latest run (its follower starts at its beginning).
+   */
+  async #view (record: RunRecord, fresh?: string): Promise<TaskView> {
+    const chain = this.#interrupts === undefined ? undefined : await chainOf(this.#interrupts, record)
+    if (chain !== undefined) {
+      const task = await chainTask(this.#store, chain, this.#hosted.manifest.metadata.name, fresh !== undefined ? { fresh } : {})
+      if (task !== undefined) return { ...task, chain }
     }
-    return projection.task(options)
+    const projection = this.#projection(record)
+    let after: Cursor | undefined
+    if (record.request_id !== fresh) {
+      for (const row of await this.#store.rows(record.request_id)) {
+        if (row.seq === null) continue
+        projection.apply(JSON.parse(row.frame) as StreamPacket)
+        after = { streamId: row.stream_id, seq: row.seq }
+      }
+    }
+    return { projection, latest: record, after }
   }
 
   /** The run's packets after `after` as A2A stream events, until the task ends or the client goes. */
   async * #follow (requestId: string, projection: TaskProjection, after: Cursor | undefined, signal: AbortSignal): AsyncGenerator<StreamResponse, void, undefined> {
+    if (projection.ended) return
     for await (const frames of this.#engine.follow(requestId, { ...(after !== undefined ? { after } : {}), signal })) {
       for (const frame of frames as Frame[]) {
         for (const event of projection.apply(JSON.parse(frame.json) as StreamPacket)) yield event

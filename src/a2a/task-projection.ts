@@ -1,5 +1,6 @@
 import { TaskState, type Artifact, type Message, type Part, type StreamResponse, type Task, type TaskStatus } from '@a2a-js/sdk'
 import type { ServiceRequest } from '../protocol/envelope.js'
+import type { Interrupt } from '../protocol/interrupts.js'
 import type { CloseReason, StreamError, StreamPacket } from '../protocol/packets.js'
 import type { RunRecord } from '../storage/runs.js'
 import { requestMessage } from './message-envelope.js'
@@ -8,13 +9,27 @@ import { agentMessage, dataPart, textPart, urlPart } from './parts.js'
 /** Terminal A2A states: a task in one of them changes no more. */
 export const TERMINAL_STATES: ReadonlySet<TaskState> = new Set([TaskState.TASK_STATE_COMPLETED, TaskState.TASK_STATE_FAILED, TaskState.TASK_STATE_CANCELED, TaskState.TASK_STATE_REJECTED])
 
-/** The A2A state a run ends in, by the reason its main stream closed. */
+/** Interrupted A2A states: the task waits for its caller (a message with its `taskId` goes on with it). */
+export const INTERRUPTED_STATES: ReadonlySet<TaskState> = new Set([TaskState.TASK_STATE_INPUT_REQUIRED, TaskState.TASK_STATE_AUTH_REQUIRED])
+
+/** The A2A state a run ends in, by the reason its main stream closed (`input_required`: `auth-required` when one of its questions asks for credentials, which only its `INTERRUPT` says). */
 export function endState (reason: CloseReason | string): TaskState {
   switch (reason) {
     case 'done': return TaskState.TASK_STATE_COMPLETED
     case 'cancelled': return TaskState.TASK_STATE_CANCELED
+    case 'input_required': return TaskState.TASK_STATE_INPUT_REQUIRED
     default: return TaskState.TASK_STATE_FAILED
   }
+}
+
+/** The next run of a task's chain (human in the loop: a run that goes on after its caller answered). */
+export interface NextRun {
+  /** The run's main stream: its CLOSE ends the task (again). */
+  mainStreamId: string
+  /** The caller's message that answered (its `taskId` the task's). */
+  request: Message
+  /** When the run started (ISO 8601). */
+  startedAt: string
 }
 
 /** What a task is made from, before its first packet. */
@@ -49,10 +64,20 @@ export interface TaskSeed {
  *   whose message says what happened (the packet's data in a data part and in `metadata.cap`).
  * - The main stream's CLOSE is the final status: `done` → completed, `cancelled` → canceled,
  *   `aborted` and `shutdown` → failed, with the error that ended the run as its message.
+ * - An INTERRUPT (the run stops to ask) is the status `input-required` (`auth-required` when a
+ *   question asks for credentials) whose message holds the questions: their texts in a text part,
+ *   `{ interrupts }` in a data part; the CLOSE `input_required` that follows ends the stream in it.
  * - USAGE is kept in the task's `metadata.agent_host.usage`.
+ *
+ * A task whose caller answered goes on in another run (a chain: `storage/interrupts.ts`): the same
+ * projection takes it ({@link TaskProjection.continueWith}), so the task keeps its id, its artifacts
+ * (markdown goes on in the same `response`) and its history (the question, then the answer).
  */
 export class TaskProjection {
   readonly #seed: TaskSeed
+  /** The main stream of the run the projection takes now (the seed's, or a later run's of the chain). */
+  #main: string
+  readonly #history: Message[]
   #status: TaskStatus
   readonly #artifacts = new Map<string, Artifact>()
   readonly #titles = new Map<string, string>()
@@ -63,6 +88,8 @@ export class TaskProjection {
 
   constructor (seed: TaskSeed) {
     this.#seed = seed
+    this.#main = seed.mainStreamId
+    this.#history = [seed.request]
     this.#status = { state: TaskState.TASK_STATE_WORKING, message: undefined, timestamp: seed.submittedAt }
   }
 
@@ -71,9 +98,41 @@ export class TaskProjection {
     return this.#ended
   }
 
-  /** The task as it stands: its status, its artifacts so far, its history (the caller's message). */
+  /** The task's state now. */
+  get state (): TaskState {
+    return this.#status.state
+  }
+
+  /**
+   * Go on with the chain's next run: the question the task stopped at and the caller's answer join
+   * its history, it works again, and the next run's packets are taken from now on.
+   */
+  continueWith (run: NextRun): void {
+    if (INTERRUPTED_STATES.has(this.#status.state) && this.#status.message !== undefined) this.#history.push(this.#status.message)
+    this.#history.push(run.request)
+    this.#main = run.mainStreamId
+    this.#ended = false
+    this.#fatal = undefined
+    this.#status = { state: TaskState.TASK_STATE_WORKING, message: undefined, timestamp: run.startedAt }
+  }
+
+  /**
+   * End a task that waits for its caller without another run: `canceled` (`CancelTask`), or
+   * `expired` (a question was not answered in time: failed, with the error saying so).
+   */
+  endWaiting (how: 'canceled' | 'expired', timestamp: string): void {
+    this.#ended = true
+    if (how === 'canceled') {
+      this.#status = { state: TaskState.TASK_STATE_CANCELED, message: undefined, timestamp }
+      return
+    }
+    const error = { code: 'interrupt_expired', message: 'The task waited for an answer that did not come in time', severity: 'FATAL' }
+    this.#status = { state: TaskState.TASK_STATE_FAILED, message: agentMessage(this.#ids(), [textPart(error.message), dataPart({ error })], { cap: { error } }), timestamp }
+  }
+
+  /** The task as it stands: its status, its artifacts so far, its history (the caller's messages, and the questions they answered). */
   task (options: { historyLength?: number | undefined, artifacts?: boolean } = {}): Task {
-    const history = options.historyLength === undefined ? [this.#seed.request] : options.historyLength <= 0 ? [] : [this.#seed.request].slice(-options.historyLength)
+    const history = options.historyLength === undefined ? [...this.#history] : options.historyLength <= 0 ? [] : this.#history.slice(-options.historyLength)
     return {
       id: this.#seed.taskId,
       contextId: this.#seed.contextId,
@@ -88,18 +147,19 @@ export class TaskProjection {
   apply (packet: StreamPacket): StreamResponse[] {
     switch (packet.op) {
       case 'DELTA':
-        return [this.#append(packet.stream_id, this.#titles.get(packet.stream_id) ?? 'stream', [textPart(packet.p)])]
+        // the main stream of every run of a chain is one artifact: the task's
+        return [this.#append(packet.stream_id === this.#main ? this.#seed.mainStreamId : packet.stream_id, this.#titles.get(packet.stream_id) ?? 'stream', [textPart(packet.p)])]
       case 'EVENT':
         return this.#event(packet)
       case 'ERROR':
-        if (packet.stream_id === this.#seed.mainStreamId && packet.p.severity !== 'WARNING') {
+        if (packet.stream_id === this.#main && packet.p.severity !== 'WARNING') {
           this.#fatal = packet.p
           return []
         }
         return [this.#working(packet.t, `${packet.p.severity === 'WARNING' ? 'Warning' : 'Error'}: ${packet.p.message}`, { error: packet.p })]
       case 'CLOSE':
-        if (packet.stream_id !== this.#seed.mainStreamId) return []
-        return [this.#end(packet.p, packet.t)]
+        if (packet.stream_id !== this.#main) return []
+        return this.#end(packet.p, packet.t)
     }
   }
 
@@ -107,7 +167,7 @@ export class TaskProjection {
     const event = packet.p
     switch (event.type) {
       case 'INTERRUPT':
-        return []
+        return [this.#interrupted(event.interrupts, packet.t)]
       case 'STREAM_START':
         if (event.title !== undefined) this.#titles.set(packet.stream_id, event.title)
         return []
@@ -145,13 +205,22 @@ export class TaskProjection {
     return this.#statusUpdate()
   }
 
-  #end (reason: CloseReason, timestamp: string): StreamResponse {
+  #interrupted (interrupts: Interrupt[], timestamp: string): StreamResponse {
+    const state = interrupts.some((i) => i.reason === 'auth') ? TaskState.TASK_STATE_AUTH_REQUIRED : TaskState.TASK_STATE_INPUT_REQUIRED
+    const text = interrupts.map((i) => i.message).join('\n\n')
+    this.#status = { state, message: agentMessage(this.#ids(), [textPart(text), dataPart({ interrupts })], { cap: { event: { type: 'INTERRUPT' } } }), timestamp }
+    return this.#statusUpdate()
+  }
+
+  #end (reason: CloseReason, timestamp: string): StreamResponse[] {
     this.#ended = true
+    // the INTERRUPT before it was the status: the stream ends in it
+    if (reason === 'input_required' && INTERRUPTED_STATES.has(this.#status.state)) return []
     const state = endState(reason)
     const error = this.#fatal ?? (reason === 'shutdown' ? { code: 'shutting_down', message: 'The server shut down before the run ended', severity: 'TRANSIENT' as const } : undefined)
     const message = state === TaskState.TASK_STATE_FAILED && error !== undefined ? agentMessage(this.#ids(), [textPart(error.message), dataPart({ error })], { cap: { error, close: reason } }) : undefined
     this.#status = { state, message, timestamp }
-    return this.#statusUpdate()
+    return [this.#statusUpdate()]
   }
 
   #statusUpdate (): StreamResponse {

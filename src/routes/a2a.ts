@@ -67,7 +67,7 @@ const a2aRoutes: FastifyPluginAsyncTypebox = async (app) => {
     const id = hosted.manifest.metadata.id
     let binding = handlers.get(id)
     if (binding === undefined) {
-      const handler = new AgentA2AHandler({ engine: app.assist, store: app.ledger, hosted, card: () => agentCard(hosted, '', config.AUTH_MODE), push: app.a2aPush.configs })
+      const handler = new AgentA2AHandler({ engine: app.assist, store: app.ledger, hosted, card: () => agentCard(hosted, '', config.AUTH_MODE), push: app.a2aPush.configs, interrupts: app.stores.interrupts })
       binding = { handler, jsonRpc: new JsonRpcTransportHandler(handler) }
       handlers.set(id, binding)
     }
