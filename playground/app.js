@@ -1,8 +1,9 @@
 // The playground: pick an agent and capability, fill its inputs, watch the run live, cancel it,
-// reload and resume it; the session and what was typed survive a reload (sessionStorage).
+// reload and resume it; the session and what was typed survive a reload (sessionStorage). A run that
+// stops to ask (human in the loop) shows its questions as forms, whose answers resume it below.
 // Everything goes through the TypeScript client (client/, served at /playground/client/); markdown
 // is rendered with marked and sanitised with DOMPurify before it touches the page.
-import { AgentHostClient, buildEnvelope } from '/playground/client/index.js'
+import { AgentHostClient, buildEnvelope, buildResumeEnvelope, isInterrupted } from '/playground/client/index.js'
 import { marked } from 'marked'
 import DOMPurify from 'dompurify'
 
@@ -13,7 +14,7 @@ const FORM_KEY = 'agent-host.playground.form'
 const SESSION_KEY = 'agent-host.playground.session'
 const MAX_SAVED_PACKETS = 5000
 
-const state = { agents: [], controller: undefined, run: undefined, rawJson: false, saveTimer: undefined, sessionId: undefined }
+const state = { agents: [], controller: undefined, run: undefined, runEl: undefined, rawJson: false, saveTimer: undefined, sessionId: undefined }
 
 function client () {
   const apiKey = $('api-key').value.trim()
@@ -153,8 +154,13 @@ function setSession (sessionId) {
 }
 
 function formValues () {
+  return valuesOf($('inputs-form'))
+}
+
+/** The values of a form made by {@link field}, typed by each field's schema. */
+function valuesOf (form) {
   const values = {}
-  for (const input of $('inputs-form').querySelectorAll('[name]')) {
+  for (const input of form.querySelectorAll('[name]')) {
     const kind = input.dataset.kind
     if (kind === 'boolean') values[input.name] = input.checked
     else if (input.value === '') continue
@@ -182,8 +188,17 @@ function showTab (raw) {
 
 // --- the output: one panel per stream, each packet rendered as it arrives ---
 
+/** The packets of one request (a run, or the resume that goes on with it) go in a box of their own, below the last. */
+function runBox () {
+  if (state.runEl === undefined || !state.runEl.isConnected) {
+    state.runEl = Object.assign(document.createElement('div'), { className: 'run' })
+    $('streams').append(state.runEl)
+  }
+  return state.runEl
+}
+
 function panel (streamId) {
-  let el = document.querySelector(`[data-stream="${CSS.escape(streamId)}"]`)
+  let el = runBox().querySelector(`[data-stream="${CSS.escape(streamId)}"]`)
   if (el !== null) return el
   el = document.createElement('article')
   el.className = 'stream'
@@ -193,7 +208,7 @@ function panel (streamId) {
   const status = Object.assign(document.createElement('span'), { className: 'stream-status', textContent: 'open' })
   title.append(' ', status)
   el.append(title, Object.assign(document.createElement('div'), { className: 'events' }))
-  $('streams').append(el)
+  runBox().append(el)
   return el
 }
 
@@ -221,6 +236,7 @@ function renderEvent (el, event) {
       block(el, 'data', details)
       break
     }
+    case 'INTERRUPT': block(el, 'asked', `Asked ${event.interrupts.length === 1 ? 'a question' : `${event.interrupts.length} questions`}: answer below.`); break
     case 'RESULT': block(el, 'result', Object.assign(document.createElement('strong'), { textContent: 'Result' }), pre(event.data)); break
     case 'CITATION_BLOCK': {
       const list = document.createElement('ol')
@@ -287,6 +303,7 @@ function save (now = false) {
 
 function resetOutput () {
   $('streams').replaceChildren()
+  state.runEl = undefined
   $('packets').textContent = ''
   $('packet-count').textContent = '0'
   $('answer').textContent = ''
@@ -298,6 +315,7 @@ function running (on) {
   $('cancel').disabled = !on
 }
 
+/** Streams a run into the page; the error that ended it, if any. */
 async function follow (envelope, resumeFrom) {
   state.controller = new AbortController()
   running(true)
@@ -312,9 +330,12 @@ async function follow (envelope, resumeFrom) {
       setStatus(`Running ${envelope.request_id}: ${state.run.packets.length} packets`)
     }
     state.run.done = true
+    if (isInterrupted(packets)) state.run.interrupts = packets.interrupts
     ended(`${state.run.packets.length} packets`)
+    if (state.run.closed === 'input_required' && state.run.interrupts !== undefined) renderInterrupts(state.run)
   } catch (err) {
     setStatus(describe(err), 'failed')
+    return err
   } finally {
     save(true)
     running(false)
@@ -325,6 +346,7 @@ async function follow (envelope, resumeFrom) {
 function ended (what) {
   const reason = state.run.closed ?? (state.run.cancelRequested ? 'cancelled' : undefined)
   if (reason === undefined) setStatus(`Done: ${what}`, 'ok')
+  else if (reason === 'input_required') setStatus(`Waiting for an answer: ${what}`, 'waiting')
   else if (reason === 'cancelled') setStatus(`Cancelled: ${what}`, 'cancelled')
   else setStatus(`Closed (${reason}): ${what}`, 'failed')
 }
@@ -347,13 +369,18 @@ async function run () {
   setSession(envelope.context.session_id)
   saveForm()
   resetOutput()
-  state.run = { envelope, packets: [], cursor: undefined, done: false }
   const mode = document.querySelector('input[name=mode]:checked').value
+  state.run = { envelope, mode, packets: [], cursor: undefined, done: false }
   if (mode === 'sse') {
     save(true)
     await follow(envelope)
     return
   }
+  await ask(envelope)
+}
+
+/** A run answered in JSON; the error that refused it, if any. */
+async function ask (envelope) {
   state.controller = new AbortController()
   running(true)
   setStatus(`Running ${envelope.request_id}…`)
@@ -361,12 +388,177 @@ async function run () {
     const answer = await client().assist(envelope, { signal: state.controller.signal })
     $('answer').textContent = JSON.stringify(answer, null, 2)
     $('answer-box').open = true
+    state.run.done = true
+    if (isInterrupted(answer)) {
+      state.run.closed = 'input_required'
+      state.run.interrupts = answer.interrupts
+      // a reload shows the questions again
+      save(true)
+    }
+    // a plain run's answer is the JSON above; a question's, or an answer's, goes in the run's place too
+    if (state.run.interrupts === undefined && envelope.payload.payload.resume === undefined) return
+    const box = runBox()
+    const article = Object.assign(document.createElement('article'), { className: 'stream json-answer' })
+    article.append(Object.assign(document.createElement('h2'), { textContent: 'JSON answer' }), Object.assign(document.createElement('div'), { className: 'events' }))
+    box.append(article)
+    if (state.run.interrupts === undefined) block(article, 'result', Object.assign(document.createElement('strong'), { textContent: 'Result' }), pre(answer.output))
+    else block(article, 'asked', `Asked ${answer.interrupts.length === 1 ? 'a question' : `${answer.interrupts.length} questions`}: answer below.`)
     ended('the JSON answer')
+    if (state.run.interrupts !== undefined) renderInterrupts(state.run)
   } catch (err) {
     setStatus(describe(err), 'failed')
+    return err
   } finally {
     running(false)
   }
+}
+
+// --- human in the loop: a run that stopped to ask shows each question as a form; an answer resumes it ---
+
+/** A field of an answer's form: as the request's fields, but a string is a one-line text input. */
+function answerField (name, schema, required) {
+  if (schema.type !== 'string' || Array.isArray(schema.enum)) {
+    const label = field(name, schema, required)
+    const input = label.querySelector('[name]')
+    // a required checkbox would have to be ticked: false is an answer too
+    if (required && input.type !== 'checkbox') input.required = true
+    return label
+  }
+  const label = document.createElement('label')
+  label.textContent = `${name}${required ? ' *' : ''}`
+  if (schema.description !== undefined) label.title = schema.description
+  const input = Object.assign(document.createElement('input'), { type: 'text', name, required })
+  input.dataset.kind = 'string'
+  if (schema.default !== undefined) input.value = schema.default
+  label.append(input)
+  return label
+}
+
+const isObjectSchema = (schema) => schema?.type === 'object' && typeof schema.properties === 'object' && schema.properties !== null && Object.keys(schema.properties).length > 0
+
+/** The open questions of `asked` (a run that closed "input_required"), below its packets; each answer resumes it. */
+function renderInterrupts (asked) {
+  const box = Object.assign(document.createElement('section'), { className: 'interrupts' })
+  box.setAttribute('aria-label', 'Questions from the agent')
+  box.append(...asked.interrupts.map((interrupt) => interruptForm(asked, interrupt)))
+  $('streams').append(box)
+  box.querySelector('input, select, textarea, button')?.focus()
+}
+
+function interruptForm (asked, interrupt) {
+  const section = Object.assign(document.createElement('article'), { className: `interrupt ${interrupt.kind}` })
+  section.dataset.interrupt = interrupt.id
+  const titleId = `interrupt-${interrupt.id}`
+  section.setAttribute('aria-labelledby', titleId)
+  const title = Object.assign(document.createElement('h2'), { id: titleId, textContent: interrupt.kind === 'approval' ? 'Approval needed' : 'The agent asks' })
+  const message = Object.assign(document.createElement('p'), { className: 'message', textContent: interrupt.message })
+  section.append(title, message)
+  if (interrupt.call !== undefined) {
+    const details = document.createElement('details')
+    details.open = true
+    details.append(Object.assign(document.createElement('summary'), { textContent: 'Call' }), pre(interrupt.call))
+    section.append(details)
+  }
+  if (interrupt.reason === 'auth') section.append(Object.assign(document.createElement('p'), { className: 'hint', textContent: 'It asks for a sign-in.' }))
+  const expires = Object.assign(document.createElement('p'), { className: 'hint expires' })
+  expires.append('Answer by ', Object.assign(document.createElement('time'), { dateTime: interrupt.expires_at, textContent: new Date(interrupt.expires_at).toLocaleString() }))
+  section.append(expires)
+
+  const form = document.createElement('form')
+  form.setAttribute('aria-labelledby', titleId)
+  const fields = document.createElement('fieldset')
+  fields.append(Object.assign(document.createElement('legend'), { className: 'visually-hidden', textContent: 'Your answer' }))
+  const error = Object.assign(document.createElement('div'), { className: 'interrupt-error' })
+  error.setAttribute('role', 'alert')
+  let valueOf
+  if (interrupt.kind === 'approval') {
+    const comment = Object.assign(document.createElement('textarea'), { name: 'comment', rows: 2 })
+    const label = Object.assign(document.createElement('label'), { textContent: 'Comment (optional)' })
+    label.append(comment)
+    const actions = Object.assign(document.createElement('div'), { className: 'actions' })
+    actions.append(Object.assign(document.createElement('button'), { type: 'submit', value: 'approve', textContent: 'Approve' }), Object.assign(document.createElement('button'), { type: 'submit', value: 'reject', className: 'reject', textContent: 'Reject' }))
+    fields.append(label, actions)
+    valueOf = (submitter) => ({ approved: submitter?.value === 'approve', ...(comment.value.trim() !== '' ? { comment: comment.value.trim() } : {}) })
+  } else if (isObjectSchema(interrupt.schema)) {
+    const required = new Set(interrupt.schema.required ?? [])
+    const answers = document.createElement('div')
+    for (const [name, prop] of Object.entries(interrupt.schema.properties)) answers.append(answerField(name, prop, required.has(name)))
+    fields.append(answers, Object.assign(document.createElement('button'), { type: 'submit', textContent: 'Answer' }))
+    valueOf = () => valuesOf(answers)
+  } else {
+    const json = Object.assign(document.createElement('textarea'), { name: 'answer', rows: 4, placeholder: 'JSON' })
+    const label = Object.assign(document.createElement('label'), { textContent: 'Answer (JSON)' })
+    if (interrupt.schema !== undefined) label.title = JSON.stringify(interrupt.schema)
+    label.append(json)
+    fields.append(label, Object.assign(document.createElement('button'), { type: 'submit', textContent: 'Answer' }))
+    valueOf = () => {
+      try {
+        json.removeAttribute('aria-invalid')
+        return JSON.parse(json.value)
+      } catch (err) {
+        json.setAttribute('aria-invalid', 'true')
+        throw new Error(`The answer is not JSON: ${err.message}`)
+      }
+    }
+  }
+  form.append(fields)
+  form.addEventListener('submit', (event) => {
+    event.preventDefault()
+    let value
+    try {
+      value = valueOf(event.submitter)
+    } catch (err) {
+      showAnswerError(error, err)
+      return
+    }
+    answer(asked, interrupt, value, fields, error).catch(fail)
+  })
+  section.append(form, error)
+  return section
+}
+
+function showAnswerError (el, err) {
+  el.replaceChildren(Object.assign(document.createElement('p'), { textContent: describe(err) }))
+  const errors = err?.details?.errors
+  if (Array.isArray(errors)) {
+    const list = document.createElement('ul')
+    for (const e of errors) list.append(Object.assign(document.createElement('li'), { textContent: `${e.path ?? ''} ${e.message ?? ''}`.trim() }))
+    el.append(list)
+  }
+}
+
+/**
+ * Sends one answer, in the asking run's session and mode, and shows the run going on below. A
+ * refusal shows next to the form; after a 400 (a wrong answer) the question is still open.
+ */
+async function answer (asked, interrupt, value, fields, error) {
+  fields.disabled = true
+  error.replaceChildren()
+  const envelope = buildResumeEnvelope(asked.envelope, [{ interrupt_id: interrupt.id, value }])
+  state.run = { envelope, mode: asked.mode, packets: [], cursor: undefined, done: false }
+  state.runEl = undefined
+  const box = runBox()
+  let err
+  if (asked.mode === 'sse') {
+    save(true)
+    err = await follow(envelope)
+  } else {
+    err = await ask(envelope)
+  }
+  if (err === undefined || state.run.packets.length > 0) {
+    const section = fields.closest('.interrupt')
+    section.dataset.answered = 'true'
+    section.append(Object.assign(document.createElement('p'), { className: 'hint answered', textContent: interrupt.kind === 'approval' ? `Answered: ${value.approved ? 'approved' : 'rejected'}.` : 'Answered.' }))
+    return
+  }
+  // refused: nothing ran, the asking run is still the one on show
+  box.remove()
+  state.runEl = undefined
+  state.run = asked
+  save(true)
+  showAnswerError(error, err)
+  fields.disabled = err?.status === 409 || err?.status === 410 || err?.status === 404
+  if (!fields.disabled) fields.querySelector('input, select, textarea, button')?.focus()
 }
 
 async function cancel () {
@@ -387,10 +579,17 @@ async function cancel () {
 
 async function resumeSaved () {
   const saved = JSON.parse(sessionStorage.getItem(RUN_KEY) ?? 'null')
-  if (saved === null || saved.done || saved.envelope === undefined) return
+  if (saved === null || saved.envelope === undefined) return
+  const waiting = saved.done && saved.closed === 'input_required' && saved.interrupts !== undefined
+  if (saved.done && !waiting) return
   state.run = saved
   resetOutput()
   for (const packet of saved.packets) render(packet)
+  if (waiting) {
+    ended(`${saved.packets.length} packets`)
+    renderInterrupts(saved)
+    return
+  }
   setStatus(`Resuming ${saved.envelope.request_id} after ${saved.cursor ?? 'the start'}…`)
   await follow(saved.envelope, saved.cursor)
 }

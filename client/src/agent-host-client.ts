@@ -1,7 +1,8 @@
 import { AgentHostError, errorFromResponse, failureOf } from './agent-host-error.js'
 import { PacketStream, type AssistStream, type StreamOptions } from './assist-stream.js'
 import { buildEnvelope, traceparentOf, type EnvelopeInput } from './build-envelope.js'
-import type { AgentDefinition, AgentList, ServiceRequest, ServiceResponse } from './protocol.js'
+import { buildResumeEnvelope, type ResumeTarget } from './interrupts.js'
+import type { AgentDefinition, AgentList, ResumeAnswer, ServiceRequest, ServiceResponse } from './protocol.js'
 import { DEFAULT_RESUME, type ResumeOptions, type ResumePolicy } from './resume-policy.js'
 
 /** How to reach an agent-host server. */
@@ -36,8 +37,8 @@ interface Send {
 
 /**
  * A client of agent-host's CAP API: `POST /v1/assist` as JSON ({@link assist}) or as a resumable
- * stream of packets ({@link stream}), cancelling a run ({@link cancel}) and listing the agents
- * ({@link agents}). Uses only web APIs (fetch, streams, AbortSignal), so it runs in Node.js 20+
+ * stream of packets ({@link stream}), answering a run that stopped to ask ({@link resume},
+ * {@link resumeStream}), cancelling a run ({@link cancel}) and listing the agents ({@link agents}). Uses only web APIs (fetch, streams, AbortSignal), so it runs in Node.js 20+
  * and in browsers. Every failure is an {@link AgentHostError}.
  */
 export class AgentHostClient {
@@ -94,6 +95,36 @@ export class AgentHostClient {
       signal,
       requestId: envelope.request_id
     }), this.#resume, opts)
+  }
+
+  /**
+   * Answers the interrupts of a run that stopped to ask (a JSON answer with `interrupts`, a stream
+   * closed `"input_required"`: see {@link isInterrupted}) and goes on with it, answered as JSON like
+   * {@link assist}: the result, or `interrupts` again when questions are left open. It sends
+   * {@link buildResumeEnvelope}`(target, answers)`: a new request in the run's session, with
+   * `payload.payload.resume = answers`. To retry the very same answer, send that envelope with
+   * {@link assist}.
+   * @param target the envelope of the request that asked, or its agent and session
+   * @param answers `{ interrupt_id, value }` per question: the input its `schema` asks for, or `{ approved, comment? }` for an approval
+   * @throws AgentHostError as {@link assist}, and `AH_ERR_INTERRUPT_NOT_FOUND` (404: no such question in this session for this caller),
+   * `AH_ERR_INTERRUPT_ANSWER_INVALID` (400, `details.errors` lists the failing paths; the question stays open),
+   * `AH_ERR_INTERRUPT_CLOSED` (409: answered already, or its run went on or ended), `AH_ERR_INTERRUPT_EXPIRED` (410)
+   */
+  async resume (target: ResumeTarget, answers: ResumeAnswer[], opts: CallOptions = {}): Promise<ServiceResponse> {
+    return await this.assist(buildResumeEnvelope(target, answers), opts)
+  }
+
+  /**
+   * {@link resume} answered as Server-Sent Events, like {@link stream}: the packets the run sends
+   * from where it stopped (its earlier packets are not sent again), resumed across dropped
+   * connections (its {@link AssistStream.request} is the answering envelope, to save for a page
+   * reload). A refused answer (the errors of {@link resume}) rejects the first `next()`. Not to be
+   * confused with resuming a dropped stream, which {@link stream} does by itself.
+   * @param target the envelope of the request that asked, or its agent and session
+   * @param answers `{ interrupt_id, value }` per question
+   */
+  resumeStream (target: ResumeTarget, answers: ResumeAnswer[], opts: StreamOptions = {}): AssistStream {
+    return this.stream(buildResumeEnvelope(target, answers), opts)
   }
 
   /**

@@ -1,5 +1,5 @@
 import { AgentHostError, errorFromResponse, failureOf } from './agent-host-error.js'
-import type { ServiceRequest, StreamPacket } from './protocol.js'
+import type { CloseReason, Interrupt, ServiceRequest, StreamPacket } from './protocol.js'
 import { resumeDelay, sleep, type ResumePolicy } from './resume-policy.js'
 import { readPackets } from './sse-packets.js'
 
@@ -35,6 +35,11 @@ export interface StreamOptions {
  * first request is refused, `network_error` when it cannot be sent, `aborted` when the signal
  * fires, `stream_interrupted` when resuming failed `resume.maxAttempts` times in a row, and the
  * server's error when a resume is refused for good (any status but 408, 429 and 5xx).
+ *
+ * A run that stops to ask its caller (human in the loop) sends an `INTERRUPT` EVENT and closes
+ * with `"input_required"`: after the iteration, {@link interrupts} holds its questions and
+ * {@link closeReason} is `"input_required"` ({@link isInterrupted} checks both); answer them with
+ * {@link AgentHostClient.resume} or {@link AgentHostClient.resumeStream}.
  */
 export interface AssistStream extends AsyncIterableIterator<StreamPacket> {
   /**
@@ -45,6 +50,17 @@ export interface AssistStream extends AsyncIterableIterator<StreamPacket> {
   readonly cursor: string | undefined
   /** The envelope this stream sends, and sends again to resume. */
   readonly request: ServiceRequest
+  /**
+   * The open questions of the run's `INTERRUPT` EVENT, set as that packet is yielded (the run then
+   * closes with `"input_required"`); `undefined` while none came. A stream started with
+   * `resumeFrom` a cursor after that event does not see it again.
+   */
+  readonly interrupts: Interrupt[] | undefined
+  /**
+   * Why the run ended: the `p` of the main stream's CLOSE (`"done"`, `"input_required"`,
+   * `"cancelled"`, ...), set as that packet is yielded; `undefined` before.
+   */
+  readonly closeReason: CloseReason | undefined
 }
 
 /** Sends the envelope, with `Last-Event-ID` when given. */
@@ -63,6 +79,8 @@ export class PacketStream implements AssistStream {
   readonly #options: StreamOptions
   readonly #packets: AsyncGenerator<StreamPacket, undefined, undefined>
   #cursor: string | undefined
+  #interrupts: Interrupt[] | undefined
+  #closeReason: CloseReason | undefined
   #started = false
   /** Highest `seq` yielded per stream. */
   readonly #seq = new Map<string, number>()
@@ -84,6 +102,14 @@ export class PacketStream implements AssistStream {
 
   get cursor (): string | undefined {
     return this.#cursor
+  }
+
+  get interrupts (): Interrupt[] | undefined {
+    return this.#interrupts
+  }
+
+  get closeReason (): CloseReason | undefined {
+    return this.#closeReason
   }
 
   async next (): Promise<IteratorResult<StreamPacket, undefined>> {
@@ -154,8 +180,11 @@ export class PacketStream implements AssistStream {
         if (packet.seq === 1) this.#main.set(packet.stream_id, !(packet.op === 'EVENT' && packet.p.type === 'STREAM_START'))
         this.#cursor = `${packet.stream_id}:${packet.seq}`
         progressed = true
+        if (packet.op === 'EVENT' && packet.p.type === 'INTERRUPT') this.#interrupts = packet.p.interrupts
+        const closesRun = packet.op === 'CLOSE' && this.#main.get(packet.stream_id) === true
+        if (closesRun) this.#closeReason = packet.p
         yield packet
-        if (packet.op === 'CLOSE' && this.#main.get(packet.stream_id) === true) return { done: true }
+        if (closesRun) return { done: true }
       }
     } catch (err) {
       if (err instanceof AgentHostError) throw err
@@ -163,7 +192,10 @@ export class PacketStream implements AssistStream {
     }
     // The server ends a response cleanly only after the run's last packet, a CLOSE: this is how a
     // stream resumed from a saved cursor ends when its main stream's first packet came before it.
-    if (last?.op === 'CLOSE') return { done: true }
+    if (last?.op === 'CLOSE') {
+      this.#closeReason ??= last.p
+      return { done: true }
+    }
     return { done: false, failure: new Error('The response ended before the main stream\'s CLOSE'), progressed }
   }
 }

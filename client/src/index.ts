@@ -7,6 +7,7 @@ export { AgentHostClient, type CallOptions, type ClientOptions } from './agent-h
 export type { AssistStream, StreamOptions } from './assist-stream.js'
 export { AgentHostError, type AgentHostErrorOptions, type ClientErrorCode } from './agent-host-error.js'
 export { buildEnvelope, type EnvelopeInput } from './build-envelope.js'
+export { buildResumeEnvelope, isInterrupted, type InterruptedResponse, type InterruptedStream, type ResumeTarget } from './interrupts.js'
 export type { ResumeOptions } from './resume-policy.js'
 export { SSE_EVENT_NAME } from './protocol.js'
 export type * from './protocol.js'
