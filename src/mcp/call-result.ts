@@ -1,5 +1,6 @@
 import type { CallToolResult, LoggingLevel } from '@modelcontextprotocol/sdk/types.js'
 import type { JsonObject } from '../agents/contract.js'
+import type { Interrupt } from '../protocol/interrupts.js'
 import type { CloseReason, EventPayload, StreamError, StreamPacket } from '../protocol/packets.js'
 
 /** The `_meta` keys of a tool result that name its CAP run (see `GET /v1/sessions/{id}/history`, `/v1/events`, `/v1/audit`). */
@@ -39,19 +40,35 @@ export function mcpLogLevel (level: unknown): LoggingLevel {
 /**
  * One tool call's run, packet by packet, into MCP: the text the run produced (MARKDOWN blocks and
  * DELTA chunks, in order: the JSON transcript's `text`), the agent's `result()`, and how the main
- * stream ended. Progress packets become progress updates, thoughts and non-fatal errors log updates.
+ * stream ended (with the questions of a run that stopped to ask). Progress packets become progress
+ * updates, thoughts and non-fatal errors log updates. A call whose run asks goes on in the runs that
+ * answer it: {@link CallResultBuilder.next} before each, the text and progress carried over.
  */
 export class CallResultBuilder {
   #text = ''
   #result: JsonObject | undefined
   #error: StreamError | undefined
   #end: CloseReason | undefined
+  #interrupts: Interrupt[] | undefined
   #progress = 0
   readonly #logger: string
 
   /** @param logger the `logger` of the log updates (the agent's name) */
   constructor (logger: string) {
     this.#logger = logger
+  }
+
+  /** How the last run's main stream ended (undefined until its CLOSE). */
+  get end (): CloseReason | undefined { return this.#end }
+
+  /** The open questions of the last run, when it stopped to ask (its INTERRUPT event). */
+  get interrupts (): Interrupt[] | undefined { return this.#interrupts }
+
+  /** The next run of the call (one that answers the last one's questions) begins. */
+  next (): void {
+    this.#end = undefined
+    this.#interrupts = undefined
+    this.#error = undefined
   }
 
   /**
@@ -87,6 +104,9 @@ export class CallResultBuilder {
       case 'RESULT':
         this.#result = event.data
         return {}
+      case 'INTERRUPT':
+        this.#interrupts = event.interrupts
+        return {}
       case 'THOUGHT_TRACE':
         return { log: { level: 'info', logger: this.#logger, data: { thought: event.data.thought, status: event.data.status } } }
       case 'PROGRESS_INDICATOR': {
@@ -121,6 +141,16 @@ export class CallResultBuilder {
     if (this.#result === undefined) return { content, _meta: meta }
     content.push({ type: 'text', text: JSON.stringify(this.#result) })
     return { content, structuredContent: this.#result, _meta: meta }
+  }
+
+  /** A result that ends the call with an error the binding saw (`<code>: <message>`), after the text the runs wrote. */
+  fail (meta: JsonObject, text: string): CallToolResult {
+    return { content: [...this.content, { type: 'text', text }], isError: true, _meta: meta }
+  }
+
+  /** The text the runs wrote so far, as content. */
+  get content (): CallToolResult['content'] {
+    return this.#text !== '' ? [{ type: 'text', text: this.#text }] : []
   }
 
   /** Why the call failed, as the model should read it, if it did. */

@@ -14,7 +14,7 @@ export interface McpSessionSettings {
   /** SSE_HEARTBEAT_MS: the keep-alive comment on the transport's SSE responses. */
   keepAliveMs: number
   /** Make the MCP server of a new session (the SDK's, with this host's handlers). */
-  createServer: (session: Pick<McpServerOptions, 'sessionId' | 'callOf' | 'track'>) => Server
+  createServer: (session: Pick<McpServerOptions, 'sessionId' | 'callOf' | 'track' | 'closing'>) => Server
   log: RunLogger
 }
 
@@ -32,6 +32,7 @@ export class McpSession {
   /** The exchange that carried each JSON-RPC request still being handled. */
   readonly #calls = new Map<RequestId, McpCall>()
   readonly #running = new Set<Promise<unknown>>()
+  readonly #closing = new AbortController()
   #open = 0
   #lastSeen = Date.now()
 
@@ -40,6 +41,7 @@ export class McpSession {
     this.transport = transport
     this.server = createServer({
       sessionId: this.capSessionId,
+      closing: this.#closing.signal,
       callOf: (id) => this.#calls.get(id),
       track: (call) => {
         this.#running.add(call)
@@ -78,10 +80,15 @@ export class McpSession {
   /**
    * Close it: its open requests end and its tool calls' runs are cancelled; resolves (never rejects)
    * once those calls have returned. `drain` (shutdown, once the engine has ended every run): let the tool calls
-   * answer first, then close.
+   * answer first, then close. A call waiting for a person's answer (an elicitation) stops waiting first.
    */
   async close (drain = false): Promise<void> {
-    if (drain) await Promise.allSettled(this.#running)
+    this.#closing.abort()
+    if (drain && this.#running.size > 0) {
+      await Promise.allSettled(this.#running)
+      // the SDK sends a handler's answer a few promise turns after it returns, and closing the transport drops an answer not sent yet
+      await new Promise((resolve) => { setImmediate(resolve) })
+    }
     await this.transport.close()
     await Promise.allSettled(this.#running)
   }
