@@ -1,5 +1,8 @@
 import type { Test } from 'tap'
+import { execFileSync } from 'node:child_process'
+import { fileURLToPath } from 'node:url'
 import { chromium, type Browser, type Page } from 'playwright-core'
+import { harnessFreeEnv } from './child-env.js'
 import { needsPrograms } from './host-programs.js'
 
 /** Debian's chromium (CI installs it: .ci/run); playwright-core drives it and never downloads one. */
@@ -7,6 +10,14 @@ export const CHROMIUM = process.env.CHROMIUM_PATH ?? '/usr/bin/chromium'
 
 /** A page test's `skip`: a machine without the browser says what is missing instead of failing (test/host-programs.ts). */
 export const skipWithoutBrowser: string | false = needsPrograms(['chromium'], { ...process.env, CHROMIUM_PATH: CHROMIUM })
+
+/**
+ * Build the client (client/dist), which the playground page runs as `npm start` serves it; without
+ * V8's coverage, which covers none of our code and made tsc some 45 % slower.
+ */
+export function buildClient (): void {
+  execFileSync(process.execPath, [fileURLToPath(import.meta.resolve('typescript/bin/tsc')), '-p', 'client/tsconfig.json'], { cwd: fileURLToPath(new URL('..', import.meta.url)), stdio: 'inherit', env: harnessFreeEnv() })
+}
 
 /** One headless browser for a whole test file (a launch costs a second or more of CPU). */
 export async function launchBrowser (): Promise<Browser> {

@@ -117,24 +117,8 @@ export interface InterruptStore {
   settle(runKey: string, state: 'ended' | 'expired', now: number): Awaitable<void>
 }
 
-/** A chain's row: its fields, with the JSON ones as text. */
-export interface WaitingRunRow {
-  run_key: string
-  request_id: string
-  owner_key: string
-  session_id: string
-  agent_id: string
-  state: WaitState
-  version: number
-  last_run: string
-  envelope: string
-  interrupts: string
-  memo: string
-  /** When its last open question expires (ms; 0 when none is open): a waiting chain past it is pruned. */
-  expires_at: number
-  created_at: number
-  updated_at: number
-}
+/** A chain's row: its fields, with the JSON ones as text, and when its last open question expires (ms; 0 when none is open: a waiting chain past it is pruned). */
+export type WaitingRunRow = Omit<WaitingRun, 'interrupts' | 'memo'> & { interrupts: string, memo: string, expires_at: number }
 
 /** A chain from its row. */
 export function waitingRunOf ({ expires_at: _expires, ...row }: WaitingRunRow): WaitingRun {

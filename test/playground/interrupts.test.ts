@@ -1,15 +1,12 @@
 // Heavy: a real browser (Debian's chromium through playwright-core), because what is tested is the
 // page: the forms it makes from an interrupt, its focus, and the run it resumes below them.
 import t, { type Test } from 'tap'
-import { execFileSync } from 'node:child_process'
 import { fileURLToPath } from 'node:url'
 import type { Browser, Page } from 'playwright-core'
 import { AgentHostClient, type Interrupt, type ServiceRequest } from '../../client/src/index.js'
-import { launchBrowser, openPage, skipWithoutBrowser } from '../browser.js'
-import { harnessFreeEnv } from '../child-env.js'
+import { buildClient, launchBrowser, openPage, skipWithoutBrowser } from '../browser.js'
 import { AGENTS, listen } from '../helper.js'
 
-const ROOT = fileURLToPath(new URL('../..', import.meta.url))
 /** test/fixtures/interrupt-agents/asker: asks the questions it is given, at once with `parallel`. */
 const INTERRUPT_AGENTS = fileURLToPath(new URL('../fixtures/interrupt-agents/', import.meta.url))
 const ASKER = 'f0000000-0000-4000-8000-0000000000a1'
@@ -18,8 +15,7 @@ const skip = skipWithoutBrowser
 let browser: Browser | undefined
 t.before(async () => {
   if (skip !== false) return
-  // the page runs the built client (client/dist), as `npm start` serves it (as playground.test.ts does)
-  execFileSync(process.execPath, [fileURLToPath(import.meta.resolve('typescript/bin/tsc')), '-p', 'client/tsconfig.json'], { cwd: ROOT, stdio: 'inherit', env: harnessFreeEnv() })
+  buildClient()
   browser = await launchBrowser()
 })
 t.teardown(async () => { await browser?.close() })

@@ -1,12 +1,11 @@
 import t, { type Test } from 'tap'
-import { execFileSync } from 'node:child_process'
 import { randomUUID } from 'node:crypto'
 import { mkdirSync, mkdtempSync, rmSync } from 'node:fs'
 import { tmpdir } from 'node:os'
 import { join } from 'node:path'
 import { createServer } from 'node:http'
 import { once } from 'node:events'
-import { fileURLToPath, pathToFileURL } from 'node:url'
+import { pathToFileURL } from 'node:url'
 import Fastify from 'fastify'
 import type { Browser, Page } from 'playwright-core'
 import { loadConfig } from '../../src/config.js'
@@ -14,22 +13,18 @@ import errorHandler from '../../src/plugins/error-handler.js'
 import playgroundRoutes, { clientDir } from '../../src/routes/playground.js'
 import type { StreamPacket } from '../../src/protocol/packets.js'
 import { docBlocks } from '../docs/doc-blocks.js'
-import { launchBrowser, openPage, skipWithoutBrowser } from '../browser.js'
-import { harnessFreeEnv } from '../child-env.js'
+import { buildClient, launchBrowser, openPage, skipWithoutBrowser } from '../browser.js'
 import { AGENTS, build, FIXTURE_AGENTS_DIR, listen, SCRIPTED } from '../helper.js'
 
 /** The fixture agent with two capabilities, `inspect` and `strict` (test/fixtures/agents/inspect). */
 const INSPECT = 'f0000000-0000-4000-8000-000000000001'
 
-const ROOT = fileURLToPath(new URL('../..', import.meta.url))
 const skip = skipWithoutBrowser
 
 let browser: Browser | undefined
 t.before(async () => {
   if (skip !== false) return
-  // the page runs the built client (client/dist), as `npm start` serves it
-  // without V8's coverage, which covers none of our code and made tsc some 45 % slower
-  execFileSync(process.execPath, [fileURLToPath(import.meta.resolve('typescript/bin/tsc')), '-p', 'client/tsconfig.json'], { cwd: ROOT, stdio: 'inherit', env: harnessFreeEnv() })
+  buildClient()
   browser = await launchBrowser()
 })
 t.teardown(async () => { await browser?.close() })
