@@ -229,6 +229,20 @@ t.test('erasing a session erases its runs waiting for an answer (they hold its f
   t.same([res.statusCode, res.json().code], [404, 'AH_ERR_INTERRUPT_NOT_FOUND'])
 })
 
+t.test('a run whose questions cannot be stored ends with storage_busy (TRANSIENT), never input_required: nothing waits that cannot be answered', async (t) => {
+  const app = await build(t)
+  const store = app.stores.interrupts
+  const save = store.save.bind(store)
+  store.save = async () => { throw new Error('disk full') }
+  t.teardown(() => { store.save = save })
+  const first = envelope(ASK, { question: 'Lost?' })
+  const packets = parseSse((await post(app, first, 'text/event-stream')).body).packets
+  assertStreamRules(packets)
+  t.match(packets.find((p) => p.op === 'ERROR')?.p, { code: 'storage_busy', severity: 'TRANSIENT' })
+  t.equal(packets.at(-1)?.p, 'aborted')
+  t.same(await store.inSession(first.context.session_id), [])
+})
+
 t.test('interrupt() refuses a malformed question: the agent fails, nothing waits', async (t) => {
   const app = await build(t, { AGENTS_DIR: INTERRUPT_AGENTS })
   for (const bad of [{ kind: 'maybe', message: 'x' }, { kind: 'input', message: '' }, { kind: 'approval', message: 'x', schema: {} }, { kind: 'input', message: 'x', schema: { type: 'nope' } }, { kind: 'input', message: 'x', expires_in_s: -1 }]) {
