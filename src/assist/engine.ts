@@ -672,7 +672,14 @@ export class AssistEngine {
     const { ledger } = this.#o
     const record = await ledger.get(runKey(identity.id, wireId)) ?? (admin ? (await ledger.runningByRequestId(wireId))[0] : undefined)
     const mine = record !== undefined && (admin || record.owner_key === identity.id)
-    if (!mine) throw new AH_ERR_RUN_NOT_FOUND(wireId)
+    if (!mine) {
+      // an admin may also end another caller's run that waits for an answer, named by the request that asked
+      const waiting = admin && record === undefined ? (await this.#o.interrupts?.waitingByRequestId(wireId))?.[0] : undefined
+      if (waiting === undefined) throw new AH_ERR_RUN_NOT_FOUND(wireId)
+      await this.#o.interrupts?.settle(waiting.run_key, 'ended', Date.now())
+      await ledger.audit({ actor: identity.id, action: 'assist.cancel', resource: waiting.agent_id, success: true, request_id: wireId, details: { waiting: true } })
+      return
+    }
     const requestId = record.request_id
     const audit = { actor: identity.id, action: 'assist.cancel', resource: record.agent_id, success: true, request_id: wireId }
     if (record.state !== 'running') {

@@ -99,6 +99,8 @@ export interface InterruptStore {
   get(runKey: string): Awaitable<WaitingRun | undefined>
   /** The chains of a session, whatever their state, oldest first. */
   inSession(sessionId: string): Awaitable<WaitingRun[]>
+  /** The waiting chains whose first request had this id, whoever sent it (an admin's lookup). */
+  waitingByRequestId(wireId: string): Awaitable<WaitingRun[]>
   /** The chain whose run `lastRun` is (the run that asked last, or goes on now). */
   byLastRun(lastRun: string): Awaitable<WaitingRun | undefined>
   /**

@@ -214,6 +214,13 @@ t.test('a waiting run can be cancelled by its owner: its question takes no answe
   t.equal((await cancel(stranger)).statusCode, 404)
   t.equal((await cancel(owner)).statusCode, 202)
   t.equal((await cancel(owner)).statusCode, 404, 'once only')
+  const other = envelope(ASK, { question: 'And this one?' })
+  await post(app, other, 'application/json', owner)
+  const admin = (await app.keys.create({ name: 'root', scopes: ['admin'] })).key
+  const byAdmin = await app.inject({ method: 'POST', url: `/v1/assist/${other.request_id}/cancel`, headers: { authorization: `Bearer ${admin}` } })
+  t.equal(byAdmin.statusCode, 202, 'an admin may end another caller\'s waiting run')
+  t.match(await app.stores.interrupts.inSession(other.context.session_id), [{ state: 'ended' }])
+  t.equal((await app.inject({ method: 'POST', url: `/v1/assist/${other.request_id}/cancel`, headers: { authorization: `Bearer ${admin}` } })).statusCode, 404, 'once only')
   const late = await post(app, resumeOf(first, [{ interrupt_id: id, value: { answer: 'x' } }]), 'application/json', owner)
   t.same([late.statusCode, late.json().code], [409, 'AH_ERR_INTERRUPT_CLOSED'])
   t.match(late.json().message, /its run ended/)

@@ -74,6 +74,9 @@ for (const [name, open] of Object.entries(drivers)) {
       await store.save(second)
       t.same((await store.inSession(session)).map((c) => c.run_key), [first.run_key, second.run_key], 'oldest first')
       t.same(await store.inSession(randomUUID()), [])
+      t.same((await store.waitingByRequestId(first.request_id)).map((c) => c.run_key), [first.run_key], 'a waiting chain by its first request id')
+      await store.settle(second.run_key, 'ended', 3000)
+      t.same(await store.waitingByRequestId(second.request_id), [], 'only waiting ones')
       t.equal(await store.get('nothing'), undefined)
     })
 

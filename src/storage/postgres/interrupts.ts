@@ -40,6 +40,11 @@ export class PgInterruptStore implements InterruptStore {
     return rows[0] === undefined ? undefined : waitingRunOf(rows[0])
   }
 
+  async waitingByRequestId (wireId: string): Promise<WaitingRun[]> {
+    const { rows } = await this.#pool.query<WaitingRunRow>('SELECT * FROM waiting_runs WHERE request_id = $1 AND state = \'waiting\' ORDER BY created_at', [wireId])
+    return rows.map(waitingRunOf)
+  }
+
   async inSession (sessionId: string): Promise<WaitingRun[]> {
     const { rows } = await this.#pool.query<WaitingRunRow>('SELECT * FROM waiting_runs WHERE session_id = $1 ORDER BY created_at, run_key', [sessionId])
     return rows.map(waitingRunOf)

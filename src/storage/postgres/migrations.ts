@@ -324,6 +324,7 @@ CREATE TABLE waiting_runs (
   updated_at bigint NOT NULL
 );
 CREATE INDEX waiting_runs_by_session ON waiting_runs(session_id, created_at);
+CREATE INDEX waiting_runs_by_request ON waiting_runs(request_id);
 `
   }
 ]

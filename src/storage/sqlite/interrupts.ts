@@ -45,6 +45,10 @@ export class SqliteInterruptStore implements InterruptStore {
     return row === undefined ? undefined : waitingRunOf(row)
   }
 
+  waitingByRequestId (wireId: string): WaitingRun[] {
+    return (this.#db.prepare('SELECT * FROM waiting_runs WHERE request_id = ? AND state = \'waiting\' ORDER BY created_at').all(wireId) as WaitingRunRow[]).map(waitingRunOf)
+  }
+
   inSession (sessionId: string): WaitingRun[] {
     return (this.#inSession.all(sessionId) as WaitingRunRow[]).map(waitingRunOf)
   }
