@@ -37,3 +37,16 @@ t.test('the guide\'s MCP section works as written: initialize, tools/list, tools
   t.match(messages.find((m) => m.id === 4)?.result, { content: [{ type: 'text', text: 'one two three ' }] }, 'tools/call of echo-stream')
   t.match(out.trim().split('\n').at(-1), /^200$/, 'DELETE ended the session')
 })
+
+t.test('the guide\'s human-in-the-loop example over MCP works as written: the ask tool says input is required, and the same tool called again answers it', async (t) => {
+  const { url } = await listen(t, { AUTH_MODE: 'apikey', API_KEYS: JSON.stringify([{ name: 'mcp', key: KEY, scopes: ['assist:invoke'] }]) })
+  const [script] = docBlocks('docs/a2a-and-mcp.md', '#### Human in the loop over MCP')
+  t.ok(script, 'a shell block')
+  const out = await new Promise<string>((resolve, reject) => {
+    execFile('bash', ['-euo', 'pipefail', '-c', (script as string).replaceAll('http://127.0.0.1:3000', url)], { env: { ...harnessFreeEnv(), AGENT_HOST_KEY: KEY }, timeout: 60_000 }, (error, stdout, stderr) => {
+      if (error !== null) reject(new Error(`${error.message}\n${stderr}`))
+      else resolve(stdout)
+    })
+  })
+  t.equal(out.trim().split('\n').at(-1), '{"question":"Which colour?","answer":"blue"}', out)
+})
