@@ -23,7 +23,7 @@ export interface HostApprovals {
   /** Ask the person (an `approval` interrupt whose `call` shows what would be called): the answer once given; until then the run suspends. */
   ask(message: string, call: Record<string, unknown>): Promise<ApprovalAnswer>
   /** The run's tools: which calls wait for approval, and their two ends. */
-  tools?: Pick<RunToolCaller, 'needsApproval' | 'approved' | 'rejected'>
+  tools?: Pick<RunToolCaller, 'needsApproval' | 'inScope' | 'approved' | 'rejected'>
   /** The run's external agents: likewise. */
   a2a?: Pick<RunA2ACaller, 'needsApproval' | 'approved' | 'rejected'>
 }
@@ -275,7 +275,8 @@ export class RunReplay {
       : {
           call: async (call) => {
             const what = { tool: call?.tool, action: call?.action, args: call?.args ?? null }
-            if (approvals === undefined || toolGate === undefined || !toolGate.needsApproval(call)) return await replay.call('tool', what, async () => await hostTools.call(call))
+            // a call the rules refuse anyway (its scopes) is refused as any, without asking anyone
+            if (approvals === undefined || toolGate === undefined || !toolGate.needsApproval(call) || !await toolGate.inScope(call)) return await replay.call('tool', what, async () => await hostTools.call(call))
             const answer = await approvalOf(`Allow the tool "${call.tool}" to run "${call.action}"?`, what, approvals.ask)
             return await replay.call('tool', what, async () => answer.approved ? await toolGate.approved(call) : await toolGate.rejected(call, answer.reason))
           }

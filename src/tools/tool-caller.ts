@@ -45,6 +45,8 @@ export type ToolRunContext = HostCallContext
 export interface RunToolCaller extends ToolCaller {
   /** Whether `call` waits for a person's approval: a well-formed call the rules let through (the tool, this agent, the action) of an action its server's `require_approval` names. */
   needsApproval(call: unknown): call is ToolCall
+  /** Whether `call`'s arguments hold its tool's scopes (paths, branch) now: a call outside them is refused as any, without asking anyone. */
+  inScope(call: ToolCall): Promise<boolean>
   /** Make `call`, which a person approved, as `call` makes any. */
   approved(call: ToolCall): Promise<ToolResponse>
   /** Answer `call`, which a person rejected: refused (`approval_rejected: <reason>`) before the server sees it, and recorded as every refusal. */
@@ -99,6 +101,11 @@ export function toolCaller (options: ToolCallerOptions, run: ToolRunContext): Ru
       const spec = options.tools.get(call.tool)?.connection.spec
       return spec !== undefined && (spec.agents === undefined || spec.agents.includes(run.agent)) && spec.actions.has(call.action) && requiresApproval(spec, call.action)
     },
+    inScope: async (call) => {
+      const tool = options.tools.get(call.tool)
+      if (tool === undefined || tool.branches?.refusal(call.args) !== undefined) return false
+      return tool.paths === undefined || (await tool.paths.check(call.args)).ok
+    },
     approved: async (call) => await callTool(options, run, call, { approved: true }),
     rejected: async (call, reason) => await callTool(options, run, call, { approved: false, reason })
   }
@@ -147,11 +154,8 @@ async function perform ({ tools, log }: ToolCallerOptions, run: ToolRunContext, 
   if (spec.agents !== undefined && !spec.agents.includes(run.agent)) return refuse('agent_not_allowed', `agent "${run.agent}" may not use tool "${call.tool}"`)
   const serverTool = spec.actions.get(call.action)
   if (serverTool === undefined) return refuse('action_not_allowed', `"${call.action}" is not an action of tool "${call.tool}" (its actions: ${[...spec.actions.keys()].join(', ')})`)
-  if (approval?.approved === false) return refuse('approval_rejected', approval.reason, serverTool)
-  if (approval === undefined && requiresApproval(spec, call.action)) {
-    return refuse('approval_required', `calls of "${call.action}" of tool "${call.tool}" wait for a person's approval (require_approval), which this run cannot ask`, serverTool)
-  }
   if (run.signal.aborted) return refuse('aborted', abortMessage(run.signal), serverTool)
+  // the scopes before the approval: a call outside them is refused without asking anyone
   const branch = tool.branches?.refusal(call.args)
   if (branch !== undefined) return refuse('scope_violation', branch, serverTool)
   let args = call.args
@@ -159,6 +163,10 @@ async function perform ({ tools, log }: ToolCallerOptions, run: ToolRunContext, 
     const decision = await tool.paths.check(call.args)
     if (!decision.ok) return refuse('scope_violation', decision.reason, serverTool)
     args = decision.args
+  }
+  if (approval?.approved === false) return refuse('approval_rejected', approval.reason, serverTool)
+  if (approval === undefined && requiresApproval(spec, call.action)) {
+    return refuse('approval_required', `calls of "${call.action}" of tool "${call.tool}" wait for a person's approval (require_approval), which this run cannot ask`, serverTool)
   }
 
   const timeoutS = call.timeout ?? spec.timeoutS

@@ -147,3 +147,17 @@ t.test('require_approval is checked at load: a list names actions of the server'
   t.throws(() => loadToolServers(serversFile(t, { fx: { ...entry, require_approval: 'yes' } }), {}),
     { message: /\/mcpServers\/fx\/require_approval must be true \(every action waits for a person's approval\), false, or a list of the actions that do/ })
 })
+
+t.test('a marked call outside its tool\'s scopes is refused as any (scope_violation) without asking anyone; one inside them is asked', async (t) => {
+  const log = join(tempDir(t), 'calls.jsonl')
+  const file = serversFile(t, {
+    fx: { command: process.execPath, args: [FIXTURE_SERVER], env: { ...NO_COVERAGE, CALLS_LOG: log }, actions: { write: 'echo_args' }, require_approval: true, scope: { branch_pattern: 'feature/*' } }
+  })
+  const app = await build(t, { WORKERS_PER_TYPE: '0', AGENTS_DIR: APPROVAL_AGENTS, MCP_SERVERS_FILE: file })
+  const outside = await post(app, envelope(APPROVER, { calls: [{ tool: 'fx', action: 'write', args: { branch: 'main' } }] }))
+  t.notOk('interrupts' in outside, 'nobody was asked')
+  t.match((outside.output as { answers: ToolResponse[] }).answers, [{ success: false, error: /^scope_violation: / }])
+  const inside = await post(app, envelope(APPROVER, { calls: [{ tool: 'fx', action: 'write', args: { branch: 'feature/x' } }] }))
+  t.match(inside.interrupts, [{ kind: 'approval', call: { tool: 'fx', action: 'write', args: { branch: 'feature/x' } } }])
+  t.same(seen(log), [], 'the server saw neither')
+})
