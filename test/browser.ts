@@ -1,4 +1,4 @@
-import type { Test } from 'tap'
+import type { Test, TAP } from 'tap'
 import { execFileSync } from 'node:child_process'
 import { fileURLToPath } from 'node:url'
 import { chromium, type Browser, type Page } from 'playwright-core'
@@ -36,4 +36,20 @@ export async function openPage (t: Test, browser: Browser, url: string): Promise
   page.on('pageerror', (e) => { errors.push(e.message) })
   await page.goto(url)
   return { page, requests, errors }
+}
+
+/**
+ * What a page test file shares: one browser (the client built first, so the page runs what
+ * `npm start` serves), launched before its first test and closed after its last, and `open`, a fresh
+ * page of it; `skip` for each test on a machine without the browser.
+ */
+export function pageTests (file: Pick<TAP, 'before' | 'teardown'>): { skip: string | false, open: (t: Test, url: string) => ReturnType<typeof openPage> } {
+  let browser: Browser | undefined
+  file.before(async () => {
+    if (skipWithoutBrowser !== false) return
+    buildClient()
+    browser = await launchBrowser()
+  })
+  file.teardown(async () => { await browser?.close() })
+  return { skip: skipWithoutBrowser, open: async (t, url) => await openPage(t, browser as Browser, url) }
 }

@@ -1,26 +1,16 @@
 // Heavy: a real browser (Debian's chromium through playwright-core), because what is tested is the
 // page: the forms it makes from an interrupt, its focus, and the run it resumes below them.
-import t, { type Test } from 'tap'
+import t from 'tap'
 import { fileURLToPath } from 'node:url'
-import type { Browser, Page } from 'playwright-core'
+import type { Page } from 'playwright-core'
 import { AgentHostClient, type Interrupt, type ServiceRequest } from '../../client/src/index.js'
-import { buildClient, launchBrowser, openPage, skipWithoutBrowser } from '../browser.js'
+import { pageTests } from '../browser.js'
 import { AGENTS, listen } from '../helper.js'
 
 /** test/fixtures/interrupt-agents/asker: asks the questions it is given, at once with `parallel`. */
 const INTERRUPT_AGENTS = fileURLToPath(new URL('../fixtures/interrupt-agents/', import.meta.url))
 const ASKER = 'f0000000-0000-4000-8000-0000000000a1'
-const skip = skipWithoutBrowser
-
-let browser: Browser | undefined
-t.before(async () => {
-  if (skip !== false) return
-  buildClient()
-  browser = await launchBrowser()
-})
-t.teardown(async () => { await browser?.close() })
-
-const open = async (t: Test, url: string): ReturnType<typeof openPage> => await openPage(t, browser as Browser, url)
+const { skip, open } = pageTests(t)
 
 /** Chooses the ask agent with `inputs` in `mode` and runs it. */
 async function ask (page: Page, inputs: Record<string, unknown>, mode: 'json' | 'sse'): Promise<void> {

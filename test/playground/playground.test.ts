@@ -7,29 +7,19 @@ import { createServer } from 'node:http'
 import { once } from 'node:events'
 import { pathToFileURL } from 'node:url'
 import Fastify from 'fastify'
-import type { Browser, Page } from 'playwright-core'
+import type { Page } from 'playwright-core'
 import { loadConfig } from '../../src/config.js'
 import errorHandler from '../../src/plugins/error-handler.js'
 import playgroundRoutes, { clientDir } from '../../src/routes/playground.js'
 import type { StreamPacket } from '../../src/protocol/packets.js'
 import { docBlocks } from '../docs/doc-blocks.js'
-import { buildClient, launchBrowser, openPage, skipWithoutBrowser } from '../browser.js'
+import { pageTests } from '../browser.js'
 import { AGENTS, build, FIXTURE_AGENTS_DIR, listen, SCRIPTED } from '../helper.js'
 
 /** The fixture agent with two capabilities, `inspect` and `strict` (test/fixtures/agents/inspect). */
 const INSPECT = 'f0000000-0000-4000-8000-000000000001'
 
-const skip = skipWithoutBrowser
-
-let browser: Browser | undefined
-t.before(async () => {
-  if (skip !== false) return
-  buildClient()
-  browser = await launchBrowser()
-})
-t.teardown(async () => { await browser?.close() })
-
-const open = async (t: Test, url: string): ReturnType<typeof openPage> => await openPage(t, browser as Browser, url)
+const { skip, open } = pageTests(t)
 
 async function choose (page: Page, agentId: string, inputs: Record<string, unknown>): Promise<void> {
   await page.waitForSelector('body[data-ready=true]')
