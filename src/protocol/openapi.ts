@@ -2,7 +2,7 @@ import { STATUS_CODES } from 'node:http'
 import { Type, type Static, type TSchema, type TUnsafe } from 'typebox'
 import {
   AH_ERR_AGENT_FAILED, AH_ERR_AGENT_NOT_FOUND, AH_ERR_AUTH_REQUIRED, AH_ERR_BACKEND_UNAVAILABLE, AH_ERR_BODY_MALFORMED, AH_ERR_BODY_TOO_LARGE,
-  AH_ERR_FORBIDDEN, AH_ERR_HOST_REFUSED, AH_ERR_INTERNAL, AH_ERR_MEDIA_TYPE_UNSUPPORTED, AH_ERR_NOT_ACCEPTABLE, AH_ERR_OVERLOADED, AH_ERR_RATE_LIMITED,
+  AH_ERR_FORBIDDEN, AH_ERR_HOST_REFUSED, AH_ERR_INTERNAL, AH_ERR_INTERRUPT_ANSWER_INVALID, AH_ERR_INTERRUPT_CLOSED, AH_ERR_INTERRUPT_EXPIRED, AH_ERR_INTERRUPT_NOT_FOUND, AH_ERR_MEDIA_TYPE_UNSUPPORTED, AH_ERR_NOT_ACCEPTABLE, AH_ERR_OVERLOADED, AH_ERR_RATE_LIMITED,
   AH_ERR_REQUEST_CONFLICT, AH_ERR_RUN_TIMEOUT, AH_ERR_SESSION_NOT_FOUND, AH_ERR_SHUTTING_DOWN, AH_ERR_STORAGE_BUSY, AH_ERR_TOO_MANY_STREAMS,
   AH_ERR_VALIDATION, errorBody, withDetails
 } from '../errors.js'
@@ -114,6 +114,8 @@ export const ECHO_AGENT_ID = '8a1f7d2e-3c4b-4e5f-9a6b-0c1d2e3f4a01'
 
 /** The session the examples use; `GET /v1/sessions/{session_id}/history` is pre-filled with it. */
 export const EXAMPLE_SESSION_ID = '3f9c2a71-5b8e-4d0c-9a12-6e4b7d8c0f21'
+/** The id of a run's question in the examples (human in the loop). */
+const EXAMPLE_INTERRUPT_ID = '5d0c3b57-2f7e-4d7a-9a43-5b8f2d1c6e90'
 
 /**
  * The example envelope of `POST /v1/assist`, which Swagger UI pre-fills: it asks the echo agent,
@@ -166,19 +168,22 @@ const tooManyStreams = (max: number, status: number): ErrorExample =>
  * what it means and example bodies; the route declares them as its response schemas.
  */
 export const ASSIST_ERROR_RESPONSES = {
-  400: errorResponse('The envelope or the agent input failed validation (`AH_ERR_VALIDATION`, `details.errors` lists the paths), or the body is not JSON (`AH_ERR_BODY_MALFORMED`)',
+  400: errorResponse('The envelope or the agent input failed validation (`AH_ERR_VALIDATION`, `details.errors` lists the paths; also a malformed `payload.payload.resume`), the body is not JSON (`AH_ERR_BODY_MALFORMED`), or an answer to a run\'s question does not match it (`AH_ERR_INTERRUPT_ANSWER_INVALID`: the question stays open)',
     validationError('/payload/payload/query', 'must have required property \'query\'', 'agent input'),
     validationError('/context/agent_id', 'must match format "uuid"'),
-    new AH_ERR_BODY_MALFORMED('Body is not valid JSON but content-type is set to \'application/json\'')),
+    new AH_ERR_BODY_MALFORMED('Body is not valid JSON but content-type is set to \'application/json\''),
+    withDetails(new AH_ERR_INTERRUPT_ANSWER_INVALID(EXAMPLE_INTERRUPT_ID, '/payload/payload/resume/0/value/answer must be string'), { errors: [{ path: '/payload/payload/resume/0/value/answer', message: 'must be string' }] })),
   401: errorResponse('AUTH_MODE=apikey or jwt: no valid key or token (`AH_ERR_AUTH_REQUIRED`); in Swagger UI, *Authorize* first',
     new AH_ERR_AUTH_REQUIRED('send Authorization: Bearer <key>')),
   403: errorResponse('The key lacks `assist:invoke` or may not invoke this agent (`AH_ERR_FORBIDDEN`)',
     new AH_ERR_FORBIDDEN('this key lacks the scope "assist:invoke"'), new AH_ERR_FORBIDDEN('this key may not invoke agent "echo"')),
-  404: errorResponse('No agent has `context.agent_id` (`AH_ERR_AGENT_NOT_FOUND`), or the session belongs to another key (`AH_ERR_SESSION_NOT_FOUND`)',
-    new AH_ERR_AGENT_NOT_FOUND('5e0c7a9b-1d2f-4e3a-8b4c-000000000000'), new AH_ERR_SESSION_NOT_FOUND(EXAMPLE_SESSION_ID)),
+  404: errorResponse('No agent has `context.agent_id` (`AH_ERR_AGENT_NOT_FOUND`), the session belongs to another key (`AH_ERR_SESSION_NOT_FOUND`), or a resume names a question no run of this session asked, or another caller\'s (`AH_ERR_INTERRUPT_NOT_FOUND`)',
+    new AH_ERR_AGENT_NOT_FOUND('5e0c7a9b-1d2f-4e3a-8b4c-000000000000'), new AH_ERR_SESSION_NOT_FOUND(EXAMPLE_SESSION_ID), new AH_ERR_INTERRUPT_NOT_FOUND(EXAMPLE_INTERRUPT_ID)),
   406: errorResponse('The `Accept` header admits neither JSON nor SSE (`AH_ERR_NOT_ACCEPTABLE`)', new AH_ERR_NOT_ACCEPTABLE('text/html')),
-  409: errorResponse('The `request_id` was already used with a different envelope (`AH_ERR_REQUEST_CONFLICT`): a new question needs a new `request_id`',
-    new AH_ERR_REQUEST_CONFLICT(ASSIST_EXAMPLE.request_id)),
+  409: errorResponse('The `request_id` was already used with a different envelope (`AH_ERR_REQUEST_CONFLICT`): a new question needs a new `request_id`; or a resume answers a question answered already, or whose run went on or ended (`AH_ERR_INTERRUPT_CLOSED`)',
+    new AH_ERR_REQUEST_CONFLICT(ASSIST_EXAMPLE.request_id), new AH_ERR_INTERRUPT_CLOSED(EXAMPLE_INTERRUPT_ID, 'it was answered already')),
+  410: errorResponse('A resume answers a run whose question expired (`AH_ERR_INTERRUPT_EXPIRED`): the run is over and takes no answer',
+    new AH_ERR_INTERRUPT_EXPIRED(EXAMPLE_INTERRUPT_ID, '2026-11-30T10:00:00.000Z')),
   413: errorResponse('Body larger than `BODY_LIMIT` (`AH_ERR_BODY_TOO_LARGE`)', new AH_ERR_BODY_TOO_LARGE(1048576)),
   415: errorResponse('Body is not `application/json` (`AH_ERR_MEDIA_TYPE_UNSUPPORTED`)', new AH_ERR_MEDIA_TYPE_UNSUPPORTED('text/plain')),
   429: errorResponse('The caller or the agent is past its rate limit (`AH_ERR_RATE_LIMITED`), or the caller holds `MAX_STREAMS_PER_CALLER` streams (`AH_ERR_TOO_MANY_STREAMS`); with `Retry-After`',

@@ -92,7 +92,7 @@ t.test('the OpenAPI document holds exactly generateOpenApiPath() for /v1/assist'
   }
   const item = generateOpenApiPath() as { post: { responses: Record<string, { content: Record<string, unknown> }> } }
   t.same(Object.keys(item.post.responses['200']?.content ?? {}), ['application/json', 'text/event-stream'])
-  t.same(Object.keys(item.post.responses).sort(), ['200', '400', '401', '403', '404', '406', '409', '413', '415', '429', '500', '502', '503', '504'])
+  t.same(Object.keys(item.post.responses).sort(), ['200', '400', '401', '403', '404', '406', '409', '410', '413', '415', '429', '500', '502', '503', '504'])
 })
 
 t.test('Swagger UI is served at /docs', async (t) => {
