@@ -12,6 +12,7 @@ import type { SqliteAuditLog } from '../src/storage/sqlite/audit.js'
 import type { SqliteStores } from '../src/storage/sqlite/index.js'
 import { buildApp } from '../src/app.js'
 import { loadConfig, type Config } from '../src/config.js'
+import { checkServiceResponse } from './sse.js'
 
 /** Fixed ids of the example agents in agents/. */
 export const AGENTS = {
@@ -106,6 +107,19 @@ export function envelope (agentId: string, payload: Record<string, unknown> = { 
     },
     payload: { session_id: sessionId, payload, ...extra.agentRequest }
   }
+}
+
+/** A request in the session of `first`, to its agent, that answers its run's questions (`payload.resume`, protocol §5.11); a new request id unless given. */
+export function resumeEnvelope (first: ReturnType<typeof envelope>, resume: Array<{ interrupt_id: string, value: unknown }>, requestId = randomUUID()): ReturnType<typeof envelope> {
+  return envelope(first.context.agent_id, { resume }, { sessionId: first.context.session_id, requestId })
+}
+
+/** POST `body` to `/v1/assist` for its JSON answer: anything but a 200 throws; the answer is checked against ServiceResponse (its transcript too while the run waits for an answer). */
+export async function assistJson (app: FastifyInstance, body: object): Promise<Record<string, unknown>> {
+  const res = await app.inject({ method: 'POST', url: '/v1/assist', headers: { accept: 'application/json' }, payload: body as Record<string, unknown> })
+  if (res.statusCode !== 200) throw new Error(`${res.statusCode}: ${res.body}`)
+  const answer = res.json() as Record<string, unknown>
+  return checkServiceResponse(answer, 'interrupts' in answer) as unknown as Record<string, unknown>
 }
 
 /** The stores of an app built on SQLite (tests that look at or tamper with its file). */

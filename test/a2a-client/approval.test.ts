@@ -5,8 +5,7 @@ import { join } from 'node:path'
 import { fileURLToPath } from 'node:url'
 import type { A2AResponse } from '../../src/protocol/a2a-client.js'
 import { loadA2AAgents } from '../../src/a2a-client/agents-file.js'
-import { build, envelope, tempDataDir } from '../helper.js'
-import { checkServiceResponse } from '../sse.js'
+import { build, envelope, tempDataDir, assistJson, resumeEnvelope } from '../helper.js'
 import { entered } from '../fixtures/approval-agents/approver/index.js'
 import { startRemote } from './remote.js'
 
@@ -31,17 +30,9 @@ writeFileSync(file, JSON.stringify({
 }))
 const app = await build(t, { AGENTS_DIR: APPROVAL_AGENTS, A2A_AGENTS_FILE: file, WORKERS_PER_TYPE: '0' })
 
-async function post (request: Body): Promise<Record<string, unknown>> {
-  const res = await app.inject({ method: 'POST', url: '/v1/assist', headers: { accept: 'application/json' }, payload: request })
-  if (res.statusCode !== 200) throw new Error(`${res.statusCode}: ${res.body}`)
-  const body = res.json() as Record<string, unknown>
-  // an interrupted run answers with its transcript so far
-  return checkServiceResponse(body, 'interrupts' in body) as unknown as Record<string, unknown>
-}
+const post = async (request: Body): Promise<Record<string, unknown>> => await assistJson(app, request)
 
-function answer (first: Body, id: string, value: { approved: boolean, comment?: string }): Body {
-  return envelope(first.context.agent_id, { resume: [{ interrupt_id: id, value }] }, { sessionId: first.context.session_id, requestId: randomUUID() })
-}
+const answer = (first: Body, id: string, value: { approved: boolean, comment?: string }): Body => resumeEnvelope(first, [{ interrupt_id: id, value }])
 
 /** Ask `gated` to echo `n`: the run stops to ask, and nothing reached the remote. */
 async function asked (t: Tap, n: number): Promise<{ first: Body, question: WireInterrupt }> {

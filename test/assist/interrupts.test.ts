@@ -2,7 +2,7 @@ import t from 'tap'
 import { randomUUID } from 'node:crypto'
 import { fileURLToPath } from 'node:url'
 import type { FastifyInstance } from 'fastify'
-import { AGENTS, build, envelope } from '../helper.js'
+import { AGENTS, build, envelope, resumeEnvelope as resumeOf } from '../helper.js'
 import { assertStreamRules, checkErrorBody, checkServiceResponse, parseSse } from '../sse.js'
 import { fakeProvider, openai } from '../fixtures/providers.js'
 import { until } from '../socket.js'
@@ -12,7 +12,6 @@ const ASKER = 'f0000000-0000-4000-8000-0000000000a1'
 const INTERRUPT_AGENTS = fileURLToPath(new URL('../fixtures/interrupt-agents/', import.meta.url))
 const ANSWER_SCHEMA = { type: 'object', properties: { answer: { type: 'string' } }, required: ['answer'] }
 
-type Body = ReturnType<typeof envelope>
 interface WireInterrupt { id: string, kind: string, message: string, schema?: unknown, expires_at: string }
 
 /** The questions of an interrupted stream's INTERRUPT event. */
@@ -20,11 +19,6 @@ function interruptsIn (packets: ReturnType<typeof parseSse>['packets']): WireInt
   const event = packets.find((p) => p.op === 'EVENT' && (p.p as { type: string }).type === 'INTERRUPT')
   if (event === undefined) throw new Error(`no INTERRUPT in ${JSON.stringify(packets)}`)
   return (event.p as { interrupts: WireInterrupt[] }).interrupts
-}
-
-/** A request in the session of `first` that answers with `resume`. */
-function resumeOf (first: Body, resume: Array<{ interrupt_id: string, value: unknown }>, requestId = randomUUID()): Body {
-  return envelope(first.context.agent_id, { resume }, { sessionId: first.context.session_id, requestId })
 }
 
 async function post (app: FastifyInstance, body: unknown, accept = 'application/json', key?: string): Promise<Awaited<ReturnType<FastifyInstance['inject']>>> {

@@ -1,7 +1,8 @@
 import t from 'tap'
-import { AgentHostClient, AgentHostError, buildEnvelope, buildResumeEnvelope, isInterrupted, type AssistStream, type StreamPacket } from '../../client/src/index.js'
+import { AgentHostClient, buildEnvelope, buildResumeEnvelope, isInterrupted, type AssistStream, type StreamPacket } from '../../client/src/index.js'
 import { AGENTS, listen } from '../helper.js'
 import { assertStreamRules } from '../sse.js'
+import { rejection as refusal } from './fixtures/rejection.js'
 
 const ANSWER_SCHEMA = { type: 'object', properties: { answer: { type: 'string' } }, required: ['answer'] }
 
@@ -9,17 +10,6 @@ async function collect (stream: AssistStream): Promise<StreamPacket[]> {
   const packets: StreamPacket[] = []
   for await (const packet of stream) packets.push(packet)
   return packets
-}
-
-/** What `promise` rejects with, which must be an AgentHostError. */
-async function refusal (promise: Promise<unknown>): Promise<AgentHostError> {
-  try {
-    await promise
-  } catch (err) {
-    if (err instanceof AgentHostError) return err
-    throw err
-  }
-  throw new Error('expected a rejection')
 }
 
 const kinds = (packets: StreamPacket[]): string[] => packets.map((p) => p.op === 'EVENT' ? p.p.type : p.op)

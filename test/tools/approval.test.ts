@@ -6,8 +6,7 @@ import { fileURLToPath } from 'node:url'
 import type { FastifyInstance } from 'fastify'
 import type { ToolResponse } from '../../src/protocol/tools.js'
 import { loadToolServers } from '../../src/tools/servers-file.js'
-import { build, envelope, type Teardown } from '../helper.js'
-import { checkServiceResponse } from '../sse.js'
+import { build, envelope, type Teardown, assistJson, resumeEnvelope } from '../helper.js'
 import { FIXTURE_SERVER, NO_COVERAGE, serversFile, tempDir } from '../fixtures/tools/servers.js'
 import { entered } from '../fixtures/approval-agents/approver/index.js'
 
@@ -39,18 +38,10 @@ function seen (log: string): unknown[] {
   return readFileSync(log, 'utf8').trim().split('\n').filter((l) => l !== '').map((l) => (JSON.parse(l) as { args: unknown }).args)
 }
 
-async function post (app: FastifyInstance, request: Body): Promise<Record<string, unknown>> {
-  const res = await app.inject({ method: 'POST', url: '/v1/assist', headers: { accept: 'application/json' }, payload: request })
-  if (res.statusCode !== 200) throw new Error(`${res.statusCode}: ${res.body}`)
-  const body = res.json() as Record<string, unknown>
-  // an interrupted run answers with its transcript so far
-  return checkServiceResponse(body, 'interrupts' in body) as unknown as Record<string, unknown>
-}
+const post = assistJson
 
 /** A request in the session of `first` that answers its approval with `value`. */
-function answer (first: Body, id: string, value: { approved: boolean, comment?: string }): Body {
-  return envelope(first.context.agent_id, { resume: [{ interrupt_id: id, value }] }, { sessionId: first.context.session_id, requestId: randomUUID() })
-}
+const answer = (first: Body, id: string, value: { approved: boolean, comment?: string }): Body => resumeEnvelope(first, [{ interrupt_id: id, value }])
 
 const CALLS = [
   { tool: 'fx', action: 'read', args: { path: 'a.txt' } },
