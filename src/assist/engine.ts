@@ -26,7 +26,7 @@ import { runKey } from './run-key.js'
 import { FrameQueue, type Frame } from './frame-queue.js'
 import { isCloseFrame, resumeGapPackets } from './packets.js'
 import { recoverRun } from './recover.js'
-import { AssistRun, SUMMARY_BYTES, type DisconnectPolicy, type RunLogger } from './run.js'
+import { AssistRun, SUMMARY_BYTES, lazyChild, type DisconnectPolicy, type RunLogger } from './run.js'
 import { RunRegistry } from './run-registry.js'
 import { endRunSpan, startRunSpan, type RunTrace } from './run-span.js'
 import { tracedBackend } from './traced-backend.js'
@@ -118,7 +118,7 @@ export interface PrepareOptions {
 
 export interface StartOptions {
   /** The request's logger (the run logs through a child of it). */
-  log?: RunLogger & { child?: (bindings: JsonObject) => RunLogger }
+  log?: RunLogger & { child?: (bindings: JsonObject) => RunLogger, isLevelEnabled?: (level: string) => boolean }
   /** Where the run's span goes in the caller's trace (with a tracer; default: under the caller's span its envelope names). */
   trace?: RunTrace
 }
@@ -436,7 +436,7 @@ export class AssistEngine {
       ...(replay !== undefined ? { replay, onSuspend: async () => { await this.#suspend(replay, requestId, envelope, resolved, agent.id, who.id) } } : {}),
       requestId,
       capability,
-      log: options.log?.child?.({ agent: agent.name, requestId, mode }) ?? options.log ?? this.#o.log,
+      log: options.log?.child !== undefined ? lazyChild(options.log as Parameters<typeof lazyChild>[0], { agent: agent.name, requestId, mode }) : options.log ?? this.#o.log,
       supportedEvents: resolved.capabilities.supported_events,
       onDisconnect: metadata.on_disconnect ?? this.#s.disconnectPolicy,
       maxOutputBytes: this.#s.maxOutputBytes,
