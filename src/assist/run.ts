@@ -67,8 +67,6 @@ export interface RunLogger {
   fatal(obj: object, msg?: string): void
 }
 
-const LEVELS = ['trace', 'debug', 'info', 'warn', 'error', 'fatal'] as const
-
 /**
  * A child of `parent` with `bindings`, made only when a line at an enabled level is written: a run
  * that logs nothing (a quiet level) costs no child (pino's `child()` serialises its bindings, ~12 µs
@@ -76,7 +74,7 @@ const LEVELS = ['trace', 'debug', 'info', 'warn', 'error', 'fatal'] as const
  */
 export function lazyChild (parent: RunLogger & { child: (bindings: JsonObject) => RunLogger, isLevelEnabled?: (level: string) => boolean }, bindings: JsonObject): RunLogger {
   let child: RunLogger | undefined
-  const at = (level: typeof LEVELS[number]) => (obj: object, msg?: string): void => {
+  const at = (level: keyof RunLogger) => (obj: object, msg?: string): void => {
     if (parent.isLevelEnabled?.(level) === false) return
     child ??= parent.child(bindings)
     child[level](obj, msg)
