@@ -66,6 +66,8 @@ export interface EngineSettings {
   pollMs?: number
   /** INTERRUPT_EXPIRES_S: how long a question waits for its answer when the agent gives no time. */
   interruptExpiresS?: number
+  /** AUDIT_RUNS: `all` (default) audits every run's end; `failed` only the runs that did not succeed. */
+  auditRuns?: 'all' | 'failed'
 }
 
 export interface EngineOptions {
@@ -216,7 +218,7 @@ export class AssistEngine {
 
   constructor (options: EngineOptions) {
     this.#o = options
-    this.#s = { pollMs: 50, interruptExpiresS: 86400, ...options.settings }
+    this.#s = { pollMs: 50, interruptExpiresS: 86400, auditRuns: 'all', ...options.settings }
     this.#observers = new RunObservers(options.log)
     options.ledger.onCancelRequested((requestId) => { this.registry.get(requestId)?.cancel() })
   }
@@ -824,6 +826,7 @@ export class AssistEngine {
     })
     if (reason === 'input_required' && answer.status === 200) answer.body.interrupts = run.interrupts.map(wireInterrupt)
     const output: JsonObject | undefined = reason === 'done' && run.result !== undefined ? run.result : undefined
+    const success = reason === 'done' && run.fatalError === undefined
     const record = async (): Promise<boolean> => {
       const summary = output !== undefined && JSON.stringify(output).length <= SUMMARY_BYTES ? output : run.transcript.summary()
       const { ended, lost } = await this.#o.ledger.finish({ requestId: run.requestId, token, reason, status: answer.status, response: answer.body }, {
@@ -838,12 +841,12 @@ export class AssistEngine {
         status: reason,
         input: resolved.payload,
         output: summary
-      }, {
+      }, success && this.#s.auditRuns === 'failed' ? undefined : {
         actor: owner,
         claimed_user: envelope.context.user.user_id,
         action: 'assist',
         resource: hosted.manifest.metadata.id,
-        success: reason === 'done' && run.fatalError === undefined,
+        success,
         request_id: envelope.request_id,
         root_request_id: resolved.root_request_id,
         trace_id: envelope.context.trace.trace_id,

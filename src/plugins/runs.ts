@@ -40,7 +40,8 @@ async function runs (app: FastifyInstance): Promise<void> {
       runTimeoutMs: config.RUN_TIMEOUT_MS,
       disconnectPolicy: config.DISCONNECT_POLICY,
       followerMaxBytes: config.SSE_MAX_BUFFER_BYTES,
-      interruptExpiresS: config.INTERRUPT_EXPIRES_S
+      interruptExpiresS: config.INTERRUPT_EXPIRES_S,
+      auditRuns: config.AUDIT_RUNS
     },
     onRunEnded: ({ agent, mode, reason, seconds }) => {
       app.metrics.assistDuration.observe({ agent, mode }, seconds)

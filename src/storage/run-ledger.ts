@@ -71,11 +71,11 @@ export interface RunLedger extends RunReader {
    */
   commitNow(): boolean
   /**
-   * End a run: the queued journal rows, its answer, the session's interaction and the audit row, in
-   * one transaction fenced by its lease.
+   * End a run: the queued journal rows, its answer, the session's interaction and the audit row (none
+   * when `audit` is undefined: AUDIT_RUNS=failed and the run succeeded), in one transaction fenced by its lease.
    * @returns whether it was ended (false: the lease was lost), and the other runs whose rows were dropped
    */
-  finish(end: RunEnd, interaction: InteractionRecord, audit: AuditInput): Promise<{ ended: boolean, lost: string[] }>
+  finish(end: RunEnd, interaction: InteractionRecord, audit: AuditInput | undefined): Promise<{ ended: boolean, lost: string[] }>
   /** Extend the leases of runs held under the given tokens until `expiresAt`. */
   renew(held: ReadonlyArray<[requestId: string, token: string]>, expiresAt: number): Promise<Renewal>
   /** Ask the owner of a running run, wherever it is, to cancel it, auditing the request. False when it is not running. */

@@ -74,7 +74,7 @@ export async function openPgStores (config: Config, options: StoresOptions): Pro
   }
   const writer = new PgGroupWriter(pool)
   const events = new PgEventStore(pool)
-  const sessions = new PgSessionStore(pool, writer)
+  const sessions = new PgSessionStore(pool, writer, { searchInteractions: config.SESSION_SEARCH === 'all' })
   const streams = options.serving
     ? new PgStreamGate(pool, { max: config.MAX_STREAMS, perCaller: config.MAX_STREAMS_PER_CALLER, instance: options.instanceId, leaseMs: config.RUN_LEASE_MS, onError: (err) => { log.warn({ err }, 'keeping the stream slots\' lease failed; trying again') } })
     : undefined

@@ -326,5 +326,12 @@ CREATE TABLE waiting_runs (
 CREATE INDEX waiting_runs_by_session ON waiting_runs(session_id, created_at);
 CREATE INDEX waiting_runs_by_request ON waiting_runs(request_id);
 `
+  },
+  {
+    version: 5,
+    description: 'an interaction\'s search vector is written with it, not generated, so that SESSION_SEARCH=values can leave it out',
+    sql: `
+ALTER TABLE interactions ALTER COLUMN search DROP EXPRESSION;
+`
   }
 ]

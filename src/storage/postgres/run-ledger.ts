@@ -24,6 +24,8 @@ export interface PgLedgerParts {
     recordIn: (client: pg.ClientBase, record: InteractionRecord) => Promise<unknown>
     keyOf: (sessionId: string) => Awaitable<string | null | undefined>
     eraseIn: (client: pg.ClientBase, sessionId: string) => Promise<boolean>
+    /** Whether an interaction recorded gets a search vector (SESSION_SEARCH). */
+    readonly searchInteractions: boolean
   }
   audit: {
     appendIn: (client: pg.ClientBase, input: AuditInput) => Promise<unknown>
@@ -41,7 +43,7 @@ export interface PgLedgerParts {
 type Claim = { sessionId: string, userId: string, keyId: string }
 type StartOutcome = 'started' | 'taken' | 'not-yours'
 interface Start { run: NewRun, claim: Claim | undefined }
-interface Finish { end: RunEnd, interaction: InteractionRecord, audit: AuditInput }
+interface Finish { end: RunEnd, interaction: InteractionRecord, audit: AuditInput | undefined }
 interface JournalEntry { token: string, rows: JournalRow[] }
 
 /** What one turn writes. */
@@ -106,7 +108,7 @@ const FINISH_MANY = `WITH f AS (
   RETURNING r.request_id, r.run_id
 ), done AS (
   SELECT f.* FROM f JOIN ended e ON e.request_id = f.run_key
-), ${recordingCtes('done', '$18')}
+), ${recordingCtes('done', '$18', '$19')}
 SELECT request_id, run_id FROM ended`
 
 /** A follower's interest in one run's journal. */
@@ -240,7 +242,7 @@ export class PgRunLedger implements RunLedger {
   }
 
   /** End the run with its answer, its interaction and its audit row, with its last rows, in this turn's transaction. */
-  async finish (end: RunEnd, interaction: InteractionRecord, audit: AuditInput): Promise<{ ended: boolean, lost: string[] }> {
+  async finish (end: RunEnd, interaction: InteractionRecord, audit: AuditInput | undefined): Promise<{ ended: boolean, lost: string[] }> {
     const turn = this.#takePending() ?? this.#open()
     const i = turn.finishes.push({ end, interaction, audit }) - 1
     return await this.#outcome(turn, (result, at) => ({ ended: result.ended[at] === true, lost: result.lost }), i, (alone) => alone.finishes[i])
@@ -339,7 +341,7 @@ export class PgRunLedger implements RunLedger {
         text: FINISH_MANY,
         values: [
           finishes.map((f) => f.end.requestId), finishes.map((f) => f.end.token), finishes.map((f) => f.end.reason), finishes.map((f) => f.end.status),
-          finishes.map((f) => JSON.stringify(f.end.response)), ...interactionArrays(finishes.map((f) => f.interaction)), now, new Date(now).toISOString()
+          finishes.map((f) => JSON.stringify(f.end.response)), ...interactionArrays(finishes.map((f) => f.interaction)), now, new Date(now).toISOString(), this.#o.sessions.searchInteractions
         ]
       })
       const ended = new Set(rows.map((r) => r.request_id))
@@ -348,7 +350,8 @@ export class PgRunLedger implements RunLedger {
       done.push(...finishes.filter((f) => ended.has(f.end.requestId)))
     }
     if (grew.length > 0) await notifyIn(client, CHANNELS.journal, grew)
-    if (done.length > 0) await this.#o.audit.appendManyIn(client, done.map((f) => f.audit))
+    const audited = done.flatMap((f) => f.audit === undefined ? [] : [f.audit])
+    if (audited.length > 0) await this.#o.audit.appendManyIn(client, audited)
     return result
   }
 

@@ -103,19 +103,24 @@ export function interactionArrays (records: readonly InteractionRecord[]): Array
  * at `at` (each once: ON CONFLICT DO UPDATE may not touch a row twice in one statement), then the
  * rows in the order of `n` (their ids, and so the history's order, follow it).
  */
-export function recordingCtes (source: string, at: string): string {
+export function recordingCtes (source: string, at: string, searched: string): string {
   return `${touchingCte(source, at)}, recorded AS (
-  INSERT INTO interactions (${INTERACTION_COLUMNS}, session_id)
-  SELECT ${INTERACTION_COLUMNS.split(', ').map((c) => `s.${c}`).join(', ')}, s.session_id FROM ${source} s JOIN touched t ON t.session_id = s.session_id ORDER BY s.n
+  INSERT INTO interactions (${INTERACTION_COLUMNS}, session_id, search)
+  SELECT ${INTERACTION_COLUMNS.split(', ').map((c) => `s.${c}`).join(', ')}, s.session_id,
+    CASE WHEN ${searched}::boolean THEN ${INTERACTION_SEARCH_VECTOR} END
+  FROM ${source} s JOIN touched t ON t.session_id = s.session_id ORDER BY s.n
   RETURNING id
 )`
 }
+
+/** An interaction's search vector (a tsvector holds at most 1 MiB of words: the first 64 Ki characters of each side are searched). */
+const INTERACTION_SEARCH_VECTOR = "to_tsvector('simple', left(s.input, 65536) || ' ' || left(s.output, 65536))"
 
 /* A turn's interactions in one statement. */
 const RECORD_MANY = `WITH batch AS (
   SELECT * FROM unnest(${INTERACTION_ARRAYS.types.split(', ').map((type, i) => `$${i + 1}::${type}`).join(', ')})
     WITH ORDINALITY AS b(${INTERACTION_ARRAYS.names}, n)
-), ${recordingCtes('batch', '$12')}
+), ${recordingCtes('batch', '$12', '$13')}
 SELECT count(*) FROM recorded`
 
 /* One session claimed for a key (see claimingCte). */
@@ -142,13 +147,19 @@ export class PgSessionStore implements HostSessionStore {
   /** Values read by handles: one query for a turn's reads. */
   readonly #values: PgReadBatch<{ sessionId: string, key: string }, string>
 
+  /** Whether interactions get a search vector (SESSION_SEARCH=all), or only stored values do. */
+  readonly searchInteractions: boolean
+
   /**
    * @param writer a handle's `store()` joins its transactions (group commit: the values stored during
    *   one turn are one statement, committed with the host's other writes of that turn); without one
    *   each store commits alone
+   * @param options `searchInteractions` (default true): false (SESSION_SEARCH=values) records
+   *   interactions without a search vector (they stay unsearchable if it is turned on later)
    */
-  constructor (pool: pg.Pool, writer?: PgGroupWriter) {
+  constructor (pool: pg.Pool, writer?: PgGroupWriter, options: { searchInteractions?: boolean } = {}) {
     this.#pool = pool
+    this.searchInteractions = options.searchInteractions ?? true
     this.#values = new PgReadBatch(async (keys) => {
       const { rows } = await pool.query<{ session_id: string, key: string, value: string }>({
         name: 'ah_session_values_get_many',
@@ -227,7 +238,7 @@ export class PgSessionStore implements HostSessionStore {
   /** Record finished interactions in one statement inside the caller's transaction, in this order. */
   async recordManyIn (client: pg.ClientBase | pg.Pool, records: readonly InteractionRecord[]): Promise<void> {
     if (records.length === 0) return
-    await client.query({ name: 'ah_interactions_record_many', text: RECORD_MANY, values: [...interactionArrays(records), new Date().toISOString()] })
+    await client.query({ name: 'ah_interactions_record_many', text: RECORD_MANY, values: [...interactionArrays(records), new Date().toISOString(), this.searchInteractions] })
   }
 
   /** Remove everything of one session: history and values (their search vectors are theirs). Returns whether it existed. */

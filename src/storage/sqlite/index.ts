@@ -78,7 +78,7 @@ export function openSqliteStores (config: Config, options: StoresOptions): Sqlit
     : undefined
   const writer = new SqliteGroupWriter(db, { budgetMs: config.DB_WRITE_BUDGET_MS })
   const events = new SqliteEventStore(db)
-  const sessions = new SqliteSessionStore(db, writer)
+  const sessions = new SqliteSessionStore(db, writer, { searchInteractions: config.SESSION_SEARCH === 'all' })
   const write = async <T>(op: () => T | Promise<T>): Promise<T> => await writer.write(op)
   const ledger = new Lazy(() => new SqliteRunLedger({ store: new SqliteRunStore(db), sessions, audit, events, writer }))
   const bus = new Lazy(() => new SqliteBusStore(db))

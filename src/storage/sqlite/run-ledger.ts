@@ -60,13 +60,13 @@ export class SqliteRunLedger implements RunLedger {
     return this.#o.writer.commitNow()
   }
 
-  async finish (end: RunEnd, interaction: InteractionRecord, audit: AuditInput): Promise<{ ended: boolean, lost: string[] }> {
+  async finish (end: RunEnd, interaction: InteractionRecord, audit: AuditInput | undefined): Promise<{ ended: boolean, lost: string[] }> {
     const { store, sessions } = this.#o
     return await this.#o.writer.write(() => {
       const lost = store.flush()
       if (!store.finish(end.requestId, end.token, end.reason, end.status, end.response)) return { ended: false, lost }
       sessions.recordNow(interaction)
-      this.#o.audit.append(audit)
+      if (audit !== undefined) this.#o.audit.append(audit)
       return { ended: true, lost }
     })
   }

@@ -30,10 +30,18 @@ export class SqliteSessionStore implements HostSessionStore {
   /** Where agents' `store()` and a recall's pending index work go: the engine's group commit. */
   readonly #writer: SqliteGroupWriter
 
-  /** @param writer the group writer (an agent's `store()` resolves once its commit is durable) */
-  constructor (db: Db, writer: SqliteGroupWriter) {
+  /** Whether interactions join the search index (SESSION_SEARCH=all), or only stored values do. */
+  readonly searchInteractions: boolean
+
+  /**
+   * @param writer the group writer (an agent's `store()` resolves once its commit is durable)
+   * @param options `searchInteractions` (default true): false (SESSION_SEARCH=values) keeps interactions
+   *   out of the search index; turned on again, the next batches index those recorded meanwhile
+   */
+  constructor (db: Db, writer: SqliteGroupWriter, options: { searchInteractions?: boolean } = {}) {
     this.#db = db
     this.#writer = writer
+    this.searchInteractions = options.searchInteractions ?? true
     this.#touch = db.prepare(`INSERT INTO sessions (session_id, user_id, created_at, updated_at) VALUES (@session_id, @user_id, @now, @now)
       ON CONFLICT (session_id) DO UPDATE SET updated_at = @now`)
     this.#history = db.prepare('SELECT * FROM interactions WHERE session_id = ? ORDER BY id DESC LIMIT ? OFFSET ?')
@@ -152,7 +160,7 @@ export class SqliteSessionStore implements HostSessionStore {
    */
   indexPending (limit = INDEX_BATCH): number {
     return this.#db.transaction(() => {
-      const rows = this.#unindexed.all(this.#indexedTo.get(), limit) as Array<{ id: number, request_id: string, session_id: string, input: string, output: string }>
+      const rows = !this.searchInteractions ? [] : this.#unindexed.all(this.#indexedTo.get(), limit) as Array<{ id: number, request_id: string, session_id: string, input: string, output: string }>
       for (const row of rows) this.#ftsInsert.run(row.id, `${row.input} ${row.output}`, row.session_id, 'interaction', row.request_id)
       if (rows.length > 0) this.#setIndexedTo.run((rows.at(-1) as { id: number }).id)
       const values = this.#pendingValues.all(limit) as Array<{ session_id: string, key: string, value: string, fts_rowid: number | null }>
