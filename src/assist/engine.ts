@@ -841,17 +841,19 @@ export class AssistEngine {
         status: reason,
         input: resolved.payload,
         output: summary
-      }, success && this.#s.auditRuns === 'failed' ? undefined : {
-        actor: owner,
-        claimed_user: envelope.context.user.user_id,
-        action: 'assist',
-        resource: hosted.manifest.metadata.id,
-        success,
-        request_id: envelope.request_id,
-        root_request_id: resolved.root_request_id,
-        trace_id: envelope.context.trace.trace_id,
-        details: { agent: hosted.manifest.metadata.name, end: reason, packets: run.packets }
-      })
+      }, success && this.#s.auditRuns === 'failed'
+        ? undefined
+        : {
+            actor: owner,
+            claimed_user: envelope.context.user.user_id,
+            action: 'assist',
+            resource: hosted.manifest.metadata.id,
+            success,
+            request_id: envelope.request_id,
+            root_request_id: resolved.root_request_id,
+            trace_id: envelope.context.trace.trace_id,
+            details: { agent: hosted.manifest.metadata.name, end: reason, packets: run.packets }
+          })
       for (const id of lost) if (id !== run.requestId) this.registry.get(id)?.leaseLost()
       return ended
     }

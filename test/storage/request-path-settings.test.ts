@@ -1,7 +1,7 @@
 import t, { type Test } from 'tap'
 import { randomUUID } from 'node:crypto'
 import { buildApp } from '../../src/app.js'
-import { AGENTS, envelope, FIXTURE_AGENTS_DIR, SCRIPTED, testConfig } from '../helper.js'
+import { envelope, FIXTURE_AGENTS_DIR, SCRIPTED, testConfig } from '../helper.js'
 import { pgDatabase } from '../pg.js'
 
 // Issue 33: two promises a deployment may choose not to pay for, each a setting whose default keeps
