@@ -126,7 +126,11 @@ function stream (url, agent) {
     let text = ''
     const req = request(`${url}/v1/assist`, { method: 'POST', agent, headers: { 'content-type': 'application/json', accept: 'text/event-stream' } }, (res) => {
       res.setEncoding('utf8')
-      res.on('data', (c) => { first ??= performance.now() - started; text += c })
+      res.on('data', (c) => {
+        text += c
+        // the first packet, not the `retry:` line written before any
+        if (first === undefined && text.includes('data:')) first = performance.now() - started
+      })
       res.on('end', () => {
         const deltas = (text.match(/"op":"DELTA"/g) ?? []).length
         if (res.statusCode !== 200 || deltas !== packets) reject(new Error(`${url}: status ${res.statusCode}, ${deltas} of ${packets} packets`))

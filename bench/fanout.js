@@ -2,7 +2,7 @@
 // echo-stream agent (no delay) through POST /v1/assist, against raw-server.js writing the very same
 // frames with one event-loop turn per frame, and against the official A2A JS SDK's
 // SendStreamingMessage of the same words (a2a-server.js: one artifact-update per word, one turn each).
-// Measures time to first packet (p50, p99) and packets per second over the whole burst.
+// Measures time to first packet (its first `data:` line; p50, p99) and packets per second over the whole burst.
 // Each server in its own process, this one is the client; interleaved rounds, medians.
 //   npm run build && node bench/fanout.js [--streams=200] [--packets=200] [--rounds=5] [--smoke]
 import { randomUUID } from 'node:crypto'
@@ -40,7 +40,10 @@ const targets = {
 }
 targets.raw = { ...targets.host }
 
-/** One stream: resolves with ms to its first body byte, the packets it counted and its frames. */
+/**
+ * One stream: resolves with ms to its first packet (the first `data:` line: not the headers, nor the
+ * `retry:` line the host writes before any packet), the packets it counted and its frames.
+ */
 function one (url, target, agent) {
   return new Promise((resolve, reject) => {
     const started = performance.now()
@@ -48,7 +51,10 @@ function one (url, target, agent) {
     let text = ''
     const req = request(`${url}${target.path}`, { method: 'POST', agent, headers: { 'content-type': 'application/json', ...target.headers } }, (res) => {
       res.setEncoding('utf8')
-      res.on('data', (c) => { first ??= performance.now() - started; text += c })
+      res.on('data', (c) => {
+        text += c
+        if (first === undefined && text.includes('data:')) first = performance.now() - started
+      })
       res.on('end', () => {
         const got = target.count(text)
         if (res.statusCode !== 200 || got !== packets) reject(new Error(`${url}: status ${res.statusCode}, ${got} of ${packets} packets`))
