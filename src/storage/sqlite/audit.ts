@@ -37,13 +37,16 @@ export class SqliteAuditLog implements AuditStore {
       VALUES (@audit_id, @timestamp, @actor, @action, @resource, @success, @claimed_user, @request_id, @root_request_id, @trace_id, @details, @key_id, @previous_hash, @integrity_hash)`)
     const moveHead = db.prepare(`INSERT INTO audit_head (id, audit_id, integrity_hash) VALUES (1, @audit_id, @integrity_hash)
       ON CONFLICT (id) DO UPDATE SET audit_id = excluded.audit_id, integrity_hash = excluded.integrity_hash`)
-    const append = db.transaction((input: AuditInput): AuditRow => {
+    const chain = (input: AuditInput): AuditRow => {
       const row = chainAuditRow(input, head.get() as { audit_id: number, integrity_hash: string } | undefined, keyring)
       insert.run(storedAuditRow(row))
       moveHead.run(row)
       return row
-    })
-    this.#append = (input) => append.immediate(input)
+    }
+    const append = db.transaction(chain).immediate
+    // inside a caller's transaction (the group commit's, which holds the write lock) a savepoint of
+    // its own adds nothing: the caller's rolls the row and the head back together
+    this.#append = (input) => db.inTransaction ? chain(input) : append(input)
   }
 
   /** Whether new rows are signed with an audit key. */

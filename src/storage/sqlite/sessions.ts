@@ -42,6 +42,20 @@ export class SqliteSessionStore implements HostSessionStore {
     this.#db = db
     this.#writer = writer
     this.searchInteractions = options.searchInteractions ?? true
+    this.#recordAlone = db.transaction(this.#record)
+    this.#indexPending = db.transaction((limit: number): number => {
+      const rows = !this.searchInteractions ? [] : this.#unindexed.all(this.#indexedTo.get(), limit) as Array<{ id: number, request_id: string, session_id: string, input: string, output: string }>
+      for (const row of rows) this.#ftsInsert.run(row.id, `${row.input} ${row.output}`, row.session_id, 'interaction', row.request_id)
+      if (rows.length > 0) this.#setIndexedTo.run((rows.at(-1) as { id: number }).id)
+      const values = this.#pendingValues.all(limit) as Array<{ session_id: string, key: string, value: string, fts_rowid: number | null }>
+      for (const value of values) {
+        if (value.fts_rowid !== null) this.#ftsDelete.run(value.fts_rowid)
+        const rowid = this.#nextValueRowid.get() as number
+        this.#ftsInsert.run(rowid, `${value.key} ${value.value}`, value.session_id, 'value', value.key)
+        this.#valueIndexed.run(rowid, value.session_id, value.key)
+      }
+      return Math.max(rows.length, values.length)
+    })
     this.#touch = db.prepare(`INSERT INTO sessions (session_id, user_id, created_at, updated_at) VALUES (@session_id, @user_id, @now, @now)
       ON CONFLICT (session_id) DO UPDATE SET updated_at = @now`)
     this.#history = db.prepare('SELECT * FROM interactions WHERE session_id = ? ORDER BY id DESC LIMIT ? OFFSET ?')
@@ -141,13 +155,16 @@ export class SqliteSessionStore implements HostSessionStore {
    * index in the next batch ({@link indexPending}), or at once when a recall needs it.
    */
   recordNow (record: InteractionRecord): void {
-    const input = JSON.stringify(record.input)
-    const output = JSON.stringify(record.output)
-    this.#db.transaction(() => {
-      this.#ensure(record.session_id, record.user_id)
-      this.#insertInteraction.run({ ...record, parent_request_id: record.parent_request_id ?? null, input, output })
-    })()
+    if (this.#db.inTransaction) this.#record(record)
+    else this.#recordAlone(record)
   }
+
+  readonly #record = (record: InteractionRecord): void => {
+    this.#ensure(record.session_id, record.user_id)
+    this.#insertInteraction.run({ ...record, parent_request_id: record.parent_request_id ?? null, input: JSON.stringify(record.input), output: JSON.stringify(record.output) })
+  }
+
+  readonly #recordAlone: (record: InteractionRecord) => void
 
   /**
    * Add up to `limit` interactions that are not in the search index yet (those above its mark:
@@ -159,20 +176,10 @@ export class SqliteSessionStore implements HostSessionStore {
    * @returns how many interactions or values (the larger) were indexed (`limit` means there may be more)
    */
   indexPending (limit = INDEX_BATCH): number {
-    return this.#db.transaction(() => {
-      const rows = !this.searchInteractions ? [] : this.#unindexed.all(this.#indexedTo.get(), limit) as Array<{ id: number, request_id: string, session_id: string, input: string, output: string }>
-      for (const row of rows) this.#ftsInsert.run(row.id, `${row.input} ${row.output}`, row.session_id, 'interaction', row.request_id)
-      if (rows.length > 0) this.#setIndexedTo.run((rows.at(-1) as { id: number }).id)
-      const values = this.#pendingValues.all(limit) as Array<{ session_id: string, key: string, value: string, fts_rowid: number | null }>
-      for (const value of values) {
-        if (value.fts_rowid !== null) this.#ftsDelete.run(value.fts_rowid)
-        const rowid = this.#nextValueRowid.get() as number
-        this.#ftsInsert.run(rowid, `${value.key} ${value.value}`, value.session_id, 'value', value.key)
-        this.#valueIndexed.run(rowid, value.session_id, value.key)
-      }
-      return Math.max(rows.length, values.length)
-    })()
+    return this.#indexPending(limit)
   }
+
+  readonly #indexPending: (limit: number) => number
 
   /** Remove everything of one session: history, values and their search entries. Returns whether it existed. */
   erase (sessionId: string): boolean {
