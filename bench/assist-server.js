@@ -23,8 +23,8 @@ if (target === 'bare') {
   const { buildApp } = await load('app')
   const { loadConfig } = await load('config')
   // the benchmark is the only caller: no rate limits, no load shedding
-  // DB_* and SSE_* settings from the environment pass through, to measure settings against each other
-  const settings = Object.fromEntries(Object.entries(process.env).filter(([key]) => key.startsWith('DB_') || key.startsWith('SSE_')))
+  // DB_*, SSE_*, SESSION_SEARCH and AUDIT_RUNS from the environment pass through, to measure settings against each other
+  const settings = Object.fromEntries(Object.entries(process.env).filter(([key]) => key.startsWith('DB_') || key.startsWith('SSE_') || key === 'SESSION_SEARCH' || key === 'AUDIT_RUNS'))
   app = await buildApp(loadConfig({ ...settings, DATA_DIR: data.dir, LOG_LEVEL: 'silent', RATE_LIMIT_MAX: '0', RATE_LIMIT_AGENT_MAX: '0', MAX_EVENT_LOOP_DELAY_MS: '0', MAX_STREAMS: '0', MAX_STREAMS_PER_CALLER: '0', WORKERS_PER_TYPE: '0' }))
 }
 await app.listen({ host: '127.0.0.1', port: 0 })

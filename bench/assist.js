@@ -4,7 +4,9 @@
 // process, in interleaved rounds.
 // With --compare=<dir> the same two assist targets also run against another build (a checkout with
 // its own dist/, "before"), interleaved with this one ("after"): see bench/README.md.
-//   npm run build && node bench/assist.js [--duration=5] [--rounds=5] [--connections=50] [--compare=<dir>] [--smoke]
+// With --settings=NAME=VALUE[,NAME=VALUE...] (DB_*, SESSION_SEARCH, AUDIT_RUNS: assist-server.js passes
+// them on) a third assist server runs with those settings, JSON only, interleaved ("tuned json").
+//   npm run build && node bench/assist.js [--duration=5] [--rounds=5] [--connections=50] [--compare=<dir>] [--settings=...] [--smoke]
 // --smoke: one 0.25 s round with 2 connections against this checkout's sources, checking only that
 // every answer is a 2xx (npm test runs it so the benchmark cannot rot).
 import { randomUUID } from 'node:crypto'
@@ -17,12 +19,14 @@ const duration = arg('duration', 5, 0.25)
 const rounds = arg('rounds', 5, 1)
 const connections = arg('connections', 50, 2)
 const compare = process.argv.find((a) => a.startsWith('--compare='))?.slice(10)
+const tuned = process.argv.find((a) => a.startsWith('--settings='))?.slice(11)
+const tunedEnv = tuned === undefined ? undefined : Object.fromEntries(tuned.split(',').map((pair) => [pair.slice(0, pair.indexOf('=')), pair.slice(pair.indexOf('=') + 1)]))
 const here = fileURLToPath(new URL('..', import.meta.url))
 const TICK = 100 // clock ticks per second of /proc/<pid>/stat (USER_HZ on Linux)
 
 /** Start a server script (default bench/assist-server.js for `build` and `target`). */
-async function server (build, target, script = './assist-server.js', extra = []) {
-  return await startServer(script, [`--build=${build}`, `--target=${target}`, ...(smoke ? ['--smoke'] : []), ...extra])
+async function server (build, target, script = './assist-server.js', extra = [], env = process.env) {
+  return await startServer(script, [`--build=${build}`, `--target=${target}`, ...(smoke ? ['--smoke'] : []), ...extra], env)
 }
 
 /** Bytes the process has caused to be written to storage (`write_bytes` of /proc/<pid>/io; page cache writeback included). */
@@ -78,6 +82,7 @@ for (const [label, build] of builds) {
   targets.push({ name: `${label} json`, server: assist, accept: 'application/json' })
   targets.push({ name: `${label} sse`, server: assist, accept: 'text/event-stream' })
 }
+if (tunedEnv !== undefined) targets.push({ name: 'tuned json', server: await server(here, 'assist', './assist-server.js', [], { ...process.env, ...tunedEnv }), accept: 'application/json' })
 const bare = await server(here, 'bare')
 targets.push({ name: 'bare route', server: bare, accept: 'application/json' })
 targets.push({ name: 'node:http echo', server: await server(here, 'raw', './raw-server.js', ['--echo']), accept: 'application/json' })
@@ -111,6 +116,11 @@ for (const [label] of builds) {
   ratios[`${label} json / a2a SendMessage`] = summary[`${label} json`].rps / summary['a2a SendMessage'].rps
 }
 ratios['bare route / node:http echo'] = bareRps / summary['node:http echo'].rps
+if (tunedEnv !== undefined) {
+  ratios['tuned json / after json'] = summary['tuned json'].rps / summary['after json'].rps
+  ratios['tuned json CPU per request / after json'] = summary['tuned json'].cpu_us_per_request / summary['after json'].cpu_us_per_request
+  ratios['tuned json disk bytes per request / after json'] = summary['tuned json'].disk_bytes_per_request / summary['after json'].disk_bytes_per_request
+}
 if (compare !== undefined) {
   ratios['json after / before'] = summary['after json'].rps / summary['before json'].rps
   ratios['sse after / before'] = summary['after sse'].rps / summary['before sse'].rps
@@ -120,4 +130,4 @@ if (compare !== undefined) {
 }
 console.log('')
 for (const [name, value] of Object.entries(ratios)) console.log(`${name.padEnd(36)} ${value.toFixed(3)}`)
-saveResult('assist', { settings: { duration, rounds, connections, compare: compare ?? null }, rounds: results, median: summary, ratios })
+saveResult(tunedEnv === undefined ? 'assist' : 'assist-tuned', { settings: { duration, rounds, connections, compare: compare ?? null, tuned: tunedEnv ?? null }, rounds: results, median: summary, ratios })

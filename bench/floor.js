@@ -39,7 +39,9 @@ const ANSWER = { request_id: randomUUID(), status: 'success', output: OUTPUT, me
 
 /** Through the stores: each run as the engine writes it, 50 at a time. */
 async function stores (dir) {
-  const config = loadConfig({ DATA_DIR: dir, DB_CHECKPOINT_INTERVAL_MS: '1000', DB_PAGE_SIZE: String(pageSize) })
+  // DB_* and SESSION_SEARCH from the environment pass through, to measure settings against each other
+  const settings = Object.fromEntries(Object.entries(process.env).filter(([key]) => key.startsWith('DB_') || key === 'SESSION_SEARCH'))
+  const config = loadConfig({ ...settings, DATA_DIR: dir, DB_CHECKPOINT_INTERVAL_MS: '1000', DB_PAGE_SIZE: String(pageSize) })
   const opened = openSqliteStores(config, { log: quiet, serving: true })
   await opened.ready()
   const ledger = opened.ledger
