@@ -1,6 +1,7 @@
 // Claims per second (claim + complete per task) of the task stores at 100, 1 000 and 10 000 tasks,
 // with 1 and 4 worker processes (drain-worker.js): the file store, the SQLite store (one DATA_DIR),
-// the PostgreSQL store (one database), and two naive baselines (a read-modify-write of the same JSON
+// the PostgreSQL store (one database) and its floor (`pg floor`: the same two writes a task costs,
+// as bare statements on a bare table, drain-worker.js), and two naive baselines (a read-modify-write of the same JSON
 // under proper-lockfile: `naive` as safe as the file store, `naive-in-place` without temp file or
 // fsync, see drain-worker.js); with --compare=<dir>, also the file store of another build. Each
 // configuration runs until the graph is drained or --seconds pass; the targets take turns within
@@ -81,7 +82,7 @@ const targets = [
   { name: 'naive-in-place', store: 'naive-in-place' },
   ...(compare !== undefined ? [{ name: 'file@before', store: 'file', build: compare }] : []),
   { name: 'sqlite', store: 'sqlite' },
-  ...(postgres !== undefined ? [{ name: 'postgres', store: 'postgres' }] : [])
+  ...(postgres !== undefined ? [{ name: 'postgres', store: 'postgres' }, { name: 'pg floor', store: 'pg-floor' }] : [])
 ]
 
 async function run (target, size, procs) {
@@ -93,6 +94,11 @@ async function run (target, size, procs) {
     await postgres.pool.query('TRUNCATE tasks')
     await new PgTaskStore(postgres.pool).create(tasks)
     location = postgres.url
+  } else if (target.store === 'pg-floor') {
+    await postgres.pool.query('CREATE TABLE IF NOT EXISTS floor_tasks (id text PRIMARY KEY, type text NOT NULL, status text NOT NULL, owner text)')
+    await postgres.pool.query('TRUNCATE floor_tasks')
+    await postgres.pool.query("INSERT INTO floor_tasks (id, type, status) SELECT unnest($1::text[]), unnest($2::text[]), 'PENDING'", [tasks.map((t) => t.id), tasks.map((t) => t.type)])
+    location = postgres.url
   } else {
     const db = openDatabase(data.dir)
     const store = target.store === 'sqlite' ? new SqliteTaskStore(db) : new FileTaskStore(data.dir)
@@ -100,7 +106,7 @@ async function run (target, size, procs) {
     await store.close()
     db.close()
   }
-  const serverBefore = target.store === 'postgres' && postgres.postmaster !== undefined ? postgresCpuMs(postgres.postmaster) : undefined
+  const serverBefore = (target.store === 'postgres' || target.store === 'pg-floor') && postgres.postmaster !== undefined ? postgresCpuMs(postgres.postmaster) : undefined
   const workers = Array.from({ length: procs }, (_, i) => {
     const args = [new URL('./drain-worker.js', import.meta.url).pathname, target.store, location, `w${i}`, String(seconds), String(WARMUP), ...(target.build !== undefined ? [target.build] : [])]
     const child = spawn(process.execPath, [...childExecArgv, ...args, ...(smoke ? ['--smoke'] : [])], { stdio: ['ignore', 'pipe', 'inherit'] })
@@ -129,7 +135,7 @@ async function run (target, size, procs) {
     drained: done === size,
     claimsPerSecond: done / Math.max(0.001, (end - start) / 1000),
     workersCpuUsPerClaim: perClaim(results.reduce((n, r) => n + r.cpuMs, 0)),
-    backendsCpuUsPerClaim: target.store === 'postgres' && results.every((r) => r.backendCpuMs !== undefined) ? perClaim(results.reduce((n, r) => n + r.backendCpuMs, 0)) : undefined,
+    backendsCpuUsPerClaim: target.store !== 'file' && target.store !== 'sqlite' && !target.store.startsWith('naive') && results.every((r) => r.backendCpuMs !== undefined) ? perClaim(results.reduce((n, r) => n + r.backendCpuMs, 0)) : undefined,
     serverCpuUsPerClaim: perClaim(serverMs)
   }
 }
@@ -143,7 +149,7 @@ for (let round = 1; round <= rounds; round++) {
         const r = await run(target, size, procs)
         const key = `${target.name} ${size} ${procs}`
         samples.set(key, [...(samples.get(key) ?? []), r])
-        const cpu = `cpu/claim: workers ${us(r.workersCpuUsPerClaim)} µs${target.store === 'postgres' ? `, db backends ${us(r.backendsCpuUsPerClaim)} µs, db server ${us(r.serverCpuUsPerClaim)} µs` : ''}`
+        const cpu = `cpu/claim: workers ${us(r.workersCpuUsPerClaim)} µs${target.store.startsWith('p') ? `, db backends ${us(r.backendsCpuUsPerClaim)} µs, db server ${us(r.serverCpuUsPerClaim)} µs` : ''}`
         console.log(`round ${round}  ${target.name.padEnd(14)} ${String(size).padStart(6)} tasks  ${procs} proc  ${String(r.done).padStart(6)} claimed${r.drained ? '' : ' (time up)'}  ${r.claimsPerSecond.toFixed(0).padStart(6)} claims/s  ${cpu}`)
       }
     }
@@ -157,7 +163,7 @@ const medianOf = (name, size, procs, field) => {
   return values.length === 0 ? undefined : median(values)
 }
 const ratio = (a, b) => a === undefined || b === undefined ? '-' : `${(a / b).toFixed(2)}x`
-console.log(`\nmedian claims/s over ${rounds} round(s)\n${'tasks'.padStart(6)} procs ${targets.map((t) => t.name.padStart(15)).join('')}   file/naive  /in-place${compare !== undefined ? '  file/before' : ''}  sqlite/file  pg/sqlite`)
+console.log(`\nmedian claims/s over ${rounds} round(s)\n${'tasks'.padStart(6)} procs ${targets.map((t) => t.name.padStart(15)).join('')}   file/naive  /in-place${compare !== undefined ? '  file/before' : ''}  sqlite/file  pg/sqlite  pg/floor`)
 for (const size of sizes) {
   for (const procs of processes) {
     const row = { tasks: size, processes: procs, claimsPerSecond: Object.fromEntries(targets.map((t) => [t.name, medianOf(t.name, size, procs, 'claimsPerSecond')])) }
@@ -165,7 +171,10 @@ for (const size of sizes) {
     row.fileOverNaiveInPlace = row.claimsPerSecond.file / row.claimsPerSecond['naive-in-place']
     if (compare !== undefined) row.fileOverBefore = row.claimsPerSecond.file / row.claimsPerSecond['file@before']
     row.sqliteOverFile = row.claimsPerSecond.sqlite / row.claimsPerSecond.file
-    if (postgres !== undefined) row.postgresOverSqlite = row.claimsPerSecond.postgres / row.claimsPerSecond.sqlite
+    if (postgres !== undefined) {
+      row.postgresOverSqlite = row.claimsPerSecond.postgres / row.claimsPerSecond.sqlite
+      row.postgresOverFloor = row.claimsPerSecond.postgres / row.claimsPerSecond['pg floor']
+    }
     row.cpuUsPerClaim = {
       sqlite: { workers: medianOf('sqlite', size, procs, 'workersCpuUsPerClaim') },
       ...(postgres !== undefined
@@ -179,7 +188,7 @@ for (const size of sizes) {
         : {})
     }
     rows.push(row)
-    console.log(`${String(size).padStart(6)} ${String(procs).padStart(5)} ${targets.map((t) => row.claimsPerSecond[t.name].toFixed(0).padStart(15)).join('')}   ${row.fileOverNaive.toFixed(2).padStart(9)}x${row.fileOverNaiveInPlace.toFixed(2).padStart(9)}x${compare !== undefined ? `${row.fileOverBefore.toFixed(2).padStart(11)}x` : ''}  ${row.sqliteOverFile.toFixed(1).padStart(10)}x  ${ratio(row.claimsPerSecond.postgres, row.claimsPerSecond.sqlite).padStart(8)}`)
+    console.log(`${String(size).padStart(6)} ${String(procs).padStart(5)} ${targets.map((t) => row.claimsPerSecond[t.name].toFixed(0).padStart(15)).join('')}   ${row.fileOverNaive.toFixed(2).padStart(9)}x${row.fileOverNaiveInPlace.toFixed(2).padStart(9)}x${compare !== undefined ? `${row.fileOverBefore.toFixed(2).padStart(11)}x` : ''}  ${row.sqliteOverFile.toFixed(1).padStart(10)}x  ${ratio(row.claimsPerSecond.postgres, row.claimsPerSecond.sqlite).padStart(8)}  ${ratio(row.claimsPerSecond.postgres, row.claimsPerSecond['pg floor']).padStart(8)}`)
   }
 }
 console.log('\nmedian CPU per claim (µs): the workers (all their processes), and on PostgreSQL the database: the backends serving the workers\n(/proc/<backend pid>/stat, read by each worker before it disconnects) and the whole server (postmaster and every child, /proc; only on a server the bench started)')

@@ -1,6 +1,7 @@
 // One worker process of bench/claims.js: claim and complete `warmup` tasks of type `warm` (off the
 // clock), then `w` tasks until none is left or the time is up; print how many and when (ms since epoch) the first claim and last completion were.
-// Stores: `file` and `sqlite` (this build's, or the build given as the fifth argument), and two
+// Stores: `file`, `sqlite` and `postgres` (this build's, or the build given as the fifth argument),
+// `pg-floor` (PostgreSQL's floor: the same writes as bare statements, see pgFloor), and two
 // naive ones, what a straightforward implementation does under proper-lockfile: lock, read, parse,
 // change, stringify, write, unlock. `naive` writes as safely as the file store (a temporary file,
 // fsynced, renamed over the graph: a reader never sees half a file, a power cut never empties it);
@@ -23,7 +24,7 @@ const { openDatabase } = await loadEither('storage/sqlite/database', 'storage/da
 const { FileTaskStore, TASK_GRAPH_FILE } = await loadEither('storage/file/tasks', 'storage/file/file-task-store', 'runtime/file-task-store')
 const { SqliteTaskStore } = await loadEither('storage/sqlite/tasks', 'storage/sqlite/sqlite-task-store', 'runtime/sqlite-task-store')
 // only asked for when used: a build given to compare may predate them
-const postgres = kind === 'postgres' ? { ...await loadEither('storage/postgres/tasks', 'storage/postgres/pg-task-store', 'runtime/pg-task-store'), ...await load('storage/postgres/database', build) } : undefined
+const postgres = kind === 'postgres' || kind === 'pg-floor' ? { ...await loadEither('storage/postgres/tasks', 'storage/postgres/pg-task-store', 'runtime/pg-task-store'), ...await load('storage/postgres/database', build) } : undefined
 const graph = await loadEither('storage/tasks/task-graph', 'runtime/task-graph')
 
 /** A naive store: lock, read, parse, change, stringify, write (`safely`: temp file, fsync, rename), unlock. */
@@ -70,13 +71,34 @@ function naiveStore (file, safely) {
   }
 }
 
+/**
+ * PostgreSQL's floor: the two writes a claim and a completion make, as bare statements on a table of
+ * its own (`floor_tasks`: id, type, status, owner; claims.js fills it), the claim not waiting for
+ * the disk (as the store's does not) and the completion durable: no JSON node, rule or index.
+ */
+function pgFloor (pool) {
+  return {
+    claim: async (type, who) => {
+      const { rows: [row] } = await pool.query({
+        name: 'floor-claim',
+        text: `UPDATE floor_tasks SET status = 'RUNNING', owner = $1 WHERE id = (
+          SELECT id FROM floor_tasks, (SELECT set_config('synchronous_commit', 'off', true)) AS commit_mode
+          WHERE type = $2 AND status = 'PENDING' ORDER BY id LIMIT 1 FOR UPDATE SKIP LOCKED) RETURNING id`,
+        values: [who, type]
+      })
+      return row === undefined ? undefined : { id: row.id, attempt: 1 }
+    },
+    complete: async (id) => { await pool.query({ name: 'floor-complete', text: "UPDATE floor_tasks SET status = 'DONE' WHERE id = $1", values: [id] }) }
+  }
+}
+
 const db = kind === 'sqlite' ? openDatabase(dataDir) : undefined
 // one connection: a worker makes one call at a time
 const pool = postgres !== undefined ? await postgres.openPostgres(dataDir, { max: 1, applicationName: `bench-claims-${owner}` }) : undefined
 const store = db !== undefined
   ? new SqliteTaskStore(db)
   : pool !== undefined
-    ? new postgres.PgTaskStore(pool)
+    ? kind === 'pg-floor' ? pgFloor(pool) : new postgres.PgTaskStore(pool)
     : kind.startsWith('naive') ? naiveStore(join(dataDir, TASK_GRAPH_FILE), kind === 'naive') : new FileTaskStore(dataDir)
 // on PostgreSQL, the CPU its server process (the backend of our one connection) spends for us,
 // from /proc (USER_HZ 100); undefined when the server is on another machine
