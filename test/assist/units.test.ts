@@ -252,3 +252,44 @@ t.test('agents that write without waiting give the loop back after a millisecond
   t.same(received.map(([ord]) => ord), received.map((_, i) => i + 1), 'every packet, in order')
   t.same(received.filter(([, ok]) => !ok), [], 'none before its journal row')
 })
+
+t.test('a run with eagerFirstPackets (a stream\'s client waits) journals and sends its first packets in the turn they were made; others at the turn\'s end', async (t) => {
+  for (const eager of [true, false]) {
+    const flushes: Array<{ ords: number[], inTurn: boolean }> = []
+    let pending: number[] = []
+    let turnEnded = false
+    const recorder: RunRecorder = {
+      packet: (ord) => { pending.push(ord) },
+      event: () => undefined,
+      audit: () => undefined,
+      flush: async () => {
+        flushes.push({ ords: pending, inTurn: !turnEnded })
+        pending = []
+        await new Promise((resolve) => setImmediate(resolve))
+      },
+      commitNow: () => false
+    }
+    const silent = { trace () {}, debug () {}, info () {}, warn () {}, error () {}, fatal () {} }
+    const run = new AssistRun({ requestId: 'r', capability: { capability: { name: 'x' }, validateInput: undefined, validateOutput: undefined } as never, log: silent, recorder, eagerFirstPackets: eager })
+    const received: Array<{ ord: number, inTurn: boolean }> = []
+    run.attach({ write: (_packet, _json, ord) => { received.push({ ord, inTurn: !turnEnded }); return undefined }, end: () => {} })
+    setImmediate(() => { turnEnded = true })
+    await run.execute({
+      async assist (_request: unknown, _session: unknown, response: ResponseHandler) {
+        const stream = await response.create_stream('s')
+        await stream.write('a')
+        await stream.write('b')
+        // still running at the turn's end (a run that ends delivers what it has at once)
+        await new Promise((resolve) => setTimeout(resolve, 5))
+        await stream.close()
+      }
+    } as never, resolveAgentRequest(envelope(AGENTS.echo) as never), {} as never, {} as never)
+    await run.ended
+    while (received.length < run.packets) await new Promise((resolve) => setImmediate(resolve))
+    t.same(received.map((r) => r.ord), received.map((_, i) => i + 1), `${eager ? 'eager' : 'at the turn\'s end'}: every packet, in order`)
+    t.equal(flushes[0]?.inTurn, eager, eager ? 'the first flush is made in the turn of the first packet' : 'the first flush waits for the turn\'s end')
+    t.ok(flushes.every((f) => f.ords.length > 0), 'no empty flush')
+    if (eager) t.same(flushes[0]?.ords, [1], 'the first flush holds the first packet (the rest follow it)')
+    t.notOk(received[0]?.inTurn, 'a packet is sent only after its flush committed (a turn later here)')
+  }
+})

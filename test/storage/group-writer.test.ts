@@ -109,3 +109,40 @@ t.test('commitNow() commits the queue in the call; while another process holds t
   t.equal(seen(2), true)
   t.same(commits.map((c) => c.writes), [1, 1])
 })
+
+t.test('with maxWaitMs, a write queued once the oldest has waited that long commits the queue at once; until then the turn\'s end does', async (t) => {
+  const dir = tempDataDir(t)
+  const db = openDatabase(dir, { busyTimeoutMs: 10 })
+  t.teardown(() => { db.close() })
+  db.exec('CREATE TABLE scratch (id INTEGER PRIMARY KEY, v TEXT NOT NULL)')
+  const commits: CommitStats[] = []
+  const writer = new SqliteGroupWriter(db, { budgetMs: 2000, maxWaitMs: 20, onCommit: (s) => { commits.push(s) } })
+  const insert = db.prepare('INSERT INTO scratch (id, v) VALUES (?, ?)')
+  const block = (ms: number): void => { const end = performance.now() + ms; while (performance.now() < end); }
+  // one long turn: two writes, then (past the bound) a third: the third commits all three in this turn
+  const first = writer.write(() => insert.run(1, 'a'))
+  const second = writer.write(() => insert.run(2, 'b'))
+  t.equal(writer.pending, 2, 'within the bound the writes wait for the turn\'s end')
+  block(25)
+  const third = writer.write(() => insert.run(3, 'c'))
+  t.equal(writer.pending, 0, 'past it, the queue was committed in this turn')
+  t.same(commits, [{ writes: 3, failed: 0 }])
+  await Promise.all([first, second, third])
+  // the next write starts a new wait
+  const fourth = writer.write(() => insert.run(4, 'd'))
+  t.equal(writer.pending, 1, 'a new queue waits for its turn\'s end again')
+  await fourth
+  t.same(commits, [{ writes: 3, failed: 0 }, { writes: 1, failed: 0 }])
+  t.equal((db.prepare('SELECT count(*) AS n FROM scratch').get() as { n: number }).n, 4)
+})
+
+t.test('without maxWaitMs a long turn\'s writes all wait for its end, in one commit', async (t) => {
+  const { writer, commits, insert } = setup(t)
+  const block = (ms: number): void => { const end = performance.now() + ms; while (performance.now() < end); }
+  const writes = [writer.write(() => insert.run(1, 'a'))]
+  block(25)
+  writes.push(writer.write(() => insert.run(2, 'b')))
+  t.equal(writer.pending, 2)
+  await Promise.all(writes)
+  t.same(commits, [{ writes: 2, failed: 0 }])
+})
