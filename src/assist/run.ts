@@ -434,7 +434,7 @@ export class AssistRun {
         queueMicrotask(() => {
           this.#firstDelivery = false
           if (this.#outbox.length === 0) return
-          if (this.#written === 0 && this.#flushing === undefined) this.#deliver(true)
+          if (this.#written === 0 && this.#flushing === undefined) this.#deliver()
           else this.#schedule()
         })
       }
@@ -445,13 +445,13 @@ export class AssistRun {
   #firstDelivery = false
   readonly #eager: boolean
 
-  /** Journal what is queued, then write it to the clients (`first`: a stream's first packets, never deferred). */
-  #deliver (first = false): void {
+  /** Journal what is queued, then write it to the clients. */
+  #deliver (): void {
     if (this.#delivery !== undefined) clearImmediate(this.#delivery)
     this.#delivery = undefined
     if (this.#lost) return
     // an agent busy writing (it gave the loop back mid-stretch) has its output committed by size or age, not per turn
-    if (!first && this.#yield !== undefined && this.#outboxBytes < OUTBOX_HIGH_WATER && performance.now() - this.#queuedSince < BUSY_DEFER_MS) {
+    if (this.#written > 0 && this.#yield !== undefined && this.#outboxBytes < OUTBOX_HIGH_WATER && performance.now() - this.#queuedSince < BUSY_DEFER_MS) {
       this.#delivery = setImmediate(() => { this.#deliver() })
       return
     }
