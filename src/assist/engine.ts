@@ -442,7 +442,6 @@ export class AssistEngine {
       supportedEvents: resolved.capabilities.supported_events,
       onDisconnect: metadata.on_disconnect ?? this.#s.disconnectPolicy,
       maxOutputBytes: this.#s.maxOutputBytes,
-      eagerFirstPackets: mode === 'server_sent_events',
       onFirstPacket: (seconds) => { this.#observers.tell('firstPacket', { agent: agent.name, mode, seconds }) },
       onUsage: (usage, cost) => {
         // the usage a metered backend is handing over was told with its model already

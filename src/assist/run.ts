@@ -93,8 +93,6 @@ export interface AssistRunOptions {
   onDisconnect?: DisconnectPolicy
   /** Past this many bytes of packets the run ends with `output_too_large` (0: no cap). */
   maxOutputBytes?: number
-  /** Journal and send the first packets as soon as they are made, not at the turn's end (a stream's client waits for them; see `#schedule`). */
-  eagerFirstPackets?: boolean
   /** How much of the output the run keeps in memory for its summary (the journal has all of it). */
   summaryBytes?: number
   /** Called once, when the first packet has been journaled and handed to the clients, `seconds` after the run started (metrics). */
@@ -219,7 +217,6 @@ export class AssistRun {
     this.#recorder = options.recorder
     this.#onDisconnect = options.onDisconnect ?? 'continue'
     this.#maxOutputBytes = options.maxOutputBytes ?? 0
-    this.#eager = options.eagerFirstPackets ?? false
     this.#hooks = { onFirstPacket: options.onFirstPacket, onUsage: options.onUsage, onSuspend: options.onSuspend }
     this.#replay = options.replay
     this.#ended = new Promise((resolve) => { this.#resolveEnded = resolve })
@@ -418,32 +415,12 @@ export class AssistRun {
 
   #ending = false
 
-  /**
-   * Deliver what is queued at the end of this turn, or at once past the high-water mark. With
-   * `eagerFirstPackets` (a stream's client waits for them) a run's first packets are journaled once
-   * the code that made them has run (a microtask, not the next turn): their flush joins the commit
-   * of the turn they were made in, and a new stream's first packet does not wait a whole turn more
-   * behind a burst of other requests (bench/fanout.js).
-   */
+  /** Deliver what is queued at the end of this turn, or at once past the high-water mark. */
   #schedule (): void {
     // a full batch goes at once, so a fast writer is journaled and sent in bounded steps
     if (this.#outboxBytes >= OUTBOX_HIGH_WATER) this.#deliver()
-    else if (this.#eager && this.#written === 0 && this.#flushing === undefined && this.#delivery === undefined) {
-      if (!this.#firstDelivery) {
-        this.#firstDelivery = true
-        queueMicrotask(() => {
-          this.#firstDelivery = false
-          if (this.#outbox.length === 0) return
-          if (this.#written === 0 && this.#flushing === undefined) this.#deliver()
-          else this.#schedule()
-        })
-      }
-    } else this.#delivery ??= setImmediate(() => { this.#deliver() })
+    else this.#delivery ??= setImmediate(() => { this.#deliver() })
   }
-
-  /** A first delivery is queued as a microtask (see {@link #schedule}). */
-  #firstDelivery = false
-  readonly #eager: boolean
 
   /** Journal what is queued, then write it to the clients. */
   #deliver (): void {
@@ -451,7 +428,7 @@ export class AssistRun {
     this.#delivery = undefined
     if (this.#lost) return
     // an agent busy writing (it gave the loop back mid-stretch) has its output committed by size or age, not per turn
-    if (this.#written > 0 && this.#yield !== undefined && this.#outboxBytes < OUTBOX_HIGH_WATER && performance.now() - this.#queuedSince < BUSY_DEFER_MS) {
+    if (this.#yield !== undefined && this.#outboxBytes < OUTBOX_HIGH_WATER && performance.now() - this.#queuedSince < BUSY_DEFER_MS) {
       this.#delivery = setImmediate(() => { this.#deliver() })
       return
     }

@@ -26,13 +26,6 @@ export interface CommitStats {
 export interface GroupWriterOptions {
   /** DB_WRITE_BUDGET_MS: how long a write may wait for a lock held by another process. */
   budgetMs: number
-  /**
-   * The longest a write waits for its turn's commit while the turn goes on (default: no bound, the
-   * turn's end): a write queued later than that commits the queue at once, so that a long turn (a
-   * burst of new requests, each read and started in one poll phase) does not hold the first writes
-   * behind all of them (bench/fanout.js: a new stream's start waited 20-60 ms for its turn's end).
-   */
-  maxWaitMs?: number
   /** Told after every commit. */
   onCommit?: (stats: CommitStats) => void
 }
@@ -63,9 +56,6 @@ export class SqliteGroupWriter {
   readonly #commit: Database.Transaction<(batch: Entry[]) => void>
   readonly #savepoint: (op: () => unknown) => unknown
   #queue: Entry[] = []
-  /** When the oldest queued write was queued (performance.now()). */
-  #oldest = 0
-  readonly #maxWaitMs: number
   #scheduled: NodeJS.Immediate | NodeJS.Timeout | undefined
   #backoffMs = 0
   #closed = false
@@ -76,7 +66,6 @@ export class SqliteGroupWriter {
 
   constructor (db: Db, options: GroupWriterOptions) {
     this.#options = options
-    this.#maxWaitMs = options.maxWaitMs ?? Infinity
     // called inside #commit's transaction, better-sqlite3 makes this a SAVEPOINT
     this.#savepoint = db.transaction((op: () => unknown) => op())
     this.#commit = db.transaction((batch: Entry[]) => {
@@ -99,11 +88,8 @@ export class SqliteGroupWriter {
   async write<T>(op: () => T, budgetMs = this.#options.budgetMs): Promise<T> {
     if (this.#closed) return this.#savepoint(op) as T
     return await new Promise<T>((resolve, reject) => {
-      const now = performance.now()
-      if (this.#queue.length === 0) this.#oldest = now
       this.#queue.push({ op, resolve: resolve as (value: unknown) => void, reject, deadline: Date.now() + budgetMs, budgetMs })
-      if (now - this.#oldest >= this.#maxWaitMs) this.commitNow()
-      else this.#schedule()
+      this.#schedule()
     })
   }
 
@@ -138,10 +124,7 @@ export class SqliteGroupWriter {
    * while another process holds the lock (the queue waits for its retry) or when the commit failed.
    */
   commitNow (): boolean {
-    if (this.#backoffMs > 0 || this.#committing) {
-      this.#schedule()
-      return false
-    }
+    if (this.#backoffMs > 0 || this.#committing) return false
     if (this.#scheduled !== undefined) clearImmediate(this.#scheduled as NodeJS.Immediate)
     return this.#run(false)
   }
@@ -155,7 +138,6 @@ export class SqliteGroupWriter {
     this.#scheduled = undefined
     const batch = this.#queue
     this.#queue = []
-    this.#oldest = performance.now()
     if (batch.length === 0) return true
     this.#committing = true
     const started = this.#tracer === undefined ? 0 : performance.now()

@@ -24,9 +24,6 @@ import { SqliteTaskStore } from './tasks.js'
 /** How often interactions recorded since the last time are added to the search index. */
 const INDEX_INTERVAL_MS = 250
 
-/** The longest a write waits for the end of a long turn before it commits with what is queued (see GroupWriterOptions.maxWaitMs). */
-const COMMIT_MAX_WAIT_MS = 4
-
 /** How long a write may block on another process's lock while the server is not serving (boot, close). */
 const BLOCKING_BUSY_TIMEOUT_MS = 5000
 
@@ -79,7 +76,7 @@ export function openSqliteStores (config: Config, options: StoresOptions): Sqlit
       if (db.open) db.pragma('wal_autocheckpoint = 1000')
     })
     : undefined
-  const writer = new SqliteGroupWriter(db, { budgetMs: config.DB_WRITE_BUDGET_MS, maxWaitMs: COMMIT_MAX_WAIT_MS })
+  const writer = new SqliteGroupWriter(db, { budgetMs: config.DB_WRITE_BUDGET_MS })
   const events = new SqliteEventStore(db)
   const sessions = new SqliteSessionStore(db, writer, { searchInteractions: config.SESSION_SEARCH === 'all' })
   const write = async <T>(op: () => T | Promise<T>): Promise<T> => await writer.write(op)
