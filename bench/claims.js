@@ -96,6 +96,7 @@ async function run (target, size, procs) {
     location = postgres.url
   } else if (target.store === 'pg-floor') {
     await postgres.pool.query('CREATE TABLE IF NOT EXISTS floor_tasks (id text PRIMARY KEY, type text NOT NULL, status text NOT NULL, owner text)')
+    await postgres.pool.query('CREATE INDEX IF NOT EXISTS floor_tasks_claim ON floor_tasks (type, status, id)')
     await postgres.pool.query('TRUNCATE floor_tasks')
     await postgres.pool.query("INSERT INTO floor_tasks (id, type, status) SELECT unnest($1::text[]), unnest($2::text[]), 'PENDING'", [tasks.map((t) => t.id), tasks.map((t) => t.type)])
     location = postgres.url
