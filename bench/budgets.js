@@ -8,8 +8,7 @@
 // --smoke: the same (npm test runs it in a results directory of its own: every row not measured).
 import { readFileSync } from 'node:fs'
 import { join } from 'node:path'
-import { fileURLToPath } from 'node:url'
-import { saveResult } from './common.js'
+import { resultsDir, saveResult } from './common.js'
 
 // `path` leads to the figure in `<file>-latest.json` (an object in it picks the array element with
 // those fields), `per` to its divisor; `settings` are the sizes the budget is for; budgets in `unit`
@@ -30,8 +29,7 @@ const BUDGETS = [
 /** What a figure in its result file is multiplied by to be in a budget's unit. */
 const SCALE = { '×': 1, KiB: 1 / 1024, '%': 100, '/s': 1 }
 
-// the same rule as saveResult's (common.js)
-const dir = process.env.BENCH_RESULTS_DIR ?? fileURLToPath(new URL('./results/', import.meta.url))
+const dir = resultsDir()
 const files = new Map()
 /** `<name>-latest.json` as { file, result } (result undefined, with why, when it cannot be read). */
 function read (name) {

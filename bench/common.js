@@ -45,12 +45,15 @@ function commit () {
   }
 }
 
+/** Where results are written and read: bench/results/, or BENCH_RESULTS_DIR (the smoke test's temporary one). */
+export const resultsDir = () => process.env.BENCH_RESULTS_DIR ?? fileURLToPath(new URL('./results/', import.meta.url))
+
 /**
  * Write `result` with the machine it ran on to `<dir>/<name>-<time>.json` and `<name>-latest.json`,
  * and say where. `<dir>` is bench/results/, or BENCH_RESULTS_DIR (the smoke test's temporary one).
  */
 export function saveResult (name, result) {
-  const dir = process.env.BENCH_RESULTS_DIR ?? fileURLToPath(new URL('./results/', import.meta.url))
+  const dir = resultsDir()
   mkdirSync(dir, { recursive: true })
   const stamp = new Date().toISOString().replace(/[:.]/g, '-')
   const machine = { node: process.version, cpus: cpus().length, cpu_model: cpus()[0]?.model, memory_gib: Math.round(totalmem() / 2 ** 30), platform: process.platform }

@@ -103,8 +103,7 @@ export function toolCaller (options: ToolCallerOptions, run: ToolRunContext): Ru
     },
     inScope: async (call) => {
       const tool = options.tools.get(call.tool)
-      if (tool === undefined || tool.branches?.refusal(call.args) !== undefined) return false
-      return tool.paths === undefined || (await tool.paths.check(call.args)).ok
+      return tool !== undefined && (await scopeCheck(tool, call.args)).ok
     },
     approved: async (call) => await callTool(options, run, call, { approved: true }),
     rejected: async (call, reason) => await callTool(options, run, call, { approved: false, reason })
@@ -143,6 +142,15 @@ async function callTool (options: ToolCallerOptions, run: ToolRunContext, call: 
   return response
 }
 
+/** A call's arguments against its tool's scopes (branch, then paths): the arguments to send (paths resolved), or why not. */
+async function scopeCheck (tool: RegisteredTool, args: ToolCall['args']): Promise<{ ok: true, args: ToolCall['args'] } | { ok: false, reason: string }> {
+  const branch = tool.branches?.refusal(args)
+  if (branch !== undefined) return { ok: false, reason: branch }
+  if (tool.paths === undefined) return { ok: true, args }
+  const decision = await tool.paths.check(args)
+  return decision.ok ? { ok: true, args: decision.args } : { ok: false, reason: decision.reason }
+}
+
 async function perform ({ tools, log }: ToolCallerOptions, run: ToolRunContext, call: ToolCall, approval: Approval | undefined): Promise<Outcome> {
   const refuse = (failure: ToolFailure, message: string, serverTool?: string): Outcome => ({ ok: false, failure, message, attempts: 0, ...(serverTool !== undefined ? { serverTool } : {}) })
   const tool = tools.get(call.tool)
@@ -156,14 +164,9 @@ async function perform ({ tools, log }: ToolCallerOptions, run: ToolRunContext, 
   if (serverTool === undefined) return refuse('action_not_allowed', `"${call.action}" is not an action of tool "${call.tool}" (its actions: ${[...spec.actions.keys()].join(', ')})`)
   if (run.signal.aborted) return refuse('aborted', abortMessage(run.signal), serverTool)
   // the scopes before the approval: a call outside them is refused without asking anyone
-  const branch = tool.branches?.refusal(call.args)
-  if (branch !== undefined) return refuse('scope_violation', branch, serverTool)
-  let args = call.args
-  if (tool.paths !== undefined) {
-    const decision = await tool.paths.check(call.args)
-    if (!decision.ok) return refuse('scope_violation', decision.reason, serverTool)
-    args = decision.args
-  }
+  const scoped = await scopeCheck(tool, call.args)
+  if (!scoped.ok) return refuse('scope_violation', scoped.reason, serverTool)
+  const args = scoped.args
   if (approval?.approved === false) return refuse('approval_rejected', approval.reason, serverTool)
   if (approval === undefined && requiresApproval(spec, call.action)) {
     return refuse('approval_required', `calls of "${call.action}" of tool "${call.tool}" wait for a person's approval (require_approval), which this run cannot ask`, serverTool)

@@ -1,7 +1,7 @@
 import t, { type Test } from 'tap'
 import { randomUUID } from 'node:crypto'
 import { buildApp } from '../../src/app.js'
-import { envelope, FIXTURE_AGENTS_DIR, SCRIPTED, testConfig } from '../helper.js'
+import { AGENTS, envelope, FIXTURE_AGENTS_DIR, SCRIPTED, tempDataDir, testConfig } from '../helper.js'
 import { pgDatabase } from '../pg.js'
 
 // Issue 33: two promises a deployment may choose not to pay for, each a setting whose default keeps
@@ -70,5 +70,35 @@ for (const [name, driver] of Object.entries(drivers)) {
       t.same(rows, expected, `${setting ?? 'default'}: ${setting === 'failed' ? 'only the failed run' : 'every run'} is audited`)
       t.ok((await server.audit.verify()).ok, 'the chain verifies')
     }
+  })
+
+  t.test(`${name}: AUDIT_RUNS=failed still audits a run that stopped to ask a person, and not one that answered`, async (t) => {
+    const env = await driver(t)
+    if (env === undefined) return
+    // the bundled agents: ask stops to ask, echo answers
+    const built = await buildApp(testConfig(t, { ...env, AUDIT_RUNS: 'failed' }))
+    t.teardown(() => built.close())
+    const asked = await assist(built, AGENTS.ask, { question: 'which colour?' })
+    const answered = await assist(built, AGENTS.echo, { query: 'hello' })
+    t.same([asked.status, answered.status], [200, 200])
+    const rows = (await built.audit.list({ action: 'assist', limit: 100 })).filter((r) => r.request_id === asked.requestId || r.request_id === answered.requestId)
+    t.match(rows, [{ request_id: asked.requestId, success: false, details: { end: 'input_required' } }], 'only the run that stopped to ask')
+    t.equal(rows.length, 1)
+  })
+
+  t.test(`${name}: SESSION_SEARCH turned back to all`, async (t) => {
+    const env = await driver(t)
+    if (env === undefined) return
+    // one DATA_DIR (SQLite) or database (PostgreSQL) for both apps
+    const shared = { ...env, DATA_DIR: tempDataDir(t) }
+    const sessionId = randomUUID()
+    const before = await app(t, shared, { SESSION_SEARCH: 'values' })
+    const ran = await assist(before, SCRIPTED, { script: [{ op: 'markdown', content: 'okapi narwhal' }] }, sessionId)
+    t.equal(ran.status, 200)
+    await before.close()
+    const after = await app(t, shared, { SESSION_SEARCH: 'all' })
+    const hits = await after.sessions.open(sessionId, { user_id: 'u1', tier: 'free', locale: 'en' }).recall('okapi')
+    if (name === 'sqlite') t.match(hits, [{ kind: 'interaction', ref: ran.requestId }], 'SQLite indexes the interactions recorded meanwhile')
+    else t.same(hits, [], 'PostgreSQL leaves them unsearchable: their search vector was never written')
   })
 }
