@@ -4,7 +4,10 @@
 // SendStreamingMessage of the same words (a2a-server.js: one artifact-update per word, one turn each).
 // Measures time to first packet (its first `data:` line; p50, p99) and packets per second over the whole burst.
 // Each server in its own process, this one is the client; interleaved rounds, medians.
-//   npm run build && node bench/fanout.js [--streams=200] [--packets=200] [--rounds=5] [--smoke]
+//   npm run build && node bench/fanout.js [--streams=200] [--packets=200] [--rounds=5] [--compare=<dir>] [--no-a2a] [--smoke]
+// --compare: the host from another checkout with its own dist/ runs too, as `before`, in the same
+// interleaved rounds (to measure a change against the code before it); --no-a2a leaves the A2A SDK out
+// (a change measured against the code before it needs many rounds, and the SDK's burst is the longest)
 import { randomUUID } from 'node:crypto'
 import { writeFileSync } from 'node:fs'
 import { Agent, request } from 'node:http'
@@ -16,6 +19,7 @@ const packets = arg('packets', 200, 10)
 const rounds = arg('rounds', 5, 1)
 const ECHO_STREAM = '8a1f7d2e-3c4b-4e5f-9a6b-0c1d2e3f4a02'
 const words = 'w '.repeat(packets)
+const compare = process.argv.find((a) => a.startsWith('--compare='))?.slice(10)
 
 const start = async (script, args) => await startServer(script, args)
 
@@ -39,6 +43,7 @@ const targets = {
   }
 }
 targets.raw = { ...targets.host }
+targets.before = { ...targets.host }
 
 /**
  * One stream: resolves with ms to its first packet (the first `data:` line: not the headers, nor the
@@ -94,8 +99,17 @@ try {
   servers.push(raw, a2a)
   const urls = { host: host.url, raw: raw.url, a2a: a2a.url }
   const results = { host: [], raw: [], a2a: [] }
+  if (process.argv.includes('--no-a2a')) delete results.a2a
+  if (compare !== undefined) {
+    const before = await start('./assist-server.js', ['--target=assist', `--build=${compare}`])
+    servers.push(before)
+    urls.before = before.url
+    results.before = []
+  }
+  const names = Object.keys(results)
   for (let round = 0; round < rounds; round++) {
-    for (const name of Object.keys(results)) {
+    // each round starts with the next target: no target always runs right after the same one
+    for (const name of [...names.slice(round % names.length), ...names.slice(0, round % names.length)]) {
       const { sample, ...r } = await burst(urls[name], targets[name])
       results[name].push(r)
     }
@@ -111,12 +125,19 @@ try {
   const ratios = {
     'time to first packet p50 host / raw': summary.host.ttfp_p50_ms / summary.raw.ttfp_p50_ms,
     'time to first packet p99 host / raw': summary.host.ttfp_p99_ms / summary.raw.ttfp_p99_ms,
-    'packets/s host / a2a': summary.host.packetsPerSecond / summary.a2a.packetsPerSecond,
-    'packets/s host / raw': summary.host.packetsPerSecond / summary.raw.packetsPerSecond
+    ...(summary.a2a === undefined ? {} : { 'packets/s host / a2a': summary.host.packetsPerSecond / summary.a2a.packetsPerSecond }),
+    'packets/s host / raw': summary.host.packetsPerSecond / summary.raw.packetsPerSecond,
+    ...(compare === undefined
+      ? {}
+      : {
+          'time to first packet p50 host / before': summary.host.ttfp_p50_ms / summary.before.ttfp_p50_ms,
+          'time to first packet p99 host / before': summary.host.ttfp_p99_ms / summary.before.ttfp_p99_ms,
+          'packets/s host / before': summary.host.packetsPerSecond / summary.before.packetsPerSecond
+        })
   }
   console.log('')
   for (const [name, value] of Object.entries(ratios)) console.log(`${name.padEnd(38)} ${value.toFixed(3)}`)
-  saveResult('fanout', { settings: { streams, packets, rounds }, rounds: results, median: summary, ratios })
+  saveResult('fanout', { settings: { streams, packets, rounds, compare: compare ?? null }, rounds: results, median: summary, ratios })
 } finally {
   await Promise.all(servers.map(async (s) => await s.stop()))
   data.remove()

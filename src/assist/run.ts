@@ -458,7 +458,13 @@ export class AssistRun {
       this.#flushing = undefined
       this.#inflight = []
       this.#writeOutbox(batch)
-      if (this.#outbox.length > 0) this.#deliver()
+      // what was queued meanwhile goes at the end of this turn, with what the agent writes once this
+      // commit releases it: sent at once, the packet of an agent that waits for each write would be
+      // journaled alone, and so would its next one, and the next (one packet a commit)
+      if (this.#outbox.length > 0) {
+        if (this.#endReason !== undefined) this.#deliver()
+        else this.#schedule()
+      }
     }, (err: unknown) => {
       this.#flushing = undefined
       this.#inflight = []

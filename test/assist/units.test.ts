@@ -252,3 +252,50 @@ t.test('agents that write without waiting give the loop back after a millisecond
   t.same(received.map(([ord]) => ord), received.map((_, i) => i + 1), 'every packet, in order')
   t.same(received.filter(([, ok]) => !ok), [], 'none before its journal row')
 })
+
+// Regression (issue 33): a commit that settled sent what was queued meanwhile at once, so an agent
+// that waits for each write (its write returned the commit in flight) had every packet journaled in
+// a commit of its own: one stream of 20 000 DELTAs, 1 packet a commit, half the rate of a raw loop.
+t.test('an agent that waits for each write is journaled in batches, not one commit a packet', async (t) => {
+  const flushed: number[] = []
+  const journaled = new Set<number>()
+  let pending: number[] = []
+  const recorder: RunRecorder = {
+    packet: (ord) => { pending.push(ord) },
+    event: () => undefined,
+    audit: () => undefined,
+    // as the group writer: the commit runs at the end of the turn it was asked in
+    flush: async () => {
+      const batch = pending
+      pending = []
+      flushed.push(batch.length)
+      await new Promise((resolve) => setImmediate(resolve))
+      for (const ord of batch) journaled.add(ord)
+    },
+    commitNow: () => false
+  }
+  const silent = { trace () {}, debug () {}, info () {}, warn () {}, error () {}, fatal () {} }
+  const run = new AssistRun({ requestId: 'r', capability: { capability: { name: 'x' }, validateInput: undefined, validateOutput: undefined } as never, log: silent, recorder })
+  const received: Array<[number, boolean]> = []
+  run.attach({ write: (_packet, _json, ord) => { received.push([ord, journaled.has(ord)]); return undefined }, end: () => {} })
+  const deltas = 2000
+  await run.execute({
+    async assist (_request: unknown, _session: unknown, response: ResponseHandler) {
+      const stream = await response.create_stream('s')
+      // its first packet is being committed when it starts to write in earnest: each write then
+      // returns the commit in flight
+      await stream.write('w ')
+      await new Promise((resolve) => setImmediate(resolve))
+      for (let i = 1; i < deltas; i++) await stream.write('w ')
+      await stream.close()
+    }
+  } as never, resolveAgentRequest(envelope(AGENTS.echo) as never), {} as never, {} as never)
+  await run.ended
+  while (received.length < run.packets) await new Promise((resolve) => setImmediate(resolve))
+  const single = flushed.filter((n) => n === 1).length
+  // a commit a turn, each taking what the agent wrote in its slice of the turn: tens of packets at
+  // least on any machine; one a commit is ~2 000 commits
+  t.ok(flushed.length < deltas / 10, `${deltas} packets in ${flushed.length} commits (${single} of one packet)`)
+  t.same(received.map(([ord]) => ord), received.map((_, i) => i + 1), 'every packet, in order')
+  t.same(received.filter(([, ok]) => !ok), [], 'none before its journal row')
+})
