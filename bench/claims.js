@@ -11,7 +11,8 @@
 // database of its own, dropped at the end), else a throwaway server (scripts/pg-cluster.ts), else
 // the PostgreSQL target is skipped, saying so. The throwaway server runs with fsync and synchronous
 // commit on (bench/common.js DURABLE_POSTGRES), as production does.
-// Run: npm run build && node bench/claims.js [--compare=/tmp/before] [--sizes=100,1000,10000] [--processes=1,4]
+// Run: npm run build && node bench/claims.js [--compare=/tmp/before] [--sizes=100,1000,10000] [--processes=1,4] [--targets=postgres,pg floor]
+// --compare: the file store (and the PostgreSQL store, when there is a server) of another build, as `<name>@before`
 import { spawn } from 'node:child_process'
 import { randomBytes } from 'node:crypto'
 import { once } from 'node:events'
@@ -37,6 +38,8 @@ const list = (name, fallback) => {
 }
 /** Tasks each worker claims and completes before its clock starts: its code compiled, its connection and statements ready. */
 const WARMUP = smoke ? 2 : 50
+/** --targets=a,b: only these targets (names as in the table) */
+const only = process.argv.find((a) => a.startsWith('--targets='))?.slice(10).split(',')
 const sizes = smoke ? [20] : list('sizes', [100, 1000, 10000])
 const processes = smoke ? [2] : list('processes', [1, 4])
 const median = (values) => { const s = [...values].sort((a, b) => a - b); return s.length % 2 === 1 ? s[(s.length - 1) / 2] : (s[s.length / 2 - 1] + s[s.length / 2]) / 2 }
@@ -82,8 +85,9 @@ const targets = [
   { name: 'naive-in-place', store: 'naive-in-place' },
   ...(compare !== undefined ? [{ name: 'file@before', store: 'file', build: compare }] : []),
   { name: 'sqlite', store: 'sqlite' },
-  ...(postgres !== undefined ? [{ name: 'postgres', store: 'postgres' }, { name: 'pg floor', store: 'pg-floor' }] : [])
-]
+  ...(postgres !== undefined ? [{ name: 'postgres', store: 'postgres' }, { name: 'pg floor', store: 'pg-floor' }] : []),
+  ...(postgres !== undefined && compare !== undefined ? [{ name: 'postgres@before', store: 'postgres', build: compare }] : [])
+].filter((t) => only === undefined || only.includes(t.name))
 
 async function run (target, size, procs) {
   const data = tempDir()
