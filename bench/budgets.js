@@ -1,4 +1,4 @@
-// The budgets of issue 33 (request-path speed) in one table: each with the figure the benchmark that
+// The speed budgets the issues set (33: the request path; 34: the front-end projections) in one table: each with the figure the benchmark that
 // measures it wrote last (its `<name>-latest.json` in bench/results/, or BENCH_RESULTS_DIR), the
 // budget, whether it is met, and the commit and date of the figure. It starts no server: it runs
 // last in `npm run bench` and reads what the others just wrote. A row whose result file or figure is
@@ -24,7 +24,9 @@ const BUDGETS = [
   { scenario: 'A2A SendMessage', measure: 'req/s vs the SDK\'s server', file: 'a2a', path: ['ratios', 'SendMessage requests/s host / sdk'], unit: '×', min: 1.5 },
   { scenario: 'MCP tools/call', measure: 'calls/s vs bare SDK server', file: 'mcp', path: ['ratios', 'tools/call calls/s host / bare'], unit: '×', min: 1.0 },
   { scenario: 'PostgreSQL, one instance', measure: 'JSON req/s vs SQLite', file: 'cluster', path: ['median', 'postgres x1', 'json_rps'], per: ['median', 'sqlite', 'json_rps'], unit: '×', min: 0.5 },
-  { scenario: 'PostgreSQL, 1 000 tasks × 4 workers', measure: 'claims/s', file: 'claims', path: ['rows', { tasks: 1000, processes: 4 }, 'claimsPerSecond', 'postgres'], unit: '/s', min: 2000 }
+  { scenario: 'PostgreSQL, 1 000 tasks × 4 workers', measure: 'claims/s', file: 'claims', path: ['rows', { tasks: 1000, processes: 4 }, 'claimsPerSecond', 'postgres'], unit: '/s', min: 2000 },
+  { scenario: 'AI SDK UI message stream, one stream', measure: 'words/s vs the CAP stream', file: 'projections', path: ['ratios', 'words/s ai-sdk / cap'], settings: { packets: 5000 }, unit: '×', min: 0.8 },
+  { scenario: 'AG-UI events, one stream', measure: 'words/s vs the CAP stream', file: 'projections', path: ['ratios', 'words/s ag-ui / cap'], settings: { packets: 5000 }, unit: '×', min: 0.8 }
 ]
 /** What a figure in its result file is multiplied by to be in a budget's unit. */
 const SCALE = { '×': 1, KiB: 1 / 1024, '%': 100, '/s': 1 }
@@ -70,7 +72,7 @@ const rows = BUDGETS.map((b) => {
 
 const from = (s) => s.commit === null ? '' : `${s.file.replace('-latest.json', '')} ${s.commit} ${s.at?.slice(0, 16).replace('T', ' ')}`
 const verdict = (r) => r.met === true ? 'met' : r.met === false ? 'MISSED' : r.value === null ? `not measured: ${r.reason}` : `not judged: ${r.reason}`
-console.log(`issue 33 budgets, from the results in ${dir}\n`)
+console.log(`the issues' speed budgets, from the results in ${dir}\n`)
 console.log(`${'scenario'.padEnd(38)} ${'measure'.padEnd(30)} ${'value'.padStart(9)} ${'budget'.padStart(11)}   ${'from'.padEnd(35)} verdict`)
 for (const r of rows) console.log(`${r.scenario.padEnd(38)} ${r.measure.padEnd(30)} ${shown(r.value, r.unit).padStart(9)} ${r.budget.padStart(11)}   ${from(r.source).padEnd(35)} ${verdict(r)}`)
 

@@ -44,6 +44,8 @@ import taskRoutes from './routes/v1/tasks.js'
 import a2aRoutes from './routes/a2a.js'
 import a2aPushRoutes from './routes/v1/a2a-push.js'
 import mcpRoutes from './routes/mcp.js'
+import aiSdkRoutes from './routes/ai-sdk.js'
+import agUiRoutes from './routes/ag-ui.js'
 import { buildSerializer } from './http/serializers.js'
 
 export interface BuildOptions {
@@ -161,5 +163,7 @@ async function register (app: FastifyInstance, config: Config, tracerProvider: T
   await app.register(a2aRoutes)
   await app.register(a2aPushRoutes)
   await app.register(mcpRoutes)
+  await app.register(aiSdkRoutes)
+  await app.register(agUiRoutes)
   await app.register(playgroundRoutes)
 }

@@ -1,8 +1,8 @@
 import { defineAgent } from '../../src/agents/index.js'
 
 /**
- * Human in the loop: asks its caller a question (`payload.question`) and answers with what it was
- * told; with `payload.approve: true` it asks for an approval instead. The run stops while it waits
+ * Human in the loop: asks its caller a question (`payload.question`, or `payload.query`: what a chat
+ * front end sends as the user's message) and answers with what it was told; with `payload.approve: true` it asks for an approval instead. The run stops while it waits
  * (no process holds it) and goes on when a request in the same session answers (`payload.resume`).
  */
 export default defineAgent({
@@ -22,10 +22,11 @@ export default defineAgent({
         type: 'object',
         properties: {
           question: { type: 'string', minLength: 1, maxLength: 2000 },
+          query: { type: 'string', minLength: 1, maxLength: 2000, description: 'the question, as a chat front end sends its message (AI SDK, AG-UI): used when `question` is not given' },
           approve: { type: 'boolean', description: 'ask for an approval (approve or reject) instead of an answer' },
           expires_in_s: { type: 'integer', minimum: 1, description: 'how long the question waits for its answer' }
         },
-        required: ['question'],
+        anyOf: [{ required: ['question'] }, { required: ['query'] }],
         additionalProperties: false
       },
       outputs: {
@@ -42,7 +43,7 @@ export default defineAgent({
     }]
   },
   async assist (request, _session, response) {
-    const question = String(request.payload.question)
+    const question = String(request.payload.question ?? request.payload.query)
     const expires = typeof request.payload.expires_in_s === 'number' ? { expires_in_s: request.payload.expires_in_s } : {}
     await response.thought(`Asking: ${question}`)
     if (request.payload.approve === true) {

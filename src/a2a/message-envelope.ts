@@ -1,38 +1,21 @@
-import { createHash, randomUUID } from 'node:crypto'
+import { randomUUID } from 'node:crypto'
 import { Role, type Message } from '@a2a-js/sdk'
 import { ContentTypeNotSupportedError, RequestMalformedError } from '@a2a-js/sdk/errors'
+import { bindingEnvelope, type BindingCaller } from '../protocol/binding-envelope.js'
 import type { ServiceRequest } from '../protocol/envelope.js'
+import { isUuid, uuidOf } from '../protocol/foreign-ids.js'
 import { dataPart, textPart } from './parts.js'
-
-const UUID = /^[0-9a-f]{8}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{12}$/i
-
-/** Whether `id` is a UUID (the shape CAP's ids have). */
-export function isUuid (id: string): boolean {
-  return UUID.test(id)
-}
 
 /**
  * The run's request id for an A2A message: its `messageId` when that is a UUID, else a UUID made
- * from it (a SHA-256), so that a message sent again with the same id is the same run.
+ * from it, so that a message sent again with the same id is the same run.
  */
 export function requestIdOf (messageId: string): string {
-  if (isUuid(messageId)) return messageId.toLowerCase()
-  const hex = createHash('sha256').update(`a2a-message\u0000${messageId}`).digest('hex')
-  return `${hex.slice(0, 8)}-${hex.slice(8, 12)}-5${hex.slice(13, 16)}-${(8 + (parseInt(hex[16] as string, 16) & 3)).toString(16)}${hex.slice(17, 20)}-${hex.slice(20, 32)}`
-}
-
-/** A W3C trace id (32 hex digits) as the UUID the envelope carries. */
-export function traceUuid (traceId: string): string {
-  return `${traceId.slice(0, 8)}-${traceId.slice(8, 12)}-${traceId.slice(12, 16)}-${traceId.slice(16, 20)}-${traceId.slice(20, 32)}`
+  return uuidOf('a2a-message', messageId)
 }
 
 /** What the envelope takes from the call, besides the message. */
-export interface EnvelopeContext {
-  agentId: string
-  /** Who is calling (the principal's id): the envelope's `user.user_id`. */
-  userId: string
-  /** The request's W3C trace id, so the run is in the response's trace. */
-  traceId: string
+export interface EnvelopeContext extends BindingCaller {
   /** The session of a message without `contextId` (default: a new one). */
   sessionId?: string
 }
@@ -86,29 +69,12 @@ export function envelopeOf (message: Message, context: EnvelopeContext): Service
   const requestId = requestIdOf(message.messageId)
   // the client's own messageId: the run's request id is a UUID made from it, and the task's history shows the message as sent
   const metadata = { ...(capability !== undefined ? { capability } : {}), ...(timeout !== undefined ? { timeout_ms: timeout } : {}), [MESSAGE_ID]: message.messageId }
-  return {
-    request_id: requestId,
-    context: {
-      session_id: sessionId,
-      agent_id: context.agentId,
-      user: { user_id: context.userId, tier: 'a2a', locale: 'en' },
-      trace: { trace_id: traceUuid(context.traceId), span_id: randomUUID() },
-      permissions: [],
-      created_at: new Date().toISOString()
-    },
-    payload: {
-      session_id: sessionId,
-      payload: payloadOf(message),
-      request_id: requestId,
-      ...(Object.keys(metadata).length > 0 ? { metadata } : {})
-    }
-  } as ServiceRequest
-}
-
-/** Whether two envelopes ask the same thing of the same agent (everything but their time and trace). */
-export function sameAsk (a: ServiceRequest, b: ServiceRequest): boolean {
-  const ask = (e: ServiceRequest): string => JSON.stringify([e.context.agent_id, e.context.session_id, e.payload.payload, e.payload.metadata ?? {}])
-  return ask(a) === ask(b)
+  return bindingEnvelope('a2a', context, {
+    requestId,
+    sessionId,
+    payload: payloadOf(message),
+    ...(Object.keys(metadata).length > 0 ? { metadata } : {})
+  })
 }
 
 /** The caller's message, as the task's history shows it: from the envelope the run was started with. */

@@ -10,7 +10,7 @@ import type {
   ListTaskPushNotificationConfigsResponse, ListTasksRequest, ListTasksResponse, SendMessageRequest, SubscribeToTaskRequest, TaskPushNotificationConfig
 } from '@a2a-js/sdk'
 import type { AssistEngine, Cursor } from '../assist/engine.js'
-import type { Frame } from '../assist/frame-queue.js'
+import { packetOf, type Frame } from '../assist/frame-queue.js'
 import { runKey } from '../assist/run-key.js'
 import type { HostedAgent } from '../agents/hosted-agent.js'
 import type { Identity } from '../storage/api-keys.js'
@@ -19,14 +19,16 @@ import { AH_ERR_REQUEST_CONFLICT, AH_ERR_RUN_NOT_FOUND } from '../errors.js'
 import type { ServiceRequest } from '../protocol/envelope.js'
 import type { DeliveryMode } from '../protocol/manifest.js'
 import type { StreamPacket } from '../protocol/packets.js'
-import { openInterrupts, type InterruptStore, type WaitingRun } from '../storage/interrupts.js'
+import { answersQuestions, chainOf, chainRunKeys, openInterrupts, waitsForAnswer, type InterruptStore, type WaitingRun } from '../storage/interrupts.js'
 import type { RunReader } from '../storage/run-ledger.js'
 import type { RunFilter, RunRecord } from '../storage/runs.js'
-import { envelopeOf, isUuid, requestIdOf, sameAsk } from './message-envelope.js'
+import { isUuid } from '../protocol/foreign-ids.js'
+import { sameAsk } from '../protocol/binding-envelope.js'
+import { envelopeOf, requestIdOf } from './message-envelope.js'
 import { translated, translatedStream, type HttpErrorSlot } from './error-mapping.js'
 import type { CheckedPushConfig, PushConfigs } from './push-configs.js'
 import { resumeFromMessage } from './resume-answer.js'
-import { answersQuestions, chainOf, chainRunKeys, chainTask, waitsForAnswer } from './task-chain.js'
+import { chainTask } from './task-chain.js'
 import { INTERRUPTED_STATES, projectionOf, TaskProjection, TERMINAL_STATES } from './task-projection.js'
 
 /** What the transport knows of one call, handed to the handler in its `ServerCallContext.state`. */
@@ -418,7 +420,7 @@ export class AgentA2AHandler implements A2ARequestHandler {
     if (projection.ended) return
     for await (const frames of this.#engine.follow(requestId, { ...(after !== undefined ? { after } : {}), signal })) {
       for (const frame of frames as Frame[]) {
-        for (const event of projection.apply(JSON.parse(frame.json) as StreamPacket)) yield event
+        for (const event of projection.apply(packetOf(frame))) yield event
       }
       if (projection.ended) return
     }

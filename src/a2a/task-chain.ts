@@ -1,44 +1,11 @@
 import type { Cursor } from '../assist/engine.js'
 import type { ServiceRequest } from '../protocol/envelope.js'
 import type { StreamPacket } from '../protocol/packets.js'
-import { openInterrupts, type InterruptStore, type WaitingRun } from '../storage/interrupts.js'
+import { chainRunKeys, openInterrupts, waitsForAnswer, type WaitingRun } from '../storage/interrupts.js'
 import type { RunReader } from '../storage/run-ledger.js'
 import type { RunRecord } from '../storage/runs.js'
 import { requestMessage } from './message-envelope.js'
 import { projectionOf, type TaskProjection } from './task-projection.js'
-
-/** Whether a run answers questions (its payload has `resume`): it goes on with a chain, whose task it is part of. */
-export function answersQuestions (record: RunRecord): boolean {
-  const payload = (JSON.parse(record.envelope) as ServiceRequest).payload.payload
-  return typeof payload === 'object' && payload !== null && 'resume' in payload
-}
-
-/**
- * The chain a run is part of (human in the loop: `storage/interrupts.ts:WaitingRun`), if any: as
- * its first run (which stopped to ask), or as a later one (which carried answers).
- */
-export async function chainOf (interrupts: InterruptStore, record: RunRecord): Promise<WaitingRun | undefined> {
-  if (answersQuestions(record)) {
-    return await interrupts.byLastRun(record.request_id) ??
-      (await interrupts.inSession(record.session_id)).find((c) => c.interrupts.some((i) => i.answer?.request === record.request_id))
-  }
-  // the first run of a chain ends `input_required` (its chain is stored just before)
-  if (record.state === 'ended' && record.end_reason !== 'input_required') return undefined
-  return await interrupts.get(record.request_id)
-}
-
-/** The run keys of a chain, in the order they ran: the first, then each that carried answers, then the latest. */
-export function chainRunKeys (chain: WaitingRun): string[] {
-  const keys = [chain.run_key]
-  const answers = chain.interrupts.flatMap((i) => i.answer !== undefined ? [i.answer] : []).sort((a, b) => a.at - b.at)
-  for (const key of [...answers.map((a) => a.request), chain.last_run]) if (!keys.includes(key)) keys.push(key)
-  return keys
-}
-
-/** Whether a chain waits for its caller now: an answer can go on with it (no open question has expired). */
-export function waitsForAnswer (chain: WaitingRun, now = Date.now()): boolean {
-  return chain.state === 'waiting' && !openInterrupts(chain).some((i) => i.expires_at <= now)
-}
 
 /** A chain's task: the projection of its runs, its latest run (the one a follower follows) and the last of its packets taken. */
 export interface ChainTask {

@@ -1,7 +1,7 @@
 import { TaskState, type Artifact, type Message, type Part, type StreamResponse, type Task, type TaskStatus } from '@a2a-js/sdk'
 import type { ServiceRequest } from '../protocol/envelope.js'
 import type { Interrupt } from '../protocol/interrupts.js'
-import type { CloseReason, StreamError, StreamPacket } from '../protocol/packets.js'
+import { addUsage, type CloseReason, type StreamError, type StreamPacket } from '../protocol/packets.js'
 import type { RunRecord } from '../storage/runs.js'
 import { requestMessage } from './message-envelope.js'
 import { agentMessage, dataPart, textPart, urlPart } from './parts.js'
@@ -185,14 +185,9 @@ export class TaskProjection {
         return [this.#working(event.timestamp, event.data.thought, { event: { type: event.type, status: event.data.status } })]
       case 'PROGRESS_INDICATOR':
         return [this.#working(event.timestamp, event.data.label, { event: { type: event.type, ...event.data } })]
-      case 'USAGE': {
-        const usage = this.#usage ?? { input_tokens: 0, output_tokens: 0 }
-        usage.input_tokens += event.data.input_tokens
-        usage.output_tokens += event.data.output_tokens
-        if (event.data.cost !== undefined) usage.cost = (usage.cost ?? 0) + event.data.cost
-        this.#usage = usage
+      case 'USAGE':
+        this.#usage = addUsage(this.#usage, event.data)
         return []
-      }
     }
   }
 

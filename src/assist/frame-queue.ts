@@ -11,6 +11,13 @@ export interface Frame {
   json: string
   /** True for the main stream's CLOSE: the last packet of the response. */
   final: boolean
+  /** The packet itself, when the frame comes from the live run (not read back from the journal): see {@link packetOf}. */
+  packet?: StreamPacket
+}
+
+/** A frame's packet: the live run's own (read only: every follower shares it), else parsed from its JSON. */
+export function packetOf (frame: Frame): StreamPacket {
+  return frame.packet ?? JSON.parse(frame.json) as StreamPacket
 }
 
 /** How a queue stopped taking packets. */
@@ -47,7 +54,7 @@ export class FrameQueue implements PacketSink {
 
   write (packet: StreamPacket, json: string, ord: number): Promise<void> | undefined {
     if (this.#end !== undefined) return undefined
-    this.#frames.push({ ord, stream_id: packet.stream_id, seq: packet.seq, json, final: packet.op === 'CLOSE' && packet.stream_id === this.#mainStreamId })
+    this.#frames.push({ ord, stream_id: packet.stream_id, seq: packet.seq, json, final: packet.op === 'CLOSE' && packet.stream_id === this.#mainStreamId, packet })
     this.#bytes += json.length
     this.#notify()
     if (this.#bytes > this.#max) {

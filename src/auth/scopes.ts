@@ -55,6 +55,10 @@ export const ROUTE_SCOPES: Readonly<Record<string, Scope>> = {
   'GET /a2a/:agent_id/rest/tasks/:task/pushNotificationConfigs/:config': 'assist:invoke',
   'DELETE /a2a/:agent_id/rest/tasks/:task/pushNotificationConfigs/:config': 'assist:invoke',
   'GET /v1/a2a/push-deliveries': 'assist:invoke',
+  'POST /ai-sdk/:agent_id/chat': 'assist:invoke',
+  'GET /ai-sdk/:agent_id/chat/:chat_id/stream': 'assist:invoke',
+  'POST /ai-sdk/:agent_id/chat/:chat_id/stop': 'assist:invoke',
+  'POST /ag-ui/:agent_id': 'assist:invoke',
   'GET /metrics': 'admin'
 }
 

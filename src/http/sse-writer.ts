@@ -83,6 +83,17 @@ export class SseWriter {
     return this.#write(`${event !== undefined ? `event: ${event}\n` : ''}data: ${data}\n\n`, 1)
   }
 
+  /**
+   * Send values as plain `message` events (`data:` lines, no id), in one write: a batch of a fast
+   * run's chunks or events (the AI SDK and AG-UI streams) costs one socket write, not one each.
+   */
+  sendDataAll (values: readonly unknown[]): Promise<void> | undefined {
+    if (values.length === 0) return undefined
+    let text = ''
+    for (const value of values) text += `data: ${JSON.stringify(value)}\n\n`
+    return this.#write(text, values.length)
+  }
+
   #write (text: string, events: number): Promise<void> | undefined {
     if (this.#finished) return undefined
     const ok = this.#res.write(text)

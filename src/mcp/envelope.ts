@@ -1,4 +1,5 @@
 import { randomUUID } from 'node:crypto'
+import { bindingEnvelope } from '../protocol/binding-envelope.js'
 import type { ServiceRequest } from '../protocol/envelope.js'
 
 /** What a tool call's envelope is made from, besides the arguments. */
@@ -15,34 +16,17 @@ export interface ToolCallOrigin {
   traceId: string
 }
 
-/** A W3C trace id (32 hex digits) in a CAP envelope's UUID form. */
-function traceUuid (traceId: string): string {
-  return `${traceId.slice(0, 8)}-${traceId.slice(8, 12)}-${traceId.slice(12, 16)}-${traceId.slice(16, 20)}-${traceId.slice(20, 32)}`
-}
-
 /**
  * The CAP envelope of a `tools/call`, as a CAP client would send it: a fresh request id, the MCP
  * session's CAP session, the caller as `context.user`, the request's trace, the tool's arguments as
  * `payload.payload` and its capability as `payload.metadata.capability`.
  */
 export function toolCallEnvelope (args: Record<string, unknown>, origin: ToolCallOrigin): ServiceRequest {
-  const requestId = randomUUID()
-  return {
-    request_id: requestId,
-    context: {
-      session_id: origin.sessionId,
-      agent_id: origin.agentId,
-      user: { user_id: origin.userId, tier: 'mcp', locale: 'en' },
-      trace: { trace_id: traceUuid(origin.traceId), span_id: randomUUID() },
-      permissions: [],
-      created_at: new Date().toISOString()
-    },
-    payload: {
-      session_id: origin.sessionId,
-      payload: args,
-      request_id: requestId,
-      metadata: { capability: origin.capability },
-      capabilities: { supported_events: [], prefers_markdown: true }
-    }
-  }
+  return bindingEnvelope('mcp', origin, {
+    requestId: randomUUID(),
+    sessionId: origin.sessionId,
+    payload: args,
+    metadata: { capability: origin.capability },
+    capabilities: { supported_events: [], prefers_markdown: true }
+  })
 }

@@ -5,11 +5,11 @@ import {
 } from '@modelcontextprotocol/sdk/types.js'
 import type { JsonObject } from '../agents/contract.js'
 import type { AssistEngine, RunTrace, SubmitOptions } from '../assist/engine.js'
+import { packetOf } from '../assist/frame-queue.js'
 import type { Interrupt, ResumeAnswer } from '../protocol/interrupts.js'
 import type { RunLogger } from '../assist/run.js'
 import type { Identity } from '../storage/api-keys.js'
 import type { TraceContext } from '../protocol/envelope.js'
-import type { StreamPacket } from '../protocol/packets.js'
 import type { EventLog } from '../storage/events.js'
 import { CallResultBuilder, mcpLogLevel, META_REQUEST_ID, META_SESSION_ID, type LogUpdate } from './call-result.js'
 import { elicitationForm, type FormFits } from './elicitation.js'
@@ -333,7 +333,7 @@ export function createMcpServer (options: McpServerOptions): Server {
     try {
       for await (const frames of engine.follow(key)) {
         for (const frame of frames) {
-          const update = result.add(JSON.parse(frame.json) as StreamPacket, frame.final)
+          const update = result.add(packetOf(frame), frame.final)
           if (update.progress !== undefined && progressToken !== undefined) await notify({ method: 'notifications/progress', params: { progressToken, ...update.progress } })
           if (update.log !== undefined) await log(update.log)
         }

@@ -139,6 +139,12 @@ export const UsageEvent = Type.Object({
 }, { ...closed, title: 'USAGE' })
 export type UsageEvent = Static<typeof UsageEvent>
 
+/** A run's usage so far: `total` (none yet: zero) with one USAGE event's added (the projections of a run show the sum). */
+export function addUsage (total: UsageEvent['data'] | undefined, usage: UsageEvent['data']): UsageEvent['data'] {
+  const cost = usage.cost === undefined ? total?.cost : (total?.cost ?? 0) + usage.cost
+  return { input_tokens: (total?.input_tokens ?? 0) + usage.input_tokens, output_tokens: (total?.output_tokens ?? 0) + usage.output_tokens, ...(cost !== undefined ? { cost } : {}) }
+}
+
 /** Everything this server ever puts in the `p` of an EVENT packet. */
 export const EventPayload = Type.Union([PresentationEvent, DataEvent, ResultEvent, StreamStartEvent, UsageEvent, InterruptEvent])
 export type EventPayload = Static<typeof EventPayload>

@@ -1,5 +1,7 @@
+import type { ServiceRequest } from '../protocol/envelope.js'
 import type { Awaitable } from './awaitable.js'
 import type { AuditInput } from './audit.js'
+import type { RunRecord } from './runs.js'
 
 /** What an interrupt asks for: a value (`input`, matching its schema) or a yes or no (`approval`). */
 export type InterruptKind = 'input' | 'approval'
@@ -131,4 +133,37 @@ export function waitingRunOf ({ expires_at: _expires, ...row }: WaitingRunRow): 
 export function rowOf (run: WaitingRun): WaitingRunRow {
   const open = openInterrupts(run).map((i) => i.expires_at)
   return { ...run, interrupts: JSON.stringify(run.interrupts), memo: JSON.stringify(run.memo), expires_at: open.length === 0 ? 0 : Math.max(...open) }
+}
+
+/** Whether a run answers questions (its payload has `resume`): it goes on with a chain, whose task it is part of. */
+export function answersQuestions (record: RunRecord): boolean {
+  const payload = (JSON.parse(record.envelope) as ServiceRequest).payload.payload
+  return typeof payload === 'object' && payload !== null && 'resume' in payload
+}
+
+/**
+ * The chain a run is part of (human in the loop: `storage/interrupts.ts:WaitingRun`), if any: as
+ * its first run (which stopped to ask), or as a later one (which carried answers).
+ */
+export async function chainOf (interrupts: InterruptStore, record: RunRecord): Promise<WaitingRun | undefined> {
+  if (answersQuestions(record)) {
+    return await interrupts.byLastRun(record.request_id) ??
+      (await interrupts.inSession(record.session_id)).find((c) => c.interrupts.some((i) => i.answer?.request === record.request_id))
+  }
+  // the first run of a chain ends `input_required` (its chain is stored just before)
+  if (record.state === 'ended' && record.end_reason !== 'input_required') return undefined
+  return await interrupts.get(record.request_id)
+}
+
+/** The run keys of a chain, in the order they ran: the first, then each that carried answers, then the latest. */
+export function chainRunKeys (chain: WaitingRun): string[] {
+  const keys = [chain.run_key]
+  const answers = chain.interrupts.flatMap((i) => i.answer !== undefined ? [i.answer] : []).sort((a, b) => a.at - b.at)
+  for (const key of [...answers.map((a) => a.request), chain.last_run]) if (!keys.includes(key)) keys.push(key)
+  return keys
+}
+
+/** Whether a chain waits for its caller now: an answer can go on with it (no open question has expired). */
+export function waitsForAnswer (chain: WaitingRun, now = Date.now()): boolean {
+  return chain.state === 'waiting' && !openInterrupts(chain).some((i) => i.expires_at <= now)
 }

@@ -1,7 +1,7 @@
 import t from 'tap'
 import { AH_ERR_STORAGE_BUSY } from '../../src/errors.js'
 import { answerOf, storedAnswer } from '../../src/assist/answers.js'
-import { FrameQueue } from '../../src/assist/frame-queue.js'
+import { FrameQueue, packetOf } from '../../src/assist/frame-queue.js'
 import { PacketFactory, packetJson, resumeGapPackets, streamError } from '../../src/assist/packets.js'
 import { recoverRun } from '../../src/assist/recover.js'
 import { AssistRun, type RunRecorder } from '../../src/assist/run.js'
@@ -87,6 +87,17 @@ t.test('a bounded transcript keeps a summary and says it is one; the last error 
   t.equal(tb.lastError?.message, 'late')
   t.match(tb.summary(), { truncated: true })
   t.notOk('truncated' in new TranscriptBuilder().summary())
+})
+
+t.test('a live frame carries its packet, so a projection does not parse it again; a frame read back from the journal is parsed', async (t) => {
+  const q = new FrameQueue('m', 1000, 2000, () => {})
+  const live: StreamPacket = { stream_id: 's', seq: 1, op: 'DELTA', t: '2026-11-29T00:00:00.000Z', p: 'w ' }
+  q.write(live, JSON.stringify(live), 1)
+  const [frame] = await q.take() as [import('../../src/assist/frame-queue.js').Frame]
+  t.equal(packetOf(frame), live, 'the run\'s own packet')
+  const stored = { ord: 1, stream_id: 's', seq: 1, json: JSON.stringify(live), final: false }
+  t.not(packetOf(stored), live)
+  t.same(packetOf(stored), live, 'the same packet, parsed from its JSON')
 })
 
 t.test('a frame queue: backpressure past its high-water mark, and a client that falls too far behind is cut once', async (t) => {

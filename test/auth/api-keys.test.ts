@@ -53,7 +53,11 @@ const REQUESTS: Record<string, { method: 'GET' | 'POST' | 'DELETE', url: string,
   'POST /a2a/:agent_id/rest/tasks/:task/pushNotificationConfigs': { method: 'POST', url: '/a2a/echo/rest/tasks/33333333-3333-4333-8333-333333333333/pushNotificationConfigs', payload: { url: 'https://example.com/hook' } },
   'GET /a2a/:agent_id/rest/tasks/:task/pushNotificationConfigs/:config': { method: 'GET', url: '/a2a/echo/rest/tasks/33333333-3333-4333-8333-333333333333/pushNotificationConfigs/c1' },
   'DELETE /a2a/:agent_id/rest/tasks/:task/pushNotificationConfigs/:config': { method: 'DELETE', url: '/a2a/echo/rest/tasks/33333333-3333-4333-8333-333333333333/pushNotificationConfigs/c1' },
-  'GET /v1/a2a/push-deliveries': { method: 'GET', url: '/v1/a2a/push-deliveries' }
+  'GET /v1/a2a/push-deliveries': { method: 'GET', url: '/v1/a2a/push-deliveries' },
+  'POST /ai-sdk/:agent_id/chat': { method: 'POST', url: '/ai-sdk/echo/chat', payload: { id: 'auth-probe', messages: [{ id: 'm1', role: 'user', parts: [{ type: 'text', text: 'hi' }] }], trigger: 'submit-message' } },
+  'GET /ai-sdk/:agent_id/chat/:chat_id/stream': { method: 'GET', url: '/ai-sdk/echo/chat/auth-probe/stream' },
+  'POST /ai-sdk/:agent_id/chat/:chat_id/stop': { method: 'POST', url: '/ai-sdk/echo/chat/auth-probe/stop' },
+  'POST /ag-ui/:agent_id': { method: 'POST', url: '/ag-ui/echo', payload: { threadId: 'auth-probe', runId: 'auth-probe-run', messages: [{ id: 'm1', role: 'user', content: 'hi' }], state: {}, tools: [], context: [], forwardedProps: {} } }
 }
 
 /** The error body of a refusal: as every route answers it, or in `error.data` of the JSON-RPC error `/mcp` answers. */

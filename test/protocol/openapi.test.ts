@@ -139,7 +139,11 @@ t.test('every operation has an operationId, and they are unique and stable', asy
     'GET /v1/a2a/push-deliveries': 'listPushDeliveries',
     'POST /mcp': 'mcpPost',
     'GET /mcp': 'mcpStream',
-    'DELETE /mcp': 'mcpDeleteSession'
+    'DELETE /mcp': 'mcpDeleteSession',
+    'POST /ag-ui/{agent_id}': 'agUiRun',
+    'POST /ai-sdk/{agent_id}/chat': 'aiSdkChat',
+    'GET /ai-sdk/{agent_id}/chat/{chat_id}/stream': 'aiSdkChatResume',
+    'POST /ai-sdk/{agent_id}/chat/{chat_id}/stop': 'aiSdkChatStop'
   })
 })
 
