@@ -19,6 +19,8 @@ COPY scripts/build.ts ./scripts/build.ts
 COPY src ./src
 COPY agents ./agents
 COPY client ./client
+# the playground's chat page, which the build bundles (React, the AI SDK) into dist/playground/chat.js
+COPY playground ./playground
 RUN npm run build && npm prune --omit=dev
 
 # Runtime stage: production dependencies, the compiled server and agents, and the playground, as a non-root user.

@@ -28,7 +28,7 @@ export default [
   },
   {
     // the playground's page runs in the browser
-    files: ['playground/**/*.js'],
+    files: ['playground/**/*.js', 'playground/**/*.jsx'],
     languageOptions: { globals: globals.browser }
   }
 ]

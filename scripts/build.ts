@@ -6,15 +6,18 @@
  * file is compiled again with what depends on it. TypeScript never deletes an output whose source
  * is gone, so then every compiled file without its source is removed: a deleted or renamed agent
  * leaves nothing behind for the loader to find (deleting the output folder to get this made every
- * start a full build of a minute or more).
+ * start a full build of a minute or more). Then the playground's chat page (`playground/chat/main.jsx`:
+ * React and the AI SDK's `useChat`, which a browser cannot load file by file) is bundled with esbuild
+ * into one minified ES module, `dist/playground/chat.js`, with its source map.
  *
  *     npm run build
  */
 import { spawnSync } from 'node:child_process'
 import { existsSync, readdirSync, rmdirSync, rmSync } from 'node:fs'
 import { createRequire } from 'node:module'
-import { join, relative } from 'node:path'
+import { dirname, join, relative } from 'node:path'
 import { fileURLToPath } from 'node:url'
+import { build } from 'esbuild'
 
 /** Where each source folder's compiled files go: [source, output], relative to the project. */
 export const OUTPUTS: ReadonlyArray<readonly [string, string]> = [
@@ -62,7 +65,33 @@ export function pruneOutputs (sourceDir: string, outDir: string): string[] {
   return removed
 }
 
-function main (): void {
+/** Where the chat page's bundle goes, relative to the project (the playground route serves it). */
+export const CHAT_BUNDLE = 'dist/playground/chat.js'
+
+/**
+ * Bundle the playground's chat page (`playground/chat/main.jsx`) into {@link CHAT_BUNDLE} under
+ * `root`: one minified ES module with a source map, for the browsers the AI SDK supports. `ai` is
+ * the copy `@ai-sdk/react` imports (it pins its own), so the bundle holds one, not two.
+ */
+export async function bundleChatPage (root: string): Promise<void> {
+  const ai = dirname(createRequire(createRequire(join(root, 'package.json')).resolve('@ai-sdk/react')).resolve('ai/package.json'))
+  await build({
+    entryPoints: [join(root, 'playground', 'chat', 'main.jsx')],
+    outfile: join(root, CHAT_BUNDLE),
+    bundle: true,
+    format: 'esm',
+    platform: 'browser',
+    target: 'es2022',
+    jsx: 'automatic',
+    minify: true,
+    sourcemap: true,
+    alias: { ai },
+    define: { 'process.env.NODE_ENV': '"production"' },
+    logLevel: 'warning'
+  })
+}
+
+async function main (): Promise<void> {
   const root = fileURLToPath(new URL('..', import.meta.url))
   const tsc = createRequire(import.meta.url).resolve('typescript/bin/tsc')
   const built = spawnSync(process.execPath, [tsc, '-b', 'tsconfig.build.json', 'client/tsconfig.json', ...process.argv.slice(2)], { cwd: root, stdio: 'inherit' })
@@ -70,6 +99,7 @@ function main (): void {
   for (const [source, output] of OUTPUTS) {
     for (const file of pruneOutputs(join(root, source), join(root, output))) console.log(`removed ${join(output, file)}: its source is gone`)
   }
+  await bundleChatPage(root)
 }
 
-if (process.argv[1] !== undefined && fileURLToPath(import.meta.url) === process.argv[1]) main()
+if (process.argv[1] !== undefined && fileURLToPath(import.meta.url) === process.argv[1]) await main()

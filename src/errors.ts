@@ -113,8 +113,8 @@ export const AH_ERR_STORAGE_UNAVAILABLE = define('AH_ERR_STORAGE_UNAVAILABLE', 5
   'PostgreSQL (`DATABASE_URL`) refused or dropped the connection (it is down, restarting, or out of connections); nothing was acknowledged that is not stored. `Retry-After` is set and `/health` says `degraded` while it lasts.')
 export const AH_ERR_SHUTTING_DOWN = define('AH_ERR_SHUTTING_DOWN', 503, 'The server is shutting down',
   'The server is draining; retry against another instance (`Retry-After` is set).')
-export const AH_ERR_PLAYGROUND_UNBUILT = define('AH_ERR_PLAYGROUND_UNBUILT', 503, 'The playground needs the client built: run npm run build',
-  'The playground page is served but the TypeScript client it runs on (`client/dist`) was not built; `npm run build` (or `npm start`) builds it.')
+export const AH_ERR_PLAYGROUND_UNBUILT = define('AH_ERR_PLAYGROUND_UNBUILT', 503, 'The playground is not built: run npm run build',
+  'The playground page is served but what it runs on was not built: the TypeScript client (`client/dist`), or the chat page\'s bundle (`dist/playground/chat.js`); `npm run build` (or `npm start`) builds both.')
 export const AH_ERR_MCP_SESSION_NOT_FOUND = define('AH_ERR_MCP_SESSION_NOT_FOUND', 404, 'No MCP session with id "%s"',
   '`/mcp`: the `Mcp-Session-Id` names no open MCP session of this caller (never made, closed, expired after `MCP_SESSION_IDLE_MS`, or another key\'s); initialize a new one.')
 

@@ -20,12 +20,16 @@ const hidden = { schema: { hide: true } }
  * agents through the TypeScript client (`client/`, served built at `/playground/client/`), with
  * marked and DOMPurify served from this server too, so it loads nothing from the internet. Its
  * Content-Security-Policy admits scripts from this origin and the one inline import map only.
- * `options.clientDir`: where the built client is (`null`: not built); found by default.
+ * `/playground/chat` is the chat page: the AI SDK's `useChat` against `/ai-sdk/{agent}/chat`,
+ * bundled by `npm run build` (`scripts/build.ts`) and served at `/playground/build/chat.js`, under
+ * the same policy. `options.clientDir`: where the built client is; `options.bundleDir`: where the
+ * chat page's bundle is (`null`: not built); both found by default.
  */
-export default async function playgroundRoutes (app: FastifyInstance, options: { clientDir?: string | null } = {}): Promise<void> {
+export default async function playgroundRoutes (app: FastifyInstance, options: { clientDir?: string | null, bundleDir?: string | null } = {}): Promise<void> {
   if (!app.config.PLAYGROUND) return
   if (ROOT === undefined) throw new Error('the playground\'s files (playground/index.html) are missing beside src/; set PLAYGROUND=false or restore them')
   const client = options.clientDir === undefined ? clientDir() : options.clientDir ?? undefined
+  const bundle = options.bundleDir === undefined ? bundleDir(ROOT) : options.bundleDir ?? undefined
   const importMap = JSON.stringify({ imports: Object.fromEntries(Object.entries(VENDOR).map(([name, file]) => [name, `/playground/vendor/${file}`])) })
   const hash = createHash('sha256').update(importMap).digest('base64')
   const page = readFileSync(join(ROOT, 'playground', 'index.html'), 'utf8').replace('<!--IMPORTMAP-->', `<script type="importmap">${importMap}</script>`)
@@ -37,6 +41,8 @@ export default async function playgroundRoutes (app: FastifyInstance, options: {
 
   app.get('/playground', hidden, async (_request, reply) => await reply.redirect('/playground/'))
   app.get('/playground/', hidden, async (_request, reply) => await secure(reply).type('text/html; charset=utf-8').send(page))
+  const chatPage = readFileSync(join(ROOT, 'playground', 'chat', 'index.html'))
+  app.get('/playground/chat', hidden, async (_request, reply) => await secure(reply).type('text/html; charset=utf-8').send(chatPage))
   const vendor = Object.fromEntries(Object.entries(VENDOR).map(([name, file]) => [file, readFileSync(fileURLToPath(import.meta.resolve(name)))]))
   app.get<{ Params: { file: string } }>('/playground/vendor/:file', hidden, async (request, reply) => {
     const body = vendor[request.params.file]
@@ -52,6 +58,18 @@ export default async function playgroundRoutes (app: FastifyInstance, options: {
     app.log.warn('the playground needs the client built (client/dist): run npm run build')
     app.get('/playground/client/*', hidden, async () => { throw new AH_ERR_PLAYGROUND_UNBUILT() })
   }
+  if (bundle !== undefined) {
+    await app.register(fastifyStatic, { root: bundle, prefix: '/playground/build/', index: false, decorateReply: false, setHeaders: (reply) => { reply.header('x-content-type-options', 'nosniff') } })
+  } else {
+    app.log.warn('the playground\'s chat page needs its bundle (dist/playground/chat.js): run npm run build')
+    app.get('/playground/build/*', hidden, async () => { throw new AH_ERR_PLAYGROUND_UNBUILT() })
+  }
+}
+
+/** dist/playground under `root`, where `npm run build` bundles the chat page, or undefined when it has not. */
+export function bundleDir (root: string): string | undefined {
+  const dir = join(root, 'dist', 'playground')
+  return existsSync(join(dir, 'chat.js')) ? dir : undefined
 }
 
 /**

@@ -26,7 +26,7 @@ t.setTimeout(480_000)
 t.test('the build serves only the agents whose sources are there: a deleted and a renamed agent leave nothing behind', { timeout: 420_000 }, async (t) => {
   const copy = mkdtempSync(join(tmpdir(), 'agent-host-build-'))
   t.teardown(() => { rmSync(copy, { recursive: true, force: true }) })
-  for (const entry of ['src', 'agents', 'client', 'scripts', 'package.json', 'tsconfig.json', 'tsconfig.build.json']) {
+  for (const entry of ['src', 'agents', 'client', 'scripts', 'playground', 'package.json', 'tsconfig.json', 'tsconfig.build.json']) {
     cpSync(join(ROOT, entry), join(copy, entry), { recursive: true, filter: (source) => !source.includes(`${join('client', 'dist')}`) && !source.endsWith('node_modules') })
   }
   symlinkSync(join(ROOT, 'node_modules'), join(copy, 'node_modules'), 'dir')
@@ -43,6 +43,7 @@ t.test('the build serves only the agents whose sources are there: a deleted and 
   t.notOk(existsSync(join(copy, 'dist/agents/summarize')), 'the deleted agent is gone from the build')
   t.notOk(existsSync(join(copy, 'dist/agents/echo')), 'the renamed agent\'s old folder is gone')
   t.ok(existsSync(join(copy, 'dist/agents/echo-renamed/index.js')))
+  t.ok(existsSync(join(copy, 'dist/playground/chat.js')), 'the playground\'s chat page is bundled')
 
   // and the built server boots on it: the loader sees each agent once
   const { loadAgents } = await import(pathToFileURL(join(copy, 'dist/src/agents/loader.js')).href) as typeof import('../../src/agents/loader.js')
