@@ -41,7 +41,7 @@ const ROOT = fileURLToPath(new URL('../', import.meta.url))
 export const HEAVY = [
   'test/{bench,deploy,playground}/**',
   'test/layout/{build,dev-mode}.test.ts',
-  'test/docs/{walkthrough,a2a-mcp-example,runs,protocol-commands}.test.ts',
+  'test/docs/{walkthrough,a2a-mcp-example,runs,protocol-commands,readme-react}.test.ts',
   'test/storage/postgres/{cluster-chaos,database-restart,notifications,cross-instance,audit}.test.ts',
   'test/{scaffold,config,telemetry,backup-restore}.test.ts',
   'test/runtime/{chaos,concurrency,crash}.test.ts',
