@@ -1,17 +1,10 @@
 import { Type, type Static } from 'typebox'
 import { AH_ERR_VALIDATION, withDetails } from '../errors.js'
 import { JsonObject } from '../protocol/common.js'
-import { bindingEnvelope, type BindingCaller } from '../protocol/binding-envelope.js'
+import { bindingEnvelope, HostOptions, type BindingCaller } from '../protocol/binding-envelope.js'
 import type { ServiceRequest } from '../protocol/envelope.js'
 import { uuidOf } from '../protocol/foreign-ids.js'
 import type { ResumeAnswer } from '../protocol/interrupts.js'
-
-/** The keys of `forwardedProps.agent_host`: what the host itself reads (CAP's `payload.metadata` keys). */
-const HostProps = Type.Object({
-  capability: Type.Optional(Type.String({ minLength: 1, description: 'run this capability of the agent instead of its first' })),
-  timeout_ms: Type.Optional(Type.Integer({ minimum: 1, description: 'stop the run after this long (RUN_TIMEOUT_MS is the ceiling)' })),
-  on_disconnect: Type.Optional(Type.Union([Type.Literal('continue'), Type.Literal('cancel')], { description: 'what happens to the run when its client goes away (default here: `cancel`)' }))
-}, { additionalProperties: false })
 
 const Message = Type.Object({
   id: Type.Optional(Type.String()),
@@ -39,7 +32,7 @@ export const RunInputBody = Type.Object({
   tools: Type.Optional(Type.Array(Type.Unknown(), { description: 'not used: the host\'s agents do not call the front end\'s tools' })),
   context: Type.Optional(Type.Array(Type.Unknown(), { description: 'not used' })),
   forwardedProps: Type.Optional(Type.Object({
-    agent_host: Type.Optional(HostProps)
+    agent_host: Type.Optional(HostOptions)
   }, { description: 'the agent\'s arguments (CAP\'s `payload.payload`, beside `query`); `agent_host` is the host\'s own (capability, timeout_ms, on_disconnect)' })),
   resume: Type.Optional(Type.Array(ResumeEntry, { minItems: 1, maxItems: 100, description: 'answers to the interrupts the thread\'s last run stopped at' }))
 }, { title: 'AgUiRunAgentInput' })

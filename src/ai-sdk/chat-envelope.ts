@@ -1,6 +1,6 @@
 import { randomUUID } from 'node:crypto'
 import { AH_ERR_VALIDATION, withDetails } from '../errors.js'
-import { bindingEnvelope, type BindingCaller } from '../protocol/binding-envelope.js'
+import { bindingEnvelope, type BindingCaller, type HostOptions } from '../protocol/binding-envelope.js'
 import type { ServiceRequest } from '../protocol/envelope.js'
 import { uuidOf } from '../protocol/foreign-ids.js'
 import type { ResumeAnswer } from '../protocol/interrupts.js'
@@ -27,7 +27,7 @@ export interface ChatBody {
 }
 
 /** The fields of a chat request that are the transport's, not the agent's. */
-const TRANSPORT_FIELDS = new Set(['id', 'messages', 'trigger', 'messageId'])
+const TRANSPORT_FIELDS = new Set(['id', 'messages', 'trigger', 'messageId', 'agent_host'])
 
 /** The keys of the request metadata that keep the chat's own ids (the agent sees them too). */
 export const CHAT_ID = 'ai_sdk_chat_id'
@@ -58,7 +58,8 @@ function envelopeOf (body: ChatBody, caller: ChatCaller, requestId: string, payl
 
 /**
  * A new run of the chat for its last message, a user's: its text parts, joined by blank lines, as
- * `payload.query`, the body's other fields as the rest of the payload. The request id is made from
+ * `payload.query`, the body's other fields as the rest of the payload (but `agent_host`, the
+ * host's own: the request's metadata, `capability`, `timeout_ms`, `on_disconnect`). The request id is made from
  * the chat's and the message's ids, so the same message sent again joins its run; a
  * `regenerate-message` is a new run.
  * @throws AH_ERR_VALIDATION when the last message is not a user's, or has no text, or has a file
@@ -77,7 +78,7 @@ export function questionEnvelope (body: ChatBody, caller: ChatCaller): ServiceRe
   for (const [field, value] of Object.entries(body)) if (!TRANSPORT_FIELDS.has(field)) payload[field] = value
   payload.query = texts.join('\n\n')
   const requestId = body.trigger === 'regenerate-message' ? randomUUID() : uuidOf('ai-sdk-message', `${body.id}\u0000${last.id}`)
-  return envelopeOf(body, caller, requestId, payload, {})
+  return envelopeOf(body, caller, requestId, payload, { ...(body.agent_host as HostOptions | undefined) })
 }
 
 /**

@@ -1,5 +1,17 @@
 import { randomUUID } from 'node:crypto'
+import { Type, type Static } from 'typebox'
 import type { ServiceRequest } from './envelope.js'
+
+/**
+ * What a front-end protocol's request may say to the host itself, beside the agent's arguments (the
+ * AI SDK's body and AG-UI's `forwardedProps`, as `agent_host`): CAP's `payload.metadata` keys.
+ */
+export const HostOptions = Type.Object({
+  capability: Type.Optional(Type.String({ minLength: 1, description: 'run this capability of the agent instead of its first' })),
+  timeout_ms: Type.Optional(Type.Integer({ minimum: 1, description: 'stop the run after this long (RUN_TIMEOUT_MS is the ceiling)' })),
+  on_disconnect: Type.Optional(Type.Union([Type.Literal('continue'), Type.Literal('cancel')], { description: 'what happens to the run when its client goes away' }))
+}, { additionalProperties: false })
+export type HostOptions = Static<typeof HostOptions>
 
 /** Who makes a call through another protocol, as its CAP envelope names them. */
 export interface BindingCaller {

@@ -7,6 +7,7 @@ import type { ChatBody as ChatBodyType } from '../ai-sdk/chat-envelope.js'
 import type { ServiceRequest } from '../protocol/envelope.js'
 import { AH_ERR_AGENT_NOT_FOUND, AH_ERR_RUN_NOT_FOUND } from '../errors.js'
 import type { SseWriter } from '../http/sse-writer.js'
+import { HostOptions } from '../protocol/binding-envelope.js'
 import { CancelAccepted } from '../protocol/cancel.js'
 import { ASSIST_ERROR_RESPONSES, ECHO_AGENT_ID, errorResponse } from '../protocol/openapi.js'
 import { sendSse } from './sse.js'
@@ -29,8 +30,9 @@ const ChatBody = Type.Object({
   id: Type.String({ minLength: 1, maxLength: 256, description: 'The chat\'s id: every request of the chat is in the same CAP session' }),
   messages: Type.Array(SentMessage, { minItems: 1, description: 'The chat\'s messages: the last one is the user\'s question, or the assistant\'s with its questions answered' }),
   trigger: Type.Optional(Type.String({ description: '`submit-message`, or `regenerate-message` (a new run)' })),
-  messageId: Type.Optional(Type.String())
-}, { description: 'What `DefaultChatTransport` posts; the other fields (its `body`) are the agent\'s arguments besides `query`' })
+  messageId: Type.Optional(Type.String()),
+  agent_host: Type.Optional(HostOptions)
+}, { description: 'What `DefaultChatTransport` posts; the other fields (its `body`) are the agent\'s arguments besides `query`, but `agent_host`: the host\'s own (the capability, the timeout, what happens to the run when its client goes away)' })
 const UiMessageStream = Type.String({ description: '`text/event-stream`: the AI SDK UI message stream (`data: <chunk JSON>` each, `data: [DONE]` last), with `x-vercel-ai-ui-message-stream: v1`' })
 const agentNotFound = errorResponse('No agent has this id or name', new AH_ERR_AGENT_NOT_FOUND('nobody'))
 

@@ -232,6 +232,26 @@ t.test('the ask example agent takes the chat\'s message as its question, and goe
   t.match((chat.messages[1] as UIMessage).parts.find((p) => p.type === 'data-result'), { data: { question: 'Which colour?', answer: 'blue' } })
 })
 
+t.test('agent_host in the body is the host\'s own: the capability and the timeout, not the agent\'s arguments', async (t) => {
+  const { app, url } = await listen(t, ENV)
+  const post = async (body: Record<string, unknown>): Promise<Response> => await fetch(`${url}/ai-sdk/echo-stream/chat`, { method: 'POST', headers: { 'content-type': 'application/json' }, body: JSON.stringify({ messages: [userMessage('one two three four five six')], trigger: 'submit-message', ...body }) })
+  const unknown = await post({ id: `chat-${randomUUID()}`, agent_host: { capability: 'nope' } })
+  t.equal(unknown.status, 400)
+  t.match(await unknown.json(), { code: 'AH_ERR_VALIDATION', details: { errors: [{ path: '/payload/metadata/capability' }] } }, 'a capability the agent does not have, named')
+  const malformed = await post({ id: `chat-${randomUUID()}`, agent_host: { timeout_ms: 'soon' } })
+  t.equal(malformed.status, 400, 'agent_host is checked')
+  const chat = new TestChat({ id: `chat-${randomUUID()}`, transport: transport(url, 'echo-stream', { body: { delay_ms: 200, agent_host: { timeout_ms: 300 } } }) })
+  await chat.sendMessage({ text: 'one two three four five six' })
+  const answer = chat.messages[1] as UIMessage
+  const meta = metaOf(answer)
+  t.equal(chat.status, 'error', 'the run stopped at its timeout')
+  t.match(chat.error?.message, /longer than 300 ms.*run_timeout/, 'saying so')
+  t.ok(textOf(answer).length < 'one two three four five six '.length, `what it wrote before: "${textOf(answer)}"`)
+  const stored = JSON.parse((await app.ledger.get(runKey('anonymous', meta.request_id)))?.envelope ?? '{}') as { payload: { payload: Record<string, unknown>, metadata: Record<string, unknown> } }
+  t.match(stored.payload.metadata, { timeout_ms: 300 }, 'in the run\'s metadata')
+  t.notOk('agent_host' in stored.payload.payload, 'not among the agent\'s arguments')
+})
+
 t.test('a rejected approval is a denied tool call; the chain replayed whole (as a resumed stream of its answering run is) makes the same message', async (t) => {
   const { app, url } = await listen(t, { ...ENV, AGENTS_DIR: INTERRUPT_AGENTS })
   const asks = [{ name: 'ship', kind: 'approval', message: 'Ship it?' }]
