@@ -52,18 +52,16 @@ export default async function playgroundRoutes (app: FastifyInstance, options: {
   const protocol = readFileSync(join(ROOT, 'docs', 'protocol.md'))
   app.get('/playground/protocol.md', hidden, async (_request, reply) => await secure(reply).type('text/plain; charset=utf-8').send(protocol))
   await app.register(fastifyStatic, { root: join(ROOT, 'playground'), prefix: '/playground/', index: false, wildcard: true, decorateReply: false, setHeaders: (reply) => { reply.header('x-content-type-options', 'nosniff') } })
-  if (client !== undefined) {
-    await app.register(fastifyStatic, { root: client, prefix: '/playground/client/', index: false, decorateReply: false, setHeaders: (reply) => { reply.header('x-content-type-options', 'nosniff') } })
-  } else {
-    app.log.warn('the playground needs the client built (client/dist): run npm run build')
-    app.get('/playground/client/*', hidden, async () => { throw new AH_ERR_PLAYGROUND_UNBUILT() })
+  const unbuilt: string[] = []
+  for (const [dir, prefix, what] of [[client, '/playground/client/', 'client/dist'], [bundle, '/playground/build/', 'dist/playground/chat.js']] as const) {
+    if (dir !== undefined) {
+      await app.register(fastifyStatic, { root: dir, prefix, index: false, decorateReply: false, setHeaders: (reply) => { reply.header('x-content-type-options', 'nosniff') } })
+    } else {
+      unbuilt.push(what)
+      app.get(`${prefix}*`, hidden, async () => { throw new AH_ERR_PLAYGROUND_UNBUILT() })
+    }
   }
-  if (bundle !== undefined) {
-    await app.register(fastifyStatic, { root: bundle, prefix: '/playground/build/', index: false, decorateReply: false, setHeaders: (reply) => { reply.header('x-content-type-options', 'nosniff') } })
-  } else {
-    app.log.warn('the playground\'s chat page needs its bundle (dist/playground/chat.js): run npm run build')
-    app.get('/playground/build/*', hidden, async () => { throw new AH_ERR_PLAYGROUND_UNBUILT() })
-  }
+  if (unbuilt.length > 0) app.log.warn(`the playground is not built (${unbuilt.join(', ')}): run npm run build`)
 }
 
 /** dist/playground under `root`, where `npm run build` bundles the chat page, or undefined when it has not. */
