@@ -50,6 +50,8 @@ export interface McpServerOptions {
   track: (call: Promise<unknown>) => void
   /** Aborted when the session closes: a call waiting for an elicitation's answer stops waiting (and ends its run). */
   closing?: AbortSignal
+  /** End the HTTP response (its SSE stream) that carries JSON-RPC request `id`: a cancelled call's, which the SDK answers nothing. */
+  endStream?: (id: RequestId) => void
   log: RunLogger
 }
 
@@ -189,6 +191,10 @@ export function createMcpServer (options: McpServerOptions): Server {
       // the SDK would send the message as it is: say nothing of internals
       call.log.error({ err }, 'an MCP tool call failed')
       throw new McpError(ErrorCode.InternalError, 'Internal error')
+    } finally {
+      // a cancelled request gets no answer (the SDK drops it, as the specification says): its stream
+      // would wait for one for ever, so it ends once the SDK has let the answer go
+      if (extra.signal.aborted) setImmediate(() => { options.endStream?.(extra.requestId) })
     }
   })
 

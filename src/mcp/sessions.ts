@@ -14,7 +14,7 @@ export interface McpSessionSettings {
   /** SSE_HEARTBEAT_MS: the keep-alive comment on the transport's SSE responses. */
   keepAliveMs: number
   /** Make the MCP server of a new session (the SDK's, with this host's handlers). */
-  createServer: (session: Pick<McpServerOptions, 'sessionId' | 'callOf' | 'track' | 'closing'>) => Server
+  createServer: (session: Pick<McpServerOptions, 'sessionId' | 'callOf' | 'track' | 'closing' | 'endStream'>) => Server
   log: RunLogger
 }
 
@@ -43,6 +43,7 @@ export class McpSession {
       sessionId: this.capSessionId,
       closing: this.#closing.signal,
       callOf: (id) => this.#calls.get(id),
+      endStream: (id) => { this.transport.closeSSEStream(id) },
       track: (call) => {
         this.#running.add(call)
         const done = (): void => { this.#running.delete(call) }

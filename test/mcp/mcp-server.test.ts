@@ -184,6 +184,32 @@ t.test('cancellation: the client\'s notifications/cancelled aborts the run, whic
   t.notOk((await client.callTool({ name: 'scripted', arguments: { script: [{ op: 'markdown', content: 'still here' }] } })).isError, 'the session goes on')
 })
 
+// Regression (issue 35): after a notifications/cancelled the SDK answers nothing to the call (the
+// specification's rule), and the call's SSE stream stayed open for ever, waiting for that answer
+t.test('cancellation: the stream of a cancelled call ends; nothing is answered to it', async (t) => {
+  const { url } = await listen(t, { AGENTS_DIR: FIXTURE_AGENTS_DIR })
+  const { transport } = await connect(t, url)
+  const session = { 'mcp-session-id': transport.sessionId as string }
+  const before = observed.started.length
+  const response = await post(url, { jsonrpc: '2.0', id: 'cancel-me', method: 'tools/call', params: { name: 'scripted', arguments: { script: [{ op: 'wait_abort' }] } } }, session)
+  t.match(response.headers.get('content-type'), /text\/event-stream/)
+  let body = ''
+  let ended = false
+  const reading = (async () => {
+    for await (const chunk of response.body as unknown as AsyncIterable<Uint8Array>) body += Buffer.from(chunk).toString('utf8')
+    ended = true
+  })()
+  await until('the run started', () => observed.started.length > before)
+  const sessionId = observed.started.at(-1) as string
+  const cancelled = await post(url, { jsonrpc: '2.0', method: 'notifications/cancelled', params: { requestId: 'cancel-me', reason: 'changed my mind' } }, session)
+  t.equal(cancelled.status, 202)
+  await until('the agent was aborted', () => observed.aborts.some((a) => a.sessionId === sessionId))
+  await until('the call\'s stream ended', () => ended)
+  await reading
+  t.notMatch(body, /"id":"cancel-me"/, 'no answer to the cancelled call')
+  t.notOk((await connect(t, url)).transport.sessionId === undefined, 'the server goes on')
+})
+
 t.test('cancellation: the HTTP request of a tool call going away cancels its run', async (t) => {
   const { url } = await listen(t, { AGENTS_DIR: FIXTURE_AGENTS_DIR })
   const { transport } = await connect(t, url)
