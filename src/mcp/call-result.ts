@@ -1,7 +1,7 @@
 import type { CallToolResult, LoggingLevel } from '@modelcontextprotocol/sdk/types.js'
 import type { JsonObject } from '../agents/contract.js'
 import type { Interrupt } from '../protocol/interrupts.js'
-import type { CloseReason, EventPayload, StreamError, StreamPacket } from '../protocol/packets.js'
+import type { Citation, CloseReason, DataEvent, EventPayload, MediaItem, StreamError, StreamPacket } from '../protocol/packets.js'
 
 /** The `_meta` keys of a tool result that name its CAP run (see `GET /v1/sessions/{id}/history`, `/v1/events`, `/v1/audit`). */
 export const META_REQUEST_ID = 'agent-host/request_id'
@@ -37,15 +37,57 @@ export function mcpLogLevel (level: unknown): LoggingLevel {
   return (typeof level === 'string' ? LOG_LEVELS[level] : undefined) ?? 'info'
 }
 
+/** One content item of a tool result (text, image, audio, a resource link, an embedded resource). */
+type Content = CallToolResult['content'][number]
+
+/**
+ * A media item as MCP content: an image or audio whose `url` is a `data:` URL is the content itself
+ * (MCP carries them as base64 data); any other item, and any other media, a link to it.
+ */
+export function mediaContent (item: MediaItem): Content {
+  const data = /^data:([^;,]+)?((?:;[^;,]*)*?)(;base64)?,(.*)$/s.exec(item.url)
+  const kind = item.mime_type.startsWith('image/') ? 'image' : item.mime_type.startsWith('audio/') ? 'audio' : undefined
+  if (data !== null && kind !== undefined) {
+    const body = data[4] as string
+    const base64 = data[3] !== undefined ? body : Buffer.from(decodeURIComponent(body), 'utf8').toString('base64')
+    return { type: kind, data: base64, mimeType: item.mime_type, ...(item.alt_text !== undefined ? { _meta: { alt_text: item.alt_text } } : {}) }
+  }
+  return { type: 'resource_link', uri: item.url, name: item.alt_text ?? item.url, mimeType: item.mime_type }
+}
+
+/** A cited source as MCP content: a link to it, its snippet the description. */
+export function citationContent (citation: Citation): Content {
+  return {
+    type: 'resource_link',
+    uri: citation.uri,
+    name: citation.source_id,
+    title: citation.title,
+    ...(citation.snippet !== undefined ? { description: citation.snippet } : {}),
+    _meta: { confidence: citation.confidence }
+  }
+}
+
+/** A DATA event as MCP content: an embedded JSON resource named by the event's id. */
+export function dataContent (event: DataEvent): Content {
+  return {
+    type: 'resource',
+    resource: { uri: `urn:uuid:${event.id}`, mimeType: 'application/json', text: JSON.stringify(event.data) },
+    _meta: { view_hint: event.view_hint, ...(event.title !== undefined ? { title: event.title } : {}) }
+  }
+}
+
 /**
  * One tool call's run, packet by packet, into MCP: the text the run produced (MARKDOWN blocks and
- * DELTA chunks, in order: the JSON transcript's `text`), the agent's `result()`, and how the main
+ * DELTA chunks, in order: the JSON transcript's `text`), its media, sources and data as content
+ * ({@link mediaContent}, {@link citationContent}, {@link dataContent}), the agent's `result()`, and how the main
  * stream ended (with the questions of a run that stopped to ask). Progress packets become progress
  * updates, thoughts and non-fatal errors log updates. A call whose run asks goes on in the runs that
  * answer it: {@link CallResultBuilder.next} before each, the text and progress carried over.
  */
 export class CallResultBuilder {
   #text = ''
+  /** Images, audio, links and resources, in the order the runs made them (after the text in the result). */
+  readonly #rich: Content[] = []
   #result: JsonObject | undefined
   #error: StreamError | undefined
   #end: CloseReason | undefined
@@ -104,6 +146,15 @@ export class CallResultBuilder {
       case 'RESULT':
         this.#result = event.data
         return {}
+      case 'MEDIA_CAROUSEL':
+        this.#rich.push(...event.data.items.map(mediaContent))
+        return {}
+      case 'CITATION_BLOCK':
+        this.#rich.push(...event.data.citations.map(citationContent))
+        return {}
+      case 'DATA':
+        this.#rich.push(dataContent(event))
+        return {}
       case 'INTERRUPT':
         this.#interrupts = event.interrupts
         return {}
@@ -125,14 +176,13 @@ export class CallResultBuilder {
   }
 
   /**
-   * The `tools/call` result: the text as `text` content; the `result()` object as `structuredContent`
+   * The `tools/call` result: the text as `text` content, then the media, sources and data; the `result()` object as `structuredContent`
    * and as JSON text; `isError` with the CAP error's message when the run did not end `done`.
    * `needsStructured`: the tool declares an `outputSchema`, so a run that ended `done` without a
    * `result()` broke its promise (an error, since a client may not accept the result otherwise).
    */
   build (meta: JsonObject, needsStructured = false): CallToolResult {
-    const content: CallToolResult['content'] = []
-    if (this.#text !== '') content.push({ type: 'text', text: this.#text })
+    const content = this.content
     const failure = this.#failure(needsStructured)
     if (failure !== undefined) {
       content.push({ type: 'text', text: failure })
@@ -148,9 +198,9 @@ export class CallResultBuilder {
     return { content: [...this.content, { type: 'text', text }], isError: true, _meta: meta }
   }
 
-  /** The text the runs wrote so far, as content. */
+  /** What the runs made so far, as content: their text, then their media, sources and data. */
   get content (): CallToolResult['content'] {
-    return this.#text !== '' ? [{ type: 'text', text: this.#text }] : []
+    return [...(this.#text !== '' ? [{ type: 'text' as const, text: this.#text }] : []), ...this.#rich]
   }
 
   /** Why the call failed, as the model should read it, if it did. */

@@ -23,7 +23,45 @@ t.test('the text is markdown and stream text in order; the main stream\'s close 
   t.same(result.add(close('done')), {}, 'a sub-stream\'s close')
   t.equal(result.build({}).isError, true, 'not over until the main stream closes')
   result.add(close('done'), true)
-  t.same(result.build({ m: 1 }), { content: [{ type: 'text', text: '# Title\nchunk two' }], _meta: { m: 1 } })
+  t.same(result.build({ m: 1 }), {
+    content: [
+      { type: 'text', text: '# Title\nchunk two' },
+      { type: 'resource', resource: { uri: `urn:uuid:${STREAM}`, mimeType: 'application/json', text: '{"a":1}' }, _meta: { view_hint: 'JSON' } }
+    ],
+    _meta: { m: 1 }
+  }, 'the text, then the data as an embedded JSON resource')
+})
+
+t.test('media and sources as MCP content: an image or audio in a data: URL is the content itself, anything else a link; a citation a link with its snippet', async (t) => {
+  const result = new CallResultBuilder('agent')
+  const png = Buffer.from('not really a png').toString('base64')
+  const svg = '<svg xmlns="http://www.w3.org/2000/svg"/>'
+  result.add(packet('EVENT', {
+    type: 'MEDIA_CAROUSEL',
+    id: STREAM,
+    timestamp: '2026-01-01T00:00:00.000Z',
+    data: {
+      items: [
+        { url: `data:image/png;base64,${png}`, mime_type: 'image/png', alt_text: 'a chart' },
+        { url: 'data:audio/wav;base64,UklGRg==', mime_type: 'audio/wav' },
+        { url: `data:image/svg+xml,${encodeURIComponent(svg)}`, mime_type: 'image/svg+xml' },
+        { url: 'https://example.org/diagram.png', mime_type: 'image/png', alt_text: 'a diagram' },
+        { url: 'data:application/pdf;base64,JVBERg==', mime_type: 'application/pdf' }
+      ]
+    }
+  }))
+  result.add(packet('EVENT', { type: 'CITATION_BLOCK', id: STREAM, timestamp: '2026-01-01T00:00:00.000Z', data: { citations: [{ source_id: 's1', uri: 'https://example.org/a', title: 'A', snippet: 'said so', confidence: 0.9 }] } }))
+  result.add(packet('DELTA', 'words'))
+  result.add(close('done'), true)
+  t.same(result.build({}).content, [
+    { type: 'text', text: 'words' },
+    { type: 'image', data: png, mimeType: 'image/png', _meta: { alt_text: 'a chart' } },
+    { type: 'audio', data: 'UklGRg==', mimeType: 'audio/wav' },
+    { type: 'image', data: Buffer.from(svg).toString('base64'), mimeType: 'image/svg+xml' },
+    { type: 'resource_link', uri: 'https://example.org/diagram.png', name: 'a diagram', mimeType: 'image/png' },
+    { type: 'resource_link', uri: 'data:application/pdf;base64,JVBERg==', name: 'data:application/pdf;base64,JVBERg==', mimeType: 'application/pdf' },
+    { type: 'resource_link', uri: 'https://example.org/a', name: 's1', title: 'A', description: 'said so', _meta: { confidence: 0.9 } }
+  ], 'the text first, then what the run showed, in order')
 })
 
 t.test('errors: a WARNING is a warning log line; a fatal one is the result\'s error; a run cut without one says how it ended', async (t) => {

@@ -165,6 +165,21 @@ t.test('the per-agent rate limit counts MCP runs: past it a tool call is an isEr
   t.match(texts(limited)[0], /^AH_ERR_RATE_LIMITED: .*agent "echo"/)
 })
 
+t.test('rich results: the showcase agent\'s sources, data and media are MCP content the SDK client accepts', async (t) => {
+  const { url } = await listen(t)
+  const { client } = await connect(t, url)
+  // the SDK's client checks the result against MCP's schema: content it did not know would throw here
+  const result = await client.callTool({ name: 'showcase', arguments: { topic: 'CAP' } }) as CallToolResult
+  t.notOk(result.isError)
+  t.match(result.content, [
+    { type: 'text', text: /## CAP[\s\S]*Streams carry text deltas\./ },
+    { type: 'resource_link', uri: 'https://example.org/cap', name: 'cap', title: 'Coreason Agent Protocol', description: 'One envelope, two delivery modes.' },
+    { type: 'resource_link', uri: 'https://html.spec.whatwg.org/multipage/server-sent-events.html', name: 'sse' },
+    { type: 'resource', resource: { mimeType: 'application/json', text: JSON.stringify({ topic: 'CAP', words: 1, modes: ['request_response', 'server_sent_events'] }) }, _meta: { title: 'Facts', view_hint: 'TABLE' } },
+    { type: 'resource_link', uri: 'https://example.org/diagram.png', name: 'A diagram of CAP', mimeType: 'image/png' }
+  ], 'the text, then the sources, the data and the media, in the order the agent made them')
+})
+
 t.test('cancellation: the client\'s notifications/cancelled aborts the run, which is recorded as cancelled', async (t) => {
   const { app, url } = await listen(t, { AGENTS_DIR: FIXTURE_AGENTS_DIR })
   const { client } = await connect(t, url)
