@@ -203,8 +203,12 @@ t.test('an agent\'s emit() and audit() settle once stored and reject when the st
   t.equal(warnings.length, 1, 'the log line that could not be stored is reported in the server log')
 })
 
-t.test('agents that write without waiting give the loop back after a millisecond of writing, and a busy agent\'s packets are committed by age, not every turn', async (t) => {
-  let flushes = 0
+/**
+ * A run whose journal commits as the group writer does (at the end of the turn a flush was asked
+ * in), with one client: each packet it got, and whether it was journaled by then; each flush's size.
+ */
+function turnCommittedRun (): { run: AssistRun, flushed: number[], received: Array<[number, boolean]> } {
+  const flushed: number[] = []
   const journaled = new Set<number>()
   let pending: number[] = []
   const recorder: RunRecorder = {
@@ -212,9 +216,9 @@ t.test('agents that write without waiting give the loop back after a millisecond
     event: () => undefined,
     audit: () => undefined,
     flush: async () => {
-      flushes++
       const batch = pending
       pending = []
+      flushed.push(batch.length)
       await new Promise((resolve) => setImmediate(resolve))
       for (const ord of batch) journaled.add(ord)
     },
@@ -224,6 +228,11 @@ t.test('agents that write without waiting give the loop back after a millisecond
   const run = new AssistRun({ requestId: 'r', capability: { capability: { name: 'x' }, validateInput: undefined, validateOutput: undefined } as never, log: silent, recorder })
   const received: Array<[number, boolean]> = []
   run.attach({ write: (_packet, _json, ord) => { received.push([ord, journaled.has(ord)]); return undefined }, end: () => {} })
+  return { run, flushed, received }
+}
+
+t.test('agents that write without waiting give the loop back after a millisecond of writing, and a busy agent\'s packets are committed by age, not every turn', async (t) => {
+  const { run, flushed, received } = turnCommittedRun()
   let turns = 0
   let done = false
   const tick = (): void => { turns++; if (!done) setImmediate(tick) }
@@ -259,7 +268,7 @@ t.test('agents that write without waiting give the loop back after a millisecond
   // by age: at most one commit per 10 ms (run.ts's BUSY_DEFER_MS) of the stretch, which a starved
   // machine makes longer than 75 ms; a commit every turn would be some 50 on any machine not starved
   const allowed = Math.max(25, Math.ceil(busyMs / 10) + 10)
-  t.ok(flushes < allowed, `${busyMs.toFixed(0)} ms of busy writing, 50 turns, committed ${flushes} times (fewer than ${allowed})`)
+  t.ok(flushed.length < allowed, `${busyMs.toFixed(0)} ms of busy writing, 50 turns, committed ${flushed.length} times (fewer than ${allowed})`)
   t.same(received.map(([ord]) => ord), received.map((_, i) => i + 1), 'every packet, in order')
   t.same(received.filter(([, ok]) => !ok), [], 'none before its journal row')
 })
@@ -268,27 +277,7 @@ t.test('agents that write without waiting give the loop back after a millisecond
 // that waits for each write (its write returned the commit in flight) had every packet journaled in
 // a commit of its own: one stream of 20 000 DELTAs, 1 packet a commit, half the rate of a raw loop.
 t.test('an agent that waits for each write is journaled in batches, not one commit a packet', async (t) => {
-  const flushed: number[] = []
-  const journaled = new Set<number>()
-  let pending: number[] = []
-  const recorder: RunRecorder = {
-    packet: (ord) => { pending.push(ord) },
-    event: () => undefined,
-    audit: () => undefined,
-    // as the group writer: the commit runs at the end of the turn it was asked in
-    flush: async () => {
-      const batch = pending
-      pending = []
-      flushed.push(batch.length)
-      await new Promise((resolve) => setImmediate(resolve))
-      for (const ord of batch) journaled.add(ord)
-    },
-    commitNow: () => false
-  }
-  const silent = { trace () {}, debug () {}, info () {}, warn () {}, error () {}, fatal () {} }
-  const run = new AssistRun({ requestId: 'r', capability: { capability: { name: 'x' }, validateInput: undefined, validateOutput: undefined } as never, log: silent, recorder })
-  const received: Array<[number, boolean]> = []
-  run.attach({ write: (_packet, _json, ord) => { received.push([ord, journaled.has(ord)]); return undefined }, end: () => {} })
+  const { run, flushed, received } = turnCommittedRun()
   const deltas = 2000
   await run.execute({
     async assist (_request: unknown, _session: unknown, response: ResponseHandler) {
