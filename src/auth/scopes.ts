@@ -6,7 +6,7 @@ export const SCOPES = [
 export type Scope = typeof SCOPES[number]
 
 /** Routes anyone may call: liveness, the API's own description, and the A2A agent cards (discovery is public in A2A). */
-export const PUBLIC_ROUTES = new Set(['GET /', 'GET /health', 'GET /openapi.json', 'GET /.well-known/agent-card.json', 'GET /a2a/:agent_id/.well-known/agent-card.json', 'GET /docs', 'GET /docs/', 'GET /docs/*', 'GET /docs/json', 'GET /docs/yaml', 'GET /docs/static/*', 'HEAD /health'])
+export const PUBLIC_ROUTES = new Set(['GET /', 'GET /health', 'GET /openapi.json', 'GET /.well-known/agent-card.json', 'GET /a2a/:agent_id/.well-known/agent-card.json', 'GET /docs', 'GET /docs/', 'GET /docs/*', 'GET /docs/json', 'GET /docs/yaml', 'GET /docs/static/*', 'HEAD /health', 'GET /.well-known/oauth-protected-resource', 'GET /.well-known/oauth-protected-resource/mcp'])
 
 /**
  * The scope each route needs, by `METHOD /route/pattern`. Every route the server registers is

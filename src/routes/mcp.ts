@@ -53,6 +53,9 @@ function requestsOf (body: McpBody | undefined): McpMessage[] {
   return (Array.isArray(body) ? body : [body]).filter((m) => m.method !== undefined && m.id !== undefined)
 }
 
+/** Where `/mcp`'s protected resource metadata is (RFC 9728), with `AUTH_MODE=jwt`. */
+const RESOURCE_METADATA_PATH = '/.well-known/oauth-protected-resource/mcp'
+
 /**
  * `/mcp`: the MCP server binding (Streamable HTTP, the SDK's transport in stateful mode, one MCP
  * server per session: `src/mcp/`). Sessions are this plugin's: bound to the principal that
@@ -88,9 +91,33 @@ const mcpRoutes: FastifyPluginAsyncTypebox = async (app) => {
     return reply.code(body.statusCode).type('application/json; charset=utf-8').send(JSON.stringify(jsonRpcError(body)))
   })
 
-  // RFC 6750: a refusal for want of a bearer token says which scheme to use
-  app.addHook('onSend', async (_request, reply) => {
-    if (reply.statusCode === 401) reply.header('www-authenticate', 'Bearer realm="agent-host"')
+  // MCP authorization (RFC 9728): with JWTs, a client finds here which authorization server issues
+  // the tokens /mcp takes; API keys come from this server, so there is nothing to discover
+  const jwt = config.AUTH_MODE === 'jwt'
+  const origin = (request: FastifyRequest): string => `${request.protocol}://${request.host}`
+  if (jwt) {
+    const metadata = {
+      schema: {
+        hide: true,
+        response: { 200: Type.Object({ resource: Type.String(), authorization_servers: Type.Array(Type.String()), bearer_methods_supported: Type.Array(Type.String()), scopes_supported: Type.Array(Type.String()), resource_name: Type.String() }) }
+      }
+    }
+    // the path-suffixed document first (RFC 9728 §3.1, which MCP clients ask for first), then the origin's
+    for (const path of [RESOURCE_METADATA_PATH, '/.well-known/oauth-protected-resource']) {
+      app.get(path, metadata, async (request) => ({
+        resource: `${origin(request)}/mcp`,
+        authorization_servers: [config.JWT_ISSUER],
+        bearer_methods_supported: ['header'],
+        scopes_supported: ['assist:invoke'],
+        resource_name: 'agent-host'
+      }))
+    }
+  }
+
+  // RFC 6750: a refusal for want of a bearer token says which scheme to use (and, with JWTs, where
+  // the resource's metadata is: MCP's authorization discovery)
+  app.addHook('onSend', async (request, reply) => {
+    if (reply.statusCode === 401) reply.header('www-authenticate', `Bearer realm="agent-host"${jwt ? `, resource_metadata="${origin(request)}${RESOURCE_METADATA_PATH}"` : ''}`)
   })
 
   /** The caller's session `id`; for anyone else, or once closed, it does not exist. */

@@ -1,4 +1,5 @@
 import t from 'tap'
+import { discoverOAuthProtectedResourceMetadata, extractResourceMetadataUrl } from '@modelcontextprotocol/sdk/client/auth.js'
 import { request as httpRequest } from 'node:http'
 import { StreamableHTTPError } from '@modelcontextprotocol/sdk/client/streamableHttp.js'
 import { buildApp } from '../../src/app.js'
@@ -20,6 +21,27 @@ const API_KEYS = JSON.stringify([
 const apikey = { AUTH_MODE: 'apikey', API_KEYS, AUTH_FAILURE_MAX: '0' }
 const bearer = (key: string): Record<string, string> => ({ authorization: `Bearer ${key}` })
 const toolsList = { jsonrpc: '2.0', id: 1, method: 'tools/list' }
+
+// MCP authorization (issue 35): a client that gets a 401 finds the resource's metadata (RFC 9728) and
+// in it the authorization server that issues the JWTs /mcp takes; the SDK's own discovery reads both
+t.test('AUTH_MODE=jwt: the 401 names the protected resource metadata, which names the JWT issuer as its authorization server', async (t) => {
+  const issuer = 'https://id.example.test'
+  const { url } = await listen(t, { AUTH_MODE: 'jwt', JWT_SECRET: 's'.repeat(32), JWT_ISSUER: issuer, JWT_AUDIENCE: 'agent-host', AUTH_FAILURE_MAX: '0' })
+  const res = await post(url, toolsList)
+  t.equal(res.status, 401)
+  t.equal(extractResourceMetadataUrl(res)?.href, `${url}/.well-known/oauth-protected-resource/mcp`, 'WWW-Authenticate names the metadata')
+  t.match(res.headers.get('www-authenticate'), /^Bearer realm="agent-host", resource_metadata="/)
+  const metadata = await discoverOAuthProtectedResourceMetadata(new URL(`${url}/mcp`))
+  t.same(metadata, { resource: `${url}/mcp`, authorization_servers: [issuer], bearer_methods_supported: ['header'], scopes_supported: ['assist:invoke'], resource_name: 'agent-host' }, 'found as the SDK looks for it')
+  const root = await fetch(`${url}/.well-known/oauth-protected-resource`)
+  t.equal(root.status, 200, 'at the origin\'s well-known path too, without a token')
+})
+
+t.test('API keys: no protected resource metadata (nothing to discover), and the 401 names none', async (t) => {
+  const { url } = await listen(t, apikey)
+  t.equal((await post(url, toolsList)).headers.get('www-authenticate'), 'Bearer realm="agent-host"')
+  t.equal((await fetch(`${url}/.well-known/oauth-protected-resource/mcp`)).status, 404, 'not there')
+})
 
 t.test('unauthenticated: 401 with the usual body and WWW-Authenticate: Bearer; the SDK client cannot connect; a key without assist:invoke is 403', async (t) => {
   const { url } = await listen(t, apikey)
