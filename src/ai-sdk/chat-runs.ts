@@ -1,7 +1,6 @@
 import type { UIMessageChunk } from 'ai'
 import type { AssistEngine } from '../assist/engine.js'
 import { packetOf, type Frame } from '../assist/frame-queue.js'
-import { runKey } from '../assist/run-key.js'
 import type { HostedAgent } from '../agents/hosted-agent.js'
 import { visibleOwner } from '../auth/scopes.js'
 import type { ServiceRequest } from '../protocol/envelope.js'
@@ -10,7 +9,7 @@ import type { Identity } from '../storage/api-keys.js'
 import { chainOf, chainRunKeys, openInterrupts, type InterruptStore, type WaitingRun } from '../storage/interrupts.js'
 import type { RunReader } from '../storage/run-ledger.js'
 import type { RunRecord } from '../storage/runs.js'
-import { sameAsk } from '../protocol/binding-envelope.js'
+import { resentAs } from '../protocol/binding-envelope.js'
 import { answerEnvelope, chatSessionId, messageIdOf, questionEnvelope, type ChatBody, type ChatCaller } from './chat-envelope.js'
 import { answersIn, type KindedAnswer } from './interrupts.js'
 import { UiChunkProjection } from './ui-chunks.js'
@@ -66,9 +65,7 @@ export class AiSdkChats {
       if (answers.length > 0) fresh = answerEnvelope(body, caller, answers)
     }
     fresh ??= questionEnvelope(body, caller)
-    const known = await this.#store.get(runKey(identity.id, fresh.request_id))
-    const stored = known === undefined ? undefined : JSON.parse(known.envelope) as ServiceRequest
-    return stored !== undefined && sameAsk(stored, fresh) ? stored : fresh
+    return resentAs(fresh, await this.#engine.sentBefore(fresh.request_id, identity))
   }
 
   /** The caller's newest running run of chat `chatId` (an admin's: anyone's), if any. */

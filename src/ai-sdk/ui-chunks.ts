@@ -1,5 +1,5 @@
 import type { FinishReason, UIMessageChunk } from 'ai'
-import { addUsage, type CloseReason, type EventPayload, type StreamError, type StreamPacket } from '../protocol/packets.js'
+import { addUsage, type CloseReason, type EventPayload, type StreamError, type StreamPacket, type UsageEvent } from '../protocol/packets.js'
 import { answerChunks, interruptChunks, type KindedAnswer } from './interrupts.js'
 
 /** What a front end can link to: the message's `metadata` (sent in `start`, completed in `finish`). */
@@ -13,7 +13,7 @@ export interface ChatMessageMetadata {
   /** How the run ended (`finish` only): its main stream's CLOSE. */
   end_reason?: CloseReason
   /** The tokens and cost the run reported (`finish` only, when it reported any). */
-  usage?: { input_tokens: number, output_tokens: number, cost?: number }
+  usage?: UsageEvent['data']
 }
 
 /** The AI SDK finish reason of each way a run ends. */

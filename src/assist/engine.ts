@@ -264,6 +264,16 @@ export class AssistEngine {
   }
 
   /**
+   * The envelope the caller's run of request id `requestId` was started with, if there is one: a
+   * protocol binding's call sent again carries a new time and trace, so it submits this one when it
+   * asks the same (`protocol/binding-envelope.ts:resentAs`) and the engine joins its run.
+   */
+  async sentBefore (requestId: string, identity: Identity): Promise<ServiceRequest | undefined> {
+    const known = await this.#o.ledger.get(runKey(identity.id, requestId))
+    return known === undefined ? undefined : JSON.parse(known.envelope) as ServiceRequest
+  }
+
+  /**
    * Start a prepared new run (or join it, when another process started it since), or answer a
    * prepared join or resume as it is. Once shutdown has begun a new run is refused (503), stored nowhere.
    * @throws 404 `AH_ERR_SESSION_NOT_FOUND` (another caller's session), 409, 503 `AH_ERR_SHUTTING_DOWN`, 503 `AH_ERR_STORAGE_BUSY`

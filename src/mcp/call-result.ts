@@ -52,7 +52,8 @@ export function mediaContent (item: MediaItem): Content {
     const base64 = data[3] !== undefined ? body : Buffer.from(decodeURIComponent(body), 'utf8').toString('base64')
     return { type: kind, data: base64, mimeType: item.mime_type, ...(item.alt_text !== undefined ? { _meta: { alt_text: item.alt_text } } : {}) }
   }
-  return { type: 'resource_link', uri: item.url, name: item.alt_text ?? item.url, mimeType: item.mime_type }
+  // a data: URL is no name for anything: the item's media type is
+  return { type: 'resource_link', uri: item.url, name: item.alt_text ?? (data !== null ? item.mime_type : item.url), mimeType: item.mime_type }
 }
 
 /** A cited source as MCP content: a link to it, its snippet the description. */

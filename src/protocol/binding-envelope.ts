@@ -73,3 +73,12 @@ export function sameAsk (a: ServiceRequest, b: ServiceRequest): boolean {
   const ask = (e: ServiceRequest): string => JSON.stringify([e.context.agent_id, e.context.session_id, e.payload.payload, e.payload.metadata ?? {}])
   return ask(a) === ask(b)
 }
+
+/**
+ * What to submit for a call sent with the id of an earlier one (`before`: that run's envelope, if
+ * any): the earlier envelope when the call asks the same (the engine joins its run), else the new
+ * one (a new run; with the id of a run that asked something else, the engine's 409).
+ */
+export function resentAs (fresh: ServiceRequest, before: ServiceRequest | undefined): ServiceRequest {
+  return before !== undefined && sameAsk(before, fresh) ? before : fresh
+}

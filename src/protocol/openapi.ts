@@ -112,6 +112,9 @@ export function openApiRequestBody (body: unknown, consumes: readonly string[] =
 /** `metadata.id` of the bundled echo agent (`agents/echo`), which the document's examples ask. */
 export const ECHO_AGENT_ID = '8a1f7d2e-3c4b-4e5f-9a6b-0c1d2e3f4a01'
 
+/** The path parameters of a protocol binding's routes that name an agent (`/a2a/{agent_id}`, `/ai-sdk/{agent_id}/chat`, `/ag-ui/{agent_id}`). */
+export const AgentPathParams = Type.Object({ agent_id: Type.String({ minLength: 1, maxLength: 256, description: 'The agent\'s `metadata.id` or `metadata.name`', examples: [ECHO_AGENT_ID] }) })
+
 /** The session the examples use; `GET /v1/sessions/{session_id}/history` is pre-filled with it. */
 export const EXAMPLE_SESSION_ID = '3f9c2a71-5b8e-4d0c-9a12-6e4b7d8c0f21'
 /** The id of a run's question in the examples (human in the loop). */

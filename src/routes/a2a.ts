@@ -14,12 +14,11 @@ import { AgentA2AHandler, type A2ACall } from '../a2a/request-handler.js'
 import type { HostedAgent } from '../agents/hosted-agent.js'
 import { AH_ERR_AGENT_NOT_FOUND } from '../errors.js'
 import { JsonObject } from '../protocol/common.js'
-import { ECHO_AGENT_ID, errorResponse } from '../protocol/openapi.js'
-import { sendSse } from './sse.js'
+import { AgentPathParams, errorResponse } from '../protocol/openapi.js'
+import { clientSignal, sendSse } from './sse.js'
 
-const AgentParams = Type.Object({ agent_id: Type.String({ minLength: 1, maxLength: 256, description: 'The agent\'s `metadata.id` or `metadata.name`', examples: [ECHO_AGENT_ID] }) })
 const TaskParams = Type.Object({
-  agent_id: AgentParams.properties.agent_id,
+  agent_id: AgentPathParams.properties.agent_id,
   task: Type.String({ minLength: 1, maxLength: 256, description: 'A task id, then `:cancel` or `:subscribe` where the method asks for one' })
 })
 const VersionHeaders = Type.Object({ 'a2a-version': Type.Optional(Type.String({ description: 'The A2A protocol version the client speaks: `1.0` (absent means 0.3, which is not served: the refusal says to send `A2A-Version: 1.0`)' })) })
@@ -76,8 +75,7 @@ const a2aRoutes: FastifyPluginAsyncTypebox = async (app) => {
 
   /** The call's context ({@link callContextOf}), aborted when the client goes away. */
   const contextOf = (request: FastifyRequest, reply: FastifyReply, hosted: HostedAgent, card: AgentCard, binding: 'JSONRPC' | 'HTTP+JSON'): { context: ServerCallContext, call: A2ACall } => {
-    const controller = new AbortController()
-    reply.raw.on('close', () => { if (!reply.raw.writableFinished) controller.abort('client_disconnected') })
+    const controller = clientSignal(reply)
     return callContextOf({
       identity: request.identity,
       traceId: request.traceId,
@@ -123,7 +121,7 @@ const a2aRoutes: FastifyPluginAsyncTypebox = async (app) => {
       tags: ['a2a'],
       summary: 'An agent\'s A2A agent card (v1.0)',
       description: 'Name, version, skills (the agent\'s capabilities), streaming, the security scheme of `AUTH_MODE`, and the JSON-RPC (`/a2a/{agent_id}`) and HTTP+JSON (`/a2a/{agent_id}/rest`) interfaces.',
-      params: AgentParams,
+      params: AgentPathParams,
       response: { 200: A2AAnswer, 404: agentNotFound }
     }
   }, async (request) => AgentCard.toJSON(agentCard(hostedAgent(request.params.agent_id), origin(request), config.AUTH_MODE)) as Record<string, unknown>)
@@ -142,7 +140,7 @@ const a2aRoutes: FastifyPluginAsyncTypebox = async (app) => {
       tags: ['a2a'],
       summary: 'A2A v1.0 JSON-RPC binding of an agent',
       description: 'JSON-RPC 2.0: `SendMessage`, `SendStreamingMessage` and `SubscribeToTask` (answered as `text/event-stream`), `GetTask`, `ListTasks`, `CancelTask`, and `Create`/`Get`/`List`/`DeleteTaskPushNotificationConfig(s)`. Send `A2A-Version: 1.0`. A2A errors are JSON-RPC errors (HTTP 200); who is calling and load are HTTP answers (401, 403, 429, 503).',
-      params: AgentParams,
+      params: AgentPathParams,
       headers: VersionHeaders,
       body: A2ABody,
       response: { 200: A2AAnswer, 404: agentNotFound }
@@ -203,20 +201,20 @@ const a2aRoutes: FastifyPluginAsyncTypebox = async (app) => {
     return { handler, ...contextOf(request, reply, hosted, card, 'HTTP+JSON') }
   }
 
-  app.post('/a2a/:agent_id/rest/message::send', { schema: restSchema('a2aRestSendMessage', 'A2A HTTP+JSON: send a message, wait for its task', { params: AgentParams, body: A2ABody }) }, async (request, reply) =>
+  app.post('/a2a/:agent_id/rest/message::send', { schema: restSchema('a2aRestSendMessage', 'A2A HTTP+JSON: send a message, wait for its task', { params: AgentPathParams, body: A2ABody }) }, async (request, reply) =>
     await rest(reply, async () => {
       const { handler, context } = restCall(request, reply)
       const result = await handler.sendMessage(SendMessageRequest.fromJSON(request.body), context)
       return SendMessageResponse.toJSON({ payload: 'messageId' in result ? { $case: 'message', value: result } : { $case: 'task', value: result } })
     }))
 
-  app.post('/a2a/:agent_id/rest/message::stream', { schema: restSchema('a2aRestStreamMessage', 'A2A HTTP+JSON: send a message, stream its task (`text/event-stream`)', { params: AgentParams, body: A2ABody }) }, async (request, reply) =>
+  app.post('/a2a/:agent_id/rest/message::stream', { schema: restSchema('a2aRestStreamMessage', 'A2A HTTP+JSON: send a message, stream its task (`text/event-stream`)', { params: AgentPathParams, body: A2ABody }) }, async (request, reply) =>
     await rest(reply, async () => {
       const { handler, context, call } = restCall(request, reply)
       return await restStream(request, reply, call, handler.sendMessageStream(SendMessageRequest.fromJSON(request.body), context))
     }))
 
-  app.get('/a2a/:agent_id/rest/tasks', { schema: restSchema('a2aRestListTasks', 'A2A HTTP+JSON: the caller\'s tasks of this agent, newest first', { params: AgentParams, querystring: ListQuery }) }, async (request, reply) =>
+  app.get('/a2a/:agent_id/rest/tasks', { schema: restSchema('a2aRestListTasks', 'A2A HTTP+JSON: the caller\'s tasks of this agent, newest first', { params: AgentPathParams, querystring: ListQuery }) }, async (request, reply) =>
     await rest(reply, async () => {
       const { handler, context } = restCall(request, reply)
       const params = ListTasksRequest.fromJSON(request.query)
@@ -244,7 +242,7 @@ const a2aRoutes: FastifyPluginAsyncTypebox = async (app) => {
 
   // push notification configs of a task
   const PushParams = Type.Object({
-    agent_id: AgentParams.properties.agent_id,
+    agent_id: AgentPathParams.properties.agent_id,
     task: Type.String({ minLength: 1, maxLength: 256, description: 'A task id' })
   })
   const ConfigParams = Type.Object({

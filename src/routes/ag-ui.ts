@@ -3,16 +3,13 @@ import { Type } from 'typebox'
 import { RunEvents, runEventBatches } from '../ag-ui/events.js'
 import { giveUp, resumeIntent } from '../ag-ui/interrupts.js'
 import { envelopeOf, RunInputBody } from '../ag-ui/run-input.js'
-import { sameAsk } from '../protocol/binding-envelope.js'
-import { runKey } from '../assist/run-key.js'
-import { AH_ERR_AGENT_NOT_FOUND, AH_ERR_REQUEST_CONFLICT } from '../errors.js'
+import { resentAs } from '../protocol/binding-envelope.js'
+import { AH_ERR_AGENT_NOT_FOUND } from '../errors.js'
 import type { SseWriter } from '../http/sse-writer.js'
-import type { ServiceRequest } from '../protocol/envelope.js'
-import { ASSIST_ERROR_RESPONSES, ECHO_AGENT_ID } from '../protocol/openapi.js'
+import { ASSIST_ERROR_RESPONSES, AgentPathParams } from '../protocol/openapi.js'
 import type { RunRecord } from '../storage/runs.js'
-import { sendSse } from './sse.js'
+import { clientSignal, sendSse } from './sse.js'
 
-const AgentParams = Type.Object({ agent_id: Type.String({ minLength: 1, maxLength: 256, description: 'The agent\'s `metadata.id` or `metadata.name`', examples: [ECHO_AGENT_ID] }) })
 const AgUiEvents = Type.Unsafe<string>({ type: 'string', description: '`text/event-stream`: AG-UI events, each one `data:` line of JSON (RUN_STARTED first, RUN_FINISHED or RUN_ERROR last)' })
 const {
   400: invalid, 401: unauthenticated, 403: forbidden, 404: notFound, 409: conflict, 410: expired, 413: tooLarge, 415: notJson, 429: limited, 500: internal, 503: unavailable
@@ -32,7 +29,7 @@ const agUiRoutes: FastifyPluginAsyncTypebox = async (app) => {
       tags: ['ag-ui'],
       summary: 'Run an agent for an AG-UI client (`HttpAgent`, CopilotKit)',
       description: 'AG-UI 1.0: a `RunAgentInput` in (`threadId` is the CAP session, `runId` the request, the last user message `payload.query`, `forwardedProps` the rest of the agent\'s arguments, `resume` the answers to the interrupts the thread\'s last run stopped at); its AG-UI events out as `text/event-stream`. A run that stops to ask ends with `RUN_FINISHED` whose outcome is `interrupt`. A run whose client goes away is cancelled (`forwardedProps.agent_host.on_disconnect: "continue"` keeps it going). Errors before the stream are the JSON errors of `/v1/assist`. See docs/ag-ui.md.',
-      params: AgentParams,
+      params: AgentPathParams,
       body: RunInputBody,
       response: { 200: AgUiEvents, 400: invalid, 401: unauthenticated, 403: forbidden, 404: notFound, 409: conflict, 410: expired, 413: tooLarge, 415: notJson, 429: limited, 500: internal, 503: unavailable }
     }
@@ -44,11 +41,8 @@ const agUiRoutes: FastifyPluginAsyncTypebox = async (app) => {
     const identity = request.identity
     const intent = input.resume === undefined ? undefined : resumeIntent(input.resume)
     const fresh = envelopeOf(input, { agentId, userId: identity.id, traceId: request.traceId, ...(intent !== undefined && 'answers' in intent ? { resume: intent.answers } : {}) })
-    // the same run sent again (same runId, same ask) is joined with the envelope that started it
-    const known = await app.ledger.get(runKey(identity.id, fresh.request_id))
-    const stored = known === undefined ? undefined : JSON.parse(known.envelope) as ServiceRequest
-    if (stored !== undefined && !sameAsk(stored, fresh)) throw new AH_ERR_REQUEST_CONFLICT(fresh.request_id)
-    const envelope = stored ?? fresh
+    // the same run sent again (same runId, same ask) is joined; another ask with its runId is the engine's 409
+    const envelope = resentAs(fresh, await app.assist.sentBefore(fresh.request_id, identity))
     let slot: (() => void) | undefined
     let submission
     try {
@@ -68,8 +62,7 @@ const agUiRoutes: FastifyPluginAsyncTypebox = async (app) => {
     }
     const record = await app.ledger.get(submission.requestId) as RunRecord
     const events = new RunEvents({ threadId: input.threadId, runId: input.runId, mainStreamId: record.main_stream_id })
-    const client = new AbortController()
-    reply.raw.on('close', () => { if (!reply.raw.writableFinished) client.abort('client_disconnected') })
+    const client = clientSignal(reply)
     let writing: SseWriter | undefined
     return await sendSse(app, request, reply, {
       source: runEventBatches(app.assist, submission.requestId, events, { signal: client.signal, onSlow: () => { writing?.cut() } }),

@@ -9,15 +9,14 @@ import { AH_ERR_AGENT_NOT_FOUND, AH_ERR_RUN_NOT_FOUND } from '../errors.js'
 import type { SseWriter } from '../http/sse-writer.js'
 import { HostOptions } from '../protocol/binding-envelope.js'
 import { CancelAccepted } from '../protocol/cancel.js'
-import { ASSIST_ERROR_RESPONSES, ECHO_AGENT_ID, errorResponse } from '../protocol/openapi.js'
-import { sendSse } from './sse.js'
+import { ASSIST_ERROR_RESPONSES, AgentPathParams, errorResponse } from '../protocol/openapi.js'
+import { clientSignal, sendSse } from './sse.js'
 
 /** The header that names the AI SDK's UI message stream protocol (`UI_MESSAGE_STREAM_HEADERS` of `ai`). */
 const UI_MESSAGE_STREAM_HEADER = 'x-vercel-ai-ui-message-stream'
 
-const AgentParams = Type.Object({ agent_id: Type.String({ minLength: 1, maxLength: 256, description: 'The agent\'s `metadata.id` or `metadata.name`', examples: [ECHO_AGENT_ID] }) })
 const ChatParams = Type.Object({
-  agent_id: AgentParams.properties.agent_id,
+  agent_id: AgentPathParams.properties.agent_id,
   chat_id: Type.String({ minLength: 1, maxLength: 256, description: 'The chat\'s `id` (`useChat`\'s `id`): a CAP session' })
 })
 const SentPart = Type.Object({ type: Type.String({ minLength: 1 }) }, { description: 'A UI message part (`text`, a tool part, ...)' })
@@ -35,13 +34,6 @@ const ChatBody = Type.Object({
 }, { description: 'What `DefaultChatTransport` posts; the other fields (its `body`) are the agent\'s arguments besides `query`, but `agent_host`: the host\'s own (the capability, the timeout, what happens to the run when its client goes away)' })
 const UiMessageStream = Type.String({ description: '`text/event-stream`: the AI SDK UI message stream (`data: <chunk JSON>` each, `data: [DONE]` last), with `x-vercel-ai-ui-message-stream: v1`' })
 const agentNotFound = errorResponse('No agent has this id or name', new AH_ERR_AGENT_NOT_FOUND('nobody'))
-
-/** Aborted when the client goes away before its response is finished. */
-function clientSignal (reply: FastifyReply): AbortController {
-  const controller = new AbortController()
-  reply.raw.on('close', () => { if (!reply.raw.writableFinished) controller.abort('client_disconnected') })
-  return controller
-}
 
 /**
  * The AI SDK UI message stream binding (`docs/ai-sdk.md`): what `useChat`'s `DefaultChatTransport`
@@ -91,7 +83,7 @@ const aiSdkRoutes: FastifyPluginAsyncTypebox = async (app) => {
       tags: ['ai-sdk'],
       summary: 'Chat with an agent from the AI SDK (`useChat`, `DefaultChatTransport`)',
       description: 'The AI SDK UI message stream protocol: the chat\'s `id` is a CAP session, its last user message\'s text the agent\'s `query`, the other body fields the rest of its payload; the answer streams one assistant message (`start`, text, reasoning, sources, files, `data-*` parts, tool parts for questions, `finish`). The same message sent again joins its run; `trigger: "regenerate-message"` is a new run. The last message the assistant\'s, with its questions answered (`addToolApprovalResponse`, `addToolOutput`), answers them. Errors before the stream are plain HTTP errors.',
-      params: AgentParams,
+      params: AgentPathParams,
       body: ChatBody,
       response: { 200: UiMessageStream, ...ASSIST_ERROR_RESPONSES, 404: agentNotFound }
     }

@@ -2,6 +2,13 @@ import type { OutgoingHttpHeaders } from 'node:http'
 import type { FastifyInstance, FastifyReply, FastifyRequest } from 'fastify'
 import { SseWriter } from '../http/sse-writer.js'
 
+/** Aborted (`client_disconnected`) when the client goes away before its response is finished. */
+export function clientSignal (reply: FastifyReply): AbortController {
+  const controller = new AbortController()
+  reply.raw.on('close', () => { if (!reply.raw.writableFinished) controller.abort('client_disconnected') })
+  return controller
+}
+
 /** What one SSE answer sends, and how it ends. */
 export interface SseStream<T> {
   /** The items, each written by {@link send}; the answer ends with them. Returned (`return()`) however the answer ends. */

@@ -59,7 +59,7 @@ t.test('media and sources as MCP content: an image or audio in a data: URL is th
     { type: 'audio', data: 'UklGRg==', mimeType: 'audio/wav' },
     { type: 'image', data: Buffer.from(svg).toString('base64'), mimeType: 'image/svg+xml' },
     { type: 'resource_link', uri: 'https://example.org/diagram.png', name: 'a diagram', mimeType: 'image/png' },
-    { type: 'resource_link', uri: 'data:application/pdf;base64,JVBERg==', name: 'data:application/pdf;base64,JVBERg==', mimeType: 'application/pdf' },
+    { type: 'resource_link', uri: 'data:application/pdf;base64,JVBERg==', name: 'application/pdf', mimeType: 'application/pdf' },
     { type: 'resource_link', uri: 'https://example.org/a', name: 's1', title: 'A', description: 'said so', _meta: { confidence: 0.9 } }
   ], 'the text first, then what the run showed, in order')
 })

@@ -6,7 +6,7 @@ import type { Frame } from '../../assist/frame-queue.js'
 import { AH_ERR_RUN_NOT_FOUND } from '../../errors.js'
 import { deliveryOf } from '../../http/negotiate.js'
 import type { SseWriter } from '../../http/sse-writer.js'
-import { sendSse } from '../sse.js'
+import { clientSignal, sendSse } from '../sse.js'
 import { CancelAccepted } from '../../protocol/cancel.js'
 import { Uuid } from '../../protocol/common.js'
 import { AssistHeaders, ServiceRequest } from '../../protocol/envelope.js'
@@ -19,13 +19,6 @@ function cursorOf (header: string | undefined): Cursor | undefined {
   if (header === undefined || header === '') return undefined
   const [streamId, seq] = header.toLowerCase().split(':') as [string, string | undefined]
   return seq === undefined ? { streamId } : { streamId, seq: Number(seq) }
-}
-
-/** Aborted when the client goes away before its response is finished. */
-function clientSignal (reply: FastifyReply): AbortController {
-  const controller = new AbortController()
-  reply.raw.on('close', () => { if (!reply.raw.writableFinished) controller.abort('client_disconnected') })
-  return controller
 }
 
 /**
