@@ -3,6 +3,7 @@ import type { Client } from '@modelcontextprotocol/sdk/client/index.js'
 import type { Transport } from '@modelcontextprotocol/sdk/shared/transport.js'
 import type { Tool } from '@modelcontextprotocol/sdk/types.js'
 import { loadedMcpClientSdk, mcpClientSdk, type McpClientSdk } from './mcp-sdk.js'
+import { HostOAuthProvider } from './oauth-provider.js'
 import type { ToolServerSpec } from './servers-file.js'
 
 /** Where a server is in its life: never asked for yet, starting, answering, or down (crashed, or could not start). */
@@ -29,7 +30,7 @@ const STDERR_LINE_CHARS = 300
 /** How long closing waits for an HTTP server to end the session. */
 const TERMINATE_MS = 2000
 
-/** An error as a failure message says it: its message, with the HTTP status of an HTTP error and the cause of a failed fetch. */
+/** An error as a failure message says it: its message, with the HTTP status of an HTTP error (an OAuth failure is the server's 401) and the cause of a failed fetch. */
 export function describeError (err: unknown): string {
   const e = err as { message?: unknown, code?: unknown, cause?: { message?: unknown, code?: unknown } } | undefined
   let text = String(e?.message ?? err)
@@ -45,11 +46,14 @@ export function describeError (err: unknown): string {
  * server that is down does not stop the host from booting. A server whose process exits (or whose
  * connection is lost) fails the calls in flight (the SDK rejects them: "Connection closed") and is
  * `failed` until the next call starts it again. Closing it stops its process: stdin closed, then
- * SIGTERM, then SIGKILL (the SDK's order).
+ * SIGTERM, then SIGKILL (the SDK's order). An HTTP server whose entry has `oauth` gets the access
+ * token of its {@link HostOAuthProvider}, which lives as long as this connection (its tokens survive
+ * a reconnection); an OAuth failure fails the call as the server's 401, saying which step failed.
  */
 export class McpConnection {
   readonly spec: ToolServerSpec
   readonly #o: ConnectionOptions
+  readonly #oauth: HostOAuthProvider | undefined
   #client: Client | undefined
   #starting: Promise<Client> | undefined
   /** The client of a start in progress: closing closes it too, so that shutdown does not wait for a slow start. */
@@ -62,6 +66,8 @@ export class McpConnection {
   constructor (spec: ToolServerSpec, options: ConnectionOptions) {
     this.spec = spec
     this.#o = options
+    const t = spec.transport
+    this.#oauth = t.kind === 'streamable_http' && t.oauth !== undefined ? new HostOAuthProvider(t.oauth, { server: t.url }) : undefined
   }
 
   get status (): ServerStatus { return this.#status }
@@ -124,7 +130,8 @@ export class McpConnection {
       this.#client = undefined
       this.#fail(this.spec.transport.kind === 'stdio' ? 'the server\'s process exited' : 'the connection to the server was closed')
     }
-    client.onerror = (err) => { this.#o.log.debug({ tool: this.spec.name, err }, 'MCP transport error') }
+    // an authorization server's error may quote what it was sent: with OAuth, the error is logged as text, masked
+    client.onerror = (err) => { this.#o.log.debug({ tool: this.spec.name, ...(this.#oauth !== undefined ? { error: this.#oauth.redact(describeError(err)) } : { err }) }, 'MCP transport error') }
     this.#connecting = client
     try {
       await client.connect(this.#transport(sdk), { timeout: this.spec.startupTimeoutS * 1000 })
@@ -153,7 +160,22 @@ export class McpConnection {
 
   #transport (sdk: McpClientSdk): Transport {
     const t = this.spec.transport
-    if (t.kind === 'streamable_http') return new sdk.StreamableHTTPClientTransport(t.url, { requestInit: { headers: { ...t.headers } } })
+    if (t.kind === 'streamable_http') {
+      const oauth = this.#oauth
+      const transport = new sdk.StreamableHTTPClientTransport(t.url, { requestInit: { headers: { ...t.headers } }, ...(oauth !== undefined ? { authProvider: oauth } : {}) })
+      if (oauth === undefined) return transport
+      // the SDK's auth() runs inside send (on the server's 401) and throws what failed as is: the tool call's rules see the server's 401 instead, saying which OAuth step failed
+      const send = transport.send.bind(transport)
+      transport.send = async (message, options) => {
+        try {
+          await send(message, options)
+        } catch (err) {
+          const failure = oauth.failure(err, describeError(err))
+          throw failure !== undefined ? new sdk.StreamableHTTPError(401, failure) : err
+        }
+      }
+      return transport
+    }
     const transport = new sdk.StdioClientTransport({
       command: t.command,
       args: [...t.args],

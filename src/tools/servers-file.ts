@@ -17,9 +17,31 @@ export const DEFAULT_RETRIES = 1
 export const DEFAULT_STARTUP_TIMEOUT_S = 30
 
 const closed = { additionalProperties: false } as const
+const GRANTS = 'client_credentials (the client\'s own id and secret) or refresh_token (a refresh token the client was given)'
 const Names = Type.Array(Type.String({ minLength: 1, maxLength: 128 }), { minItems: 1 })
 const ACTIONS = 'a list of the server\'s tool names (["read_text_file", ...]), or an object of action → tool name ({"read": "read_text_file", ...}), each name 1 to 128 characters'
 const REQUIRE_APPROVAL = 'true (every action waits for a person\'s approval), false, or a list of the actions that do (["write", ...])'
+
+/**
+ * Streamable HTTP: how the host gets its access token from the authorization server that the server's
+ * protected resource metadata names. Secrets (`client_secret`, `refresh_token`) are a `${NAME}`
+ * reference or a file (`*_file`, relative to the servers file's folder), never written in the file.
+ */
+const OAuthSchema = Type.Object({
+  grant: Type.Union([Type.Literal('client_credentials'), Type.Literal('refresh_token')], { description: GRANTS }),
+  client_id: Type.String({ minLength: 1 }),
+  client_secret: Type.Optional(Type.String({ minLength: 1 })),
+  client_secret_file: Type.Optional(Type.String({ minLength: 1 })),
+  refresh_token: Type.Optional(Type.String({ minLength: 1 })),
+  refresh_token_file: Type.Optional(Type.String({ minLength: 1 })),
+  /** The scope to ask for (space-separated); absent: the authorization server's default. */
+  scope: Type.Optional(Type.String({ minLength: 1 })),
+  /** The resource indicator (RFC 8707) to ask a token for, instead of the one the server's metadata names. */
+  resource: Type.Optional(Type.String({ minLength: 1 })),
+  /** The issuer URL of the authorization server the client is registered with: the credentials go to no other. */
+  authorization_server: Type.Optional(Type.String({ minLength: 1 }))
+}, closed)
+type OAuthEntry = Static<typeof OAuthSchema>
 
 /** One server's entry in the MCP servers file. */
 const ServerEntrySchema = Type.Object({
@@ -34,6 +56,8 @@ const ServerEntrySchema = Type.Object({
   url: Type.Optional(Type.String({ minLength: 1 })),
   /** Streamable HTTP: headers of every request; `${NAME}` in a value is the host's variable NAME. */
   headers: Type.Optional(Type.Record(Type.String(), Type.String())),
+  /** Streamable HTTP: an access token got by OAuth, sent as the `Authorization` of every request. */
+  oauth: Type.Optional(OAuthSchema),
   /** The agents (manifest names) that may use it; absent: every agent. */
   agents: Type.Optional(Names),
   actions: Type.Union([
@@ -61,7 +85,25 @@ const ServersFile = Type.Object({ mcpServers: Type.Record(Type.String(), ServerE
 /** How the host reaches a server. */
 export type ToolTransport =
   | { kind: 'stdio', command: string, args: readonly string[], env: Readonly<Record<string, string>>, cwd?: string }
-  | { kind: 'streamable_http', url: URL, headers: Readonly<Record<string, string>> }
+  | { kind: 'streamable_http', url: URL, headers: Readonly<Record<string, string>>, oauth?: OAuthSpec }
+
+/**
+ * How the host gets an access token for a Streamable HTTP server, its secrets read: the
+ * client credentials grant, or the refresh token grant of a client registered beforehand (a public
+ * client has no secret). The server's protected resource metadata names the authorization server.
+ */
+export type OAuthSpec = {
+  clientId: string
+  /** The scope asked for; undefined: the authorization server's default. */
+  scope?: string
+  /** The resource indicator asked for instead of the one the server's metadata names. */
+  resource?: URL
+  /** The only authorization server the credentials are presented to; undefined: the first that the server names and that accepts them. */
+  authorizationServer?: string
+} & (
+  | { grant: 'client_credentials', clientSecret: string }
+  | { grant: 'refresh_token', clientSecret?: string, refreshToken: string }
+)
 
 /** A path scope: every path-valued argument must resolve, by real path, under `root` and match one of `patterns`. */
 export interface PathScopeSpec {
@@ -105,10 +147,12 @@ const validate = lazySchema<Static<typeof ServersFile>>(ServersFile, () => creat
 const TOOL_NAME = /^[A-Za-z0-9_-]{1,64}$/
 const ENV_NAME = /^[A-Za-z_][A-Za-z0-9_]*$/
 const REFERENCE = /\$\{([^}]*)\}/g
+const ONE_REFERENCE = /^\$\{[^}]*\}$/
 
 /**
- * Read, validate and resolve the MCP servers file. Relative `cwd` and `scope.root` are taken from
- * the file's folder; `${NAME}` in `env` and `headers` values is `env[NAME]`.
+ * Read, validate and resolve the MCP servers file. Relative `cwd`, `scope.root` and `oauth`'s
+ * secret files are taken from the file's folder (the secrets are read now); `${NAME}` in `env`,
+ * `headers` and `oauth` values is `env[NAME]`.
  * @param file the path (empty: no servers)
  * @param env the host's environment, whose variables `${NAME}` may name
  * @throws AH_ERR_CONFIG_INVALID with one line per problem, each naming its place in the file
@@ -225,6 +269,7 @@ function transportOf (entry: ServerEntry, base: string, env: Readonly<Record<str
   }
   if (entry.command !== undefined) {
     if (entry.headers !== undefined) report('/headers: only a url server takes headers')
+    if (entry.oauth !== undefined) report('/oauth: only a url server takes oauth (a stdio server gets its secrets in env)')
     for (const key of Object.keys(entry.env ?? {})) if (!ENV_NAME.test(key)) report(`/env/${key}: not a variable name (letters, digits and _)`)
     const environment = substituteAll(entry.env, 'env', env, report)
     return { kind: 'stdio', command: entry.command, args: entry.args ?? [], env: environment, ...(entry.cwd !== undefined ? { cwd: resolve(base, entry.cwd) } : {}) }
@@ -238,5 +283,72 @@ function transportOf (entry: ServerEntry, base: string, env: Readonly<Record<str
     report(`/url: ${String(entry.url)} must be an http:// or https:// URL`)
     return undefined
   }
-  return { kind: 'streamable_http', url, headers: substituteAll(entry.headers, 'headers', env, report) }
+  const headers = substituteAll(entry.headers, 'headers', env, report)
+  if (entry.oauth === undefined) return { kind: 'streamable_http', url, headers }
+  for (const key of Object.keys(headers)) {
+    if (key.toLowerCase() === 'authorization') report(`/headers/${key}: a server with oauth gets its Authorization from its access token`)
+  }
+  const oauth = oauthOf(entry.oauth, base, env, (line) => { report(`/oauth${line}`) })
+  return oauth !== undefined ? { kind: 'streamable_http', url, headers, oauth } : undefined
+}
+
+/** An entry's `oauth`, its secrets read; undefined after a problem. */
+function oauthOf (entry: OAuthEntry, base: string, env: Readonly<Record<string, string | undefined>>, report: (line: string) => void): OAuthSpec | undefined {
+  let count = 0
+  const problem = (line: string): void => { count++; report(line) }
+  const clientId = substitute(entry.client_id, env, (m) => { problem(`/client_id: ${m}`) })
+  const clientSecret = secretOf(entry, 'client_secret', base, env, problem)
+  const url = (key: 'resource' | 'authorization_server'): URL | undefined => {
+    const value = entry[key]
+    if (value === undefined) return undefined
+    const parsed = URL.canParse(value) ? new URL(value) : undefined
+    if (parsed?.protocol === 'http:' || parsed?.protocol === 'https:') return parsed
+    problem(`/${key}: ${value} must be an http:// or https:// URL`)
+    return undefined
+  }
+  const resource = url('resource')
+  const authorizationServer = url('authorization_server') !== undefined ? entry.authorization_server : undefined
+  const common = {
+    clientId,
+    ...(entry.scope !== undefined ? { scope: entry.scope } : {}),
+    ...(resource !== undefined ? { resource } : {}),
+    ...(authorizationServer !== undefined ? { authorizationServer } : {})
+  }
+  if (entry.grant === 'client_credentials') {
+    if (entry.refresh_token !== undefined || entry.refresh_token_file !== undefined) problem(`/${entry.refresh_token !== undefined ? 'refresh_token' : 'refresh_token_file'}: only the refresh_token grant takes a refresh token`)
+    if (entry.client_secret === undefined && entry.client_secret_file === undefined) problem(`: the ${entry.grant} grant needs client_secret (\${NAME}) or client_secret_file`)
+    return count === 0 && clientSecret !== undefined ? { ...common, grant: 'client_credentials', clientSecret } : undefined
+  }
+  const refreshToken = secretOf(entry, 'refresh_token', base, env, problem)
+  if (entry.refresh_token === undefined && entry.refresh_token_file === undefined) problem(`: the ${entry.grant} grant needs refresh_token (\${NAME}) or refresh_token_file`)
+  if (count > 0 || refreshToken === undefined) return undefined
+  return { ...common, grant: 'refresh_token', refreshToken, ...(clientSecret !== undefined ? { clientSecret } : {}) }
+}
+
+/**
+ * The secret `key` of an `oauth` entry: `${NAME}` (nothing else: a secret is never written in the
+ * file), or the trimmed text of `<key>_file` (relative to the file's folder). The problems name
+ * where it should come from, never what was written.
+ */
+function secretOf (entry: OAuthEntry, key: 'client_secret' | 'refresh_token', base: string, env: Readonly<Record<string, string | undefined>>, problem: (line: string) => void): string | undefined {
+  const value = entry[key]
+  const file = entry[`${key}_file`]
+  if (value !== undefined && file !== undefined) { problem(`: give ${key} or ${key}_file, not both`); return undefined }
+  if (value !== undefined) {
+    if (!ONE_REFERENCE.test(value)) { problem(`/${key}: a secret is not written in the servers file: give \${NAME} (the host's variable NAME holds it) or ${key}_file`); return undefined }
+    let ok = true
+    const secret = substitute(value, env, (m) => { ok = false; problem(`/${key}: ${m}`) })
+    if (ok && secret === '') problem(`/${key}: ${value} is set but empty`)
+    return ok && secret !== '' ? secret : undefined
+  }
+  if (file === undefined) return undefined
+  const path = resolve(base, file)
+  try {
+    const secret = readFileSync(path, 'utf8').trim()
+    if (secret !== '') return secret
+    problem(`/${key}_file: ${path} is empty`)
+  } catch (err) {
+    problem(`/${key}_file: ${path} cannot be read: ${(err as Error).message}`)
+  }
+  return undefined
 }

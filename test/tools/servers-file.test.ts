@@ -160,3 +160,92 @@ t.test('the server refuses to boot on a bad servers file, with a readable messag
   t.equal(code, 1)
   t.match(stderr, /^agent-host: cannot start: Invalid configuration: env\/MCP_SERVERS_FILE \(.*\) is not a valid MCP servers file:\n {2}\/mcpServers\/fs\/scope\/root: .*nowhere cannot be used/)
 })
+
+t.test('an oauth entry: its secrets from the environment or from files beside the servers file (trimmed), the rest as written', async (t) => {
+  const file = serversFile(t, {
+    cc: {
+      url: 'https://tickets.example.com/mcp',
+      headers: { 'X-Tenant': 'a' },
+      oauth: { grant: 'client_credentials', client_id: 'host', client_secret: ref('CC_SECRET'), scope: 'a b', authorization_server: 'https://login.example.com/', resource: 'https://tickets.example.com/' },
+      actions: ['search']
+    },
+    filed: { url: 'https://tickets.example.com/mcp', oauth: { grant: 'client_credentials', client_id: ref('CC_ID'), client_secret_file: 'secrets/cc' }, actions: ['search'] },
+    public: { url: 'https://crm.example.com/mcp', oauth: { grant: 'refresh_token', client_id: 'crm', refresh_token_file: 'secrets/rt' }, actions: ['find'] },
+    confidential: { url: 'https://crm.example.com/mcp', oauth: { grant: 'refresh_token', client_id: 'crm', client_secret_file: 'secrets/cc', refresh_token: ref('RT') }, actions: ['find'] }
+  })
+  mkdirSync(join(dirname(file), 'secrets'))
+  writeFileSync(join(dirname(file), 'secrets/cc'), '  file-secret\n')
+  writeFileSync(join(dirname(file), 'secrets/rt'), 'file-refresh\n')
+  const [cc, filed, pub, confidential] = loadToolServers(file, { CC_SECRET: 'env-secret', CC_ID: 'host-2', RT: 'env-refresh' })
+  t.match(cc?.transport, {
+    kind: 'streamable_http',
+    headers: { 'X-Tenant': 'a' },
+    oauth: { grant: 'client_credentials', clientId: 'host', clientSecret: 'env-secret', scope: 'a b', authorizationServer: 'https://login.example.com/', resource: new URL('https://tickets.example.com/') }
+  })
+  t.same(filed?.transport.kind === 'streamable_http' ? filed.transport.oauth : undefined, { grant: 'client_credentials', clientId: 'host-2', clientSecret: 'file-secret' }, 'a file\'s secret, trimmed; a client id may name a variable')
+  t.same(pub?.transport.kind === 'streamable_http' ? pub.transport.oauth : undefined, { grant: 'refresh_token', clientId: 'crm', refreshToken: 'file-refresh' }, 'a public client: no secret')
+  t.same(confidential?.transport.kind === 'streamable_http' ? confidential.transport.oauth : undefined, { grant: 'refresh_token', clientId: 'crm', clientSecret: 'file-secret', refreshToken: 'env-refresh' })
+})
+
+t.test('a bad oauth entry stops loading: a secret written in the file, oauth on a stdio server, a secret file missing or empty, a grant without its secret, an Authorization header beside it', async (t) => {
+  const dir = tempDir(t)
+  const file = join(dir, 'servers.json')
+  writeFileSync(join(dir, 'empty'), '\n')
+  const url = 'https://tools.example.com/mcp'
+  const cc = (oauth: Record<string, unknown>): Record<string, unknown> => ({ url, oauth: { grant: 'client_credentials', client_id: 'c', ...oauth }, actions: ['a'] })
+  writeFileSync(file, JSON.stringify({
+    mcpServers: {
+      literal: cc({ client_secret: 'hunter2-literal' }),
+      mixed: cc({ client_secret: `x-${ref('SECRET')}` }),
+      stdio: { command: 'x', oauth: { grant: 'client_credentials', client_id: 'c', client_secret: ref('SECRET') }, actions: ['a'] },
+      missing: cc({ client_secret_file: 'nowhere' }),
+      empty: cc({ client_secret_file: 'empty' }),
+      unset: cc({ client_secret: ref('UNSET') }),
+      blank: cc({ client_secret: ref('BLANK') }),
+      both: cc({ client_secret: ref('SECRET'), client_secret_file: 'empty' }),
+      nosecret: cc({}),
+      refreshing: cc({ client_secret: ref('SECRET'), refresh_token: ref('SECRET') }),
+      norefresh: { url, oauth: { grant: 'refresh_token', client_id: 'c' }, actions: ['a'] },
+      literalrefresh: { url, oauth: { grant: 'refresh_token', client_id: 'c', refresh_token: 'rt-literal' }, actions: ['a'] },
+      header: { ...cc({ client_secret: ref('SECRET') }), headers: { authorization: 'Bearer x' } },
+      urls: cc({ client_secret: ref('SECRET'), resource: 'urn:x', authorization_server: 'ftp://as' })
+    }
+  }))
+  let message = ''
+  try {
+    loadToolServers(file, { SECRET: 's', BLANK: '' })
+  } catch (err) {
+    t.equal((err as { code?: string }).code, 'AH_ERR_CONFIG_INVALID')
+    message = (err as Error).message
+  }
+  const lines = message.split('\n').slice(1).map((l) => l.trim())
+  const secretLine = /a secret is not written in the servers file: give \$\{NAME\} \(the host's variable NAME holds it\) or client_secret_file$/
+  for (const expected of [
+    new RegExp(`^/mcpServers/literal/oauth/client_secret: ${secretLine.source}`),
+    new RegExp(`^/mcpServers/mixed/oauth/client_secret: ${secretLine.source}`),
+    /^\/mcpServers\/stdio\/oauth: only a url server takes oauth/,
+    /^\/mcpServers\/missing\/oauth\/client_secret_file: .*nowhere cannot be read: ENOENT/,
+    /^\/mcpServers\/empty\/oauth\/client_secret_file: .*empty is empty$/,
+    /^\/mcpServers\/unset\/oauth\/client_secret: \$\{UNSET\} names a variable that is not set/,
+    /^\/mcpServers\/blank\/oauth\/client_secret: \$\{BLANK\} is set but empty$/,
+    /^\/mcpServers\/both\/oauth: give client_secret or client_secret_file, not both$/,
+    /^\/mcpServers\/nosecret\/oauth: the client_credentials grant needs client_secret \(\$\{NAME\}\) or client_secret_file$/,
+    /^\/mcpServers\/refreshing\/oauth\/refresh_token: only the refresh_token grant takes a refresh token$/,
+    /^\/mcpServers\/norefresh\/oauth: the refresh_token grant needs refresh_token \(\$\{NAME\}\) or refresh_token_file$/,
+    /^\/mcpServers\/literalrefresh\/oauth\/refresh_token: a secret is not written in the servers file: give \$\{NAME\} .* or refresh_token_file$/,
+    /^\/mcpServers\/header\/headers\/authorization: a server with oauth gets its Authorization from its access token$/,
+    /^\/mcpServers\/urls\/oauth\/resource: urn:x must be an http:\/\/ or https:\/\/ URL$/,
+    /^\/mcpServers\/urls\/oauth\/authorization_server: ftp:\/\/as must be an http:\/\/ or https:\/\/ URL$/
+  ]) t.ok(lines.some((l) => expected.test(l)), `a line matches ${String(expected)}`)
+  t.equal(lines.length, 15, 'one line per problem, nothing else')
+  t.notMatch(message, /hunter2-literal|rt-literal/, 'the message does not repeat a secret written in the file')
+})
+
+t.test('an oauth block that breaks the schema: the grants allowed, its keys', async (t) => {
+  const message = problems(t, { mcpServers: { x: { url: 'https://a.example/mcp', oauth: { grant: 'password', client_id: 'c', secret: 'x' }, actions: ['a'] } } })
+  const lines = message.split('\n').slice(1).map((l) => l.trim())
+  t.same(lines.sort(), [
+    '/mcpServers/x/oauth/grant must be client_credentials (the client\'s own id and secret) or refresh_token (a refresh token the client was given)',
+    '/mcpServers/x/oauth/secret must NOT have additional properties'
+  ])
+})
