@@ -8,6 +8,7 @@ import type { BusStore } from './bus.js'
 import type { EventLog } from './events.js'
 import type { RunLedger } from './run-ledger.js'
 import type { InterruptStore } from './interrupts.js'
+import type { McpSessionStore } from './mcp-sessions.js'
 import type { HostSessionStore } from './sessions.js'
 import type { TaskNarrator } from './tasks/narration.js'
 import type { TaskStore } from './tasks/task-store.js'
@@ -82,6 +83,8 @@ export interface Stores {
   readonly push: { store: A2APushStore, changes: PushConfigChanges }
   /** Runs waiting for a person's answer (human in the loop). */
   readonly interrupts: InterruptStore
+  /** MCP sessions and their streams' events, and the signals instances exchange about them. */
+  readonly mcp: McpSessionStore
   /** The rate limits' counts shared by every instance, for @fastify/rate-limit; undefined: kept in this process. */
   readonly rateLimits: FastifyRateLimitStoreCtor | undefined
   /** The SSE slots shared by every instance; undefined: counted in this process. */

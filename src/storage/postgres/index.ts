@@ -12,6 +12,7 @@ import { openPostgres } from './database.js'
 import { PgEventStore } from './events.js'
 import { PgGroupWriter } from './group-writer.js'
 import { PgKeyStore } from './keys.js'
+import { PgMcpSessionStore } from './mcp-sessions.js'
 import { PgNarrator } from './narrator.js'
 import { PgNotifications } from './notifications.js'
 import { pgRateLimitStore } from './rate-limit-store.js'
@@ -85,6 +86,7 @@ export async function openPgStores (config: Config, options: StoresOptions): Pro
   const tasks = new Lazy(() => config.TASK_STORE === 'postgres' ? new PgTaskStore(pool) : openFileTaskStore(config))
   const narrator = new Lazy(() => new PgNarrator(pool, events))
   const interrupts = new Lazy(() => new PgInterruptStore(pool, audit))
+  const mcp = new Lazy(() => new PgMcpSessionStore(pool, notifications, options.instanceId))
   const push = new Lazy(() => {
     const store = new PgPushStore(pool)
     return { store, changes: pgPushChanges(pool, store, audit) }
@@ -114,6 +116,7 @@ export async function openPgStores (config: Config, options: StoresOptions): Pro
     get narrator () { return narrator.value },
     get push () { return push.value },
     get interrupts () { return interrupts.value },
+    get mcp () { return mcp.value },
     get rateLimits () { return rateLimits.value },
     streams,
     get connected () { return listening?.connected ?? true },

@@ -333,5 +333,30 @@ CREATE INDEX waiting_runs_by_request ON waiting_runs(request_id);
     sql: `
 ALTER TABLE interactions ALTER COLUMN search DROP EXPRESSION;
 `
+  },
+  {
+    version: 6,
+    description: 'MCP sessions (their owner, the client\'s initialize, the log level), shared by every instance, and their SSE streams\' events for resumption (Last-Event-ID)',
+    sql: `
+CREATE TABLE mcp_sessions (
+  id text PRIMARY KEY,
+  owner text NOT NULL,
+  cap_session_id text NOT NULL,
+  initialize text NOT NULL,
+  level text,
+  last_seen bigint NOT NULL
+);
+CREATE INDEX mcp_sessions_by_owner ON mcp_sessions(owner, last_seen);
+CREATE INDEX mcp_sessions_by_last_seen ON mcp_sessions(last_seen);
+CREATE TABLE mcp_events (
+  seq bigint GENERATED ALWAYS AS IDENTITY PRIMARY KEY,
+  session_id text NOT NULL REFERENCES mcp_sessions(id) ON DELETE CASCADE,
+  stream_id text NOT NULL,
+  message text NOT NULL,
+  created_at bigint NOT NULL
+);
+CREATE INDEX mcp_events_by_stream ON mcp_events(session_id, stream_id, seq);
+CREATE INDEX mcp_events_by_time ON mcp_events(created_at);
+`
   }
 ]

@@ -6,7 +6,9 @@ export const CHANNELS = {
   /** Run ids whose journal grew or that ended (one notification per transaction). */
   journal: 'agent_host_journal',
   /** Request ids (run keys) another instance asked to cancel. */
-  cancel: 'agent_host_cancel'
+  cancel: 'agent_host_cancel',
+  /** MCP sessions' signals (`storage/mcp-sessions.ts:McpSignal`, each encoded without commas). */
+  mcp: 'agent_host_mcp'
 } as const
 
 export type Channel = typeof CHANNELS[keyof typeof CHANNELS]

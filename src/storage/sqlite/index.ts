@@ -15,6 +15,7 @@ import { DB_FILE, openDatabase, type Db } from './database.js'
 import { SqliteEventStore } from './events.js'
 import { SqliteGroupWriter } from './group-writer.js'
 import { SqliteKeyStore } from './keys.js'
+import { SqliteMcpSessionStore } from './mcp-sessions.js'
 import { SqliteNarrator } from './narrator.js'
 import { SqliteRunLedger } from './run-ledger.js'
 import { SqliteRunStore } from './runs.js'
@@ -86,6 +87,7 @@ export function openSqliteStores (config: Config, options: StoresOptions): Sqlit
   const tasks = new Lazy(() => config.TASK_STORE === 'sqlite' ? new SqliteTaskStore(db) : openFileTaskStore(config))
   const narrator = new Lazy(() => new SqliteNarrator(events, db))
   const interrupts = new Lazy(() => new SqliteInterruptStore(db, audit, write))
+  const mcp = new Lazy(() => new SqliteMcpSessionStore(db, write))
   const push = new Lazy(() => {
     const store = new SqlitePushStore(db)
     return { store, changes: sqlitePushChanges(store, audit, write) }
@@ -128,6 +130,7 @@ export function openSqliteStores (config: Config, options: StoresOptions): Sqlit
     get narrator () { return narrator.value },
     get push () { return push.value },
     get interrupts () { return interrupts.value },
+    get mcp () { return mcp.value },
     rateLimits: undefined,
     streams: undefined,
     connected: true,

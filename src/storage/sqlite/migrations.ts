@@ -423,5 +423,30 @@ CREATE TABLE waiting_runs (
 CREATE INDEX waiting_runs_by_session ON waiting_runs(session_id, created_at);
 CREATE INDEX waiting_runs_by_request ON waiting_runs(request_id);
 `
+  },
+  {
+    version: 17,
+    description: 'MCP sessions (their owner, the client\'s initialize, the log level), kept across restarts, and their SSE streams\' events for resumption (Last-Event-ID)',
+    sql: `
+CREATE TABLE mcp_sessions (
+  id TEXT PRIMARY KEY,
+  owner TEXT NOT NULL,
+  cap_session_id TEXT NOT NULL,
+  initialize TEXT NOT NULL,
+  level TEXT,
+  last_seen INTEGER NOT NULL
+);
+CREATE INDEX mcp_sessions_by_owner ON mcp_sessions(owner, last_seen);
+CREATE INDEX mcp_sessions_by_last_seen ON mcp_sessions(last_seen);
+CREATE TABLE mcp_events (
+  seq INTEGER PRIMARY KEY AUTOINCREMENT,
+  session_id TEXT NOT NULL REFERENCES mcp_sessions(id) ON DELETE CASCADE,
+  stream_id TEXT NOT NULL,
+  message TEXT NOT NULL,
+  created_at INTEGER NOT NULL
+);
+CREATE INDEX mcp_events_by_stream ON mcp_events(session_id, stream_id, seq);
+CREATE INDEX mcp_events_by_time ON mcp_events(created_at);
+`
   }
 ]
