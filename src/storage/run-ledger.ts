@@ -2,7 +2,7 @@ import type { InteractionRecord } from '../protocol/session.js'
 import type { Awaitable } from './awaitable.js'
 import type { AuditInput } from './audit.js'
 import type { EventInput } from './events.js'
-import type { JournalRow, NewRun, Renewal, RunFilter, RunRecord } from './runs.js'
+import type { JournalRow, MarkFilter, NewRun, Renewal, RunCursor, RunFilter, RunRecord } from './runs.js'
 
 /** Reading runs and their journals: the engine, the A2A binding and the push sender. */
 export interface RunReader {
@@ -13,6 +13,12 @@ export interface RunReader {
   ordOf(requestId: string, streamId: string, seq: number): Awaitable<number | undefined>
   /** An agent's runs, newest first, and how many match (A2A `ListTasks`). */
   list(filter: RunFilter, page: { limit: number, before?: { startedAt: number, runId: number } }): Awaitable<{ runs: RunRecord[], total: number }>
+  /**
+   * One principal's runs of some agents whose envelope's `payload.metadata` carries a binding's
+   * mark (MCP's tasks: `tasks/list`), newest first: at most `limit`, after the `before` cursor (the
+   * last page's last run).
+   */
+  marked(filter: MarkFilter, page: { limit: number, before?: RunCursor }): Awaitable<RunRecord[]>
   /** The newest run of an agent whose envelope carries this request id, whoever sent it. */
   byWireId(agentId: string, wireId: string): Awaitable<RunRecord | undefined>
   /** The running runs whose envelope carries this request id (one per principal that sent it). */

@@ -1,3 +1,5 @@
+import type { Awaitable } from './awaitable.js'
+
 /** A run as stored: its envelope's hash, who runs it under which lease, and (once ended) its JSON answer. */
 export interface RunRecord {
   /** The run's key in the journal (runs are found by `request_id`; their journal rows by this). */
@@ -97,4 +99,62 @@ export interface Renewal {
   lost: string[]
   /** Runs another process asked to cancel. */
   cancelled: string[]
+}
+
+/** Where a page of runs, newest first, goes on from: the last run of the page before. */
+export interface RunCursor {
+  startedAt: number
+  runId: number
+}
+
+/**
+ * Which runs {@link RunReader.marked} returns: one principal's runs of some agents whose envelope's
+ * `payload.metadata` carries `mark` (a key a protocol binding sets on the runs it starts in a way
+ * of its own: MCP's `mcp_task` on a task-augmented tool call's).
+ */
+export interface MarkFilter {
+  ownerKey: string
+  agentIds: readonly string[]
+  /** A metadata key (letters, digits and `_`). */
+  mark: string
+}
+
+const MARK = /^[A-Za-z0-9_]{1,64}$/
+
+/**
+ * The text every envelope carrying `mark` in its metadata contains (envelopes are stored as
+ * `JSON.stringify` writes them: no blanks, and a key of these characters is never escaped), which
+ * a driver's query looks for before {@link carriesMark} decides: a JSON operator of the database
+ * could refuse an envelope whose JSON it cannot hold (PostgreSQL's jsonb and a `\u0000`).
+ * @throws Error when `mark` is not a plain key
+ */
+export function markNeedle (mark: string): string {
+  if (!MARK.test(mark)) throw new Error(`a run mark is 1 to 64 letters, digits and _: ${JSON.stringify(mark)}`)
+  return `"${mark}":`
+}
+
+/** Whether the run's envelope carries `mark` in its `payload.metadata`. */
+export function carriesMark (run: Pick<RunRecord, 'envelope'>, mark: string): boolean {
+  const metadata = (JSON.parse(run.envelope) as { payload?: { metadata?: Record<string, unknown> } }).payload?.metadata
+  return metadata !== undefined && Object.hasOwn(metadata, mark)
+}
+
+/**
+ * The marked runs of a page, from a driver's `candidates` (newest first, every run whose envelope
+ * contains {@link markNeedle}, at most `limit` before the cursor): pages of candidates are read
+ * until `limit` of them carry the mark, or there are no more.
+ */
+export async function markedRuns (mark: string, page: { limit: number, before?: RunCursor }, candidates: (before: RunCursor | undefined, limit: number) => Awaitable<RunRecord[]>): Promise<RunRecord[]> {
+  const out: RunRecord[] = []
+  let before = page.before
+  for (;;) {
+    const batch = await candidates(before, page.limit)
+    for (const run of batch) {
+      if (carriesMark(run, mark)) out.push(run)
+      if (out.length === page.limit) return out
+    }
+    const last = batch.at(-1)
+    if (last === undefined || batch.length < page.limit) return out
+    before = { startedAt: last.started_at, runId: last.run_id }
+  }
 }

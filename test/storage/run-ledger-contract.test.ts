@@ -412,6 +412,41 @@ for (const [kind, make] of Object.entries(stores)) {
       t.same(await s.ledger.list({ agentId: 'nobody' }, page), { runs: [], total: 0 })
     })
 
+    t.test('marked: one principal\'s runs of the given agents whose envelope\'s metadata carries the mark, newest first, paged with before; the mark\'s text elsewhere in an envelope is no mark', async (t) => {
+      const s = await make(t)
+      if (s === undefined) return
+      const MARK = 'mcp_task'
+      /** `run` with its envelope's payload changed by `change`. */
+      const edited = (run: NewRun, change: (payload: Record<string, unknown>) => void): NewRun => {
+        const body = JSON.parse(run.envelope) as { payload: Record<string, unknown> }
+        change(body.payload)
+        return { ...run, envelope: JSON.stringify(body) }
+      }
+      const marked = (options: Parameters<typeof newRun>[0] = {}): NewRun => edited(newRun(options), (p) => { p.metadata = { capability: 'c', [MARK]: { ttl: 5 } } })
+      const m1 = marked()
+      const m2 = marked({ agentId: OTHER_AGENT })
+      const decoy = edited(newRun(), (p) => { p.payload = { [MARK]: { ttl: 5 }, note: `"${MARK}":` } })
+      const m3 = marked()
+      // a key JSON escapes (\u0000), which PostgreSQL's jsonb cannot hold: found all the same
+      const escaped = edited(marked(), (p) => { p.payload = { '\u0000odd': 'x\u0000' } })
+      const unmarked = newRun()
+      const theirs = marked({ ownerKey: 'k2' })
+      const thirdAgent = marked({ agentId: 'a-third-agent' })
+      for (const run of [m1, m2, decoy, m3, escaped, unmarked, theirs, thirdAgent]) t.equal(await s.ledger.start(run), 'started')
+      await finish(s.ledger, m1, 'done')
+      const filter = { ownerKey: 'k1', agentIds: [AGENT, OTHER_AGENT], mark: MARK }
+      t.same(ids(await s.ledger.marked(filter, { limit: 10 })), [escaped, m3, m2, m1].map((r) => r.request_id), 'newest first (one millisecond told apart by run id), running or ended; not the decoy, another key\'s or another agent\'s')
+      const first = await s.ledger.marked(filter, { limit: 2 })
+      t.same(ids(first), [escaped, m3].map((r) => r.request_id))
+      const cursor = (run: RunRecord): { startedAt: number, runId: number } => ({ startedAt: run.started_at, runId: run.run_id })
+      t.same(ids(await s.ledger.marked(filter, { limit: 2, before: cursor(first.at(-1) as RunRecord) })), [m2, m1].map((r) => r.request_id), 'the next page')
+      t.same(ids(await s.ledger.marked(filter, { limit: 1, before: cursor(first.at(-1) as RunRecord) })), [m2.request_id], 'a page of one goes past the decoy between')
+      t.same(ids(await s.ledger.marked({ ...filter, agentIds: [OTHER_AGENT] }, { limit: 10 })), [m2.request_id], 'only the agents given')
+      t.same(ids(await s.ledger.marked({ ...filter, agentIds: [] }, { limit: 10 })), [], 'no agent: none')
+      t.same(ids(await s.ledger.marked({ ...filter, mark: 'other_mark' }, { limit: 10 })), [])
+      await t.rejects(async () => await s.ledger.marked({ ...filter, mark: 'a"b' }, { limit: 10 }), /a run mark is/, 'a mark is a plain key')
+    })
+
     t.test('byWireId finds an agent\'s newest run by the envelope\'s request id; runningByRequestId finds the running ones of every sender', async (t) => {
       const s = await make(t)
       if (s === undefined) return

@@ -4,7 +4,7 @@ import type { Awaitable } from '../awaitable.js'
 import type { AuditInput } from '../audit.js'
 import type { AppendedEvent, EventAuthor, EventInput } from '../events.js'
 import type { Recovery, RunEnd, RunLedger } from '../run-ledger.js'
-import { batchOf, frameHead, journalRows, ordIn, type JournalRow, type NewRun, type Renewal, type RunFilter, type RunRecord, type StoredBatch } from '../runs.js'
+import { batchOf, frameHead, journalRows, markedRuns, markNeedle, ordIn, type JournalRow, type MarkFilter, type NewRun, type Renewal, type RunCursor, type RunFilter, type RunRecord, type StoredBatch } from '../runs.js'
 import { isUnavailable } from '../busy.js'
 import { WRITE_RANK, type PgGroupWriter } from './group-writer.js'
 import { CHANNELS, notifyIn, type PgNotifications } from './notifications.js'
@@ -188,6 +188,15 @@ export class PgRunLedger implements RunLedger {
     }
     const runs = (await this.#o.pool.query<RunRecord>(`SELECT ${RUN} FROM runs WHERE ${where.join(' AND ')} ORDER BY started_at DESC, run_id DESC LIMIT ${param(page.limit)}`, params)).rows
     return { runs, total }
+  }
+
+  async marked (filter: MarkFilter, page: { limit: number, before?: RunCursor }): Promise<RunRecord[]> {
+    const needle = markNeedle(filter.mark)
+    // strpos, not a JSON operator: an envelope jsonb cannot hold (a \u0000) would fail the whole query
+    return await markedRuns(filter.mark, page, async (before, limit) => (await this.#o.pool.query<RunRecord>(
+      `SELECT ${RUN} FROM runs WHERE agent_id = ANY($1::text[]) AND owner_key = $2 AND strpos(envelope, $3) > 0
+        ${before === undefined ? '' : 'AND (started_at < $5 OR (started_at = $5 AND run_id < $6))'} ORDER BY started_at DESC, run_id DESC LIMIT $4`,
+      [[...filter.agentIds], filter.ownerKey, needle, limit, ...(before === undefined ? [] : [before.startedAt, before.runId])])).rows)
   }
 
   async byWireId (agentId: string, wireId: string): Promise<RunRecord | undefined> {

@@ -2,7 +2,7 @@ import type { InteractionRecord } from '../../protocol/session.js'
 import type { AuditInput } from '../audit.js'
 import type { EventInput } from '../events.js'
 import type { SqliteRunStore } from './runs.js'
-import type { JournalRow, NewRun, Renewal, RunFilter, RunRecord } from '../runs.js'
+import { markedRuns, type JournalRow, type MarkFilter, type NewRun, type Renewal, type RunCursor, type RunFilter, type RunRecord } from '../runs.js'
 import type { SqliteAuditLog } from './audit.js'
 import type { SqliteEventStore } from './events.js'
 import type { SqliteSessionStore } from './sessions.js'
@@ -34,6 +34,10 @@ export class SqliteRunLedger implements RunLedger {
   rows (requestId: string, afterOrd?: number, limit?: number): JournalRow[] { return this.#o.store.rows(requestId, afterOrd, limit) }
   ordOf (requestId: string, streamId: string, seq: number): number | undefined { return this.#o.store.ordOf(requestId, streamId, seq) }
   list (filter: RunFilter, page: { limit: number, before?: { startedAt: number, runId: number } }): { runs: RunRecord[], total: number } { return this.#o.store.list(filter, page) }
+  async marked (filter: MarkFilter, page: { limit: number, before?: RunCursor }): Promise<RunRecord[]> {
+    return await markedRuns(filter.mark, page, (before, limit) => this.#o.store.markCandidates(filter, before, limit))
+  }
+
   byWireId (agentId: string, wireId: string): RunRecord | undefined { return this.#o.store.byWireId(agentId, wireId) }
   runningByRequestId (wireId: string): RunRecord[] { return this.#o.store.runningByRequestId(wireId) }
   expired (now: number): RunRecord[] { return this.#o.store.expired(now) }

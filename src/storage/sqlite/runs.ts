@@ -1,5 +1,5 @@
 import type { Db } from './database.js'
-import { type JournalRow, type NewRun, type Renewal, type RunFilter, type RunRecord, type StoredBatch, batchOf, frameHead, journalRows, ordIn } from '../runs.js'
+import { type JournalRow, type MarkFilter, type NewRun, type Renewal, type RunCursor, type RunFilter, type RunRecord, type StoredBatch, batchOf, frameHead, journalRows, markNeedle, ordIn } from '../runs.js'
 
 /**
  * Runs and their stream journal (CAP.md §5 "Resuming"): every packet a run produces, in order and
@@ -134,6 +134,18 @@ export class SqliteRunStore {
     const runs = this.#db.prepare(`SELECT * FROM runs WHERE ${where.join(' AND ')} ORDER BY started_at DESC, run_id DESC LIMIT @limit`)
       .all({ ...params, limit: page.limit }) as RunRecord[]
     return { runs, total }
+  }
+
+  /**
+   * Candidates of `RunReader.marked`: a principal's runs of these agents whose envelope contains
+   * the mark's text (`markNeedle`), newest first, at most `limit` after the cursor (through the
+   * index by agent and owner).
+   */
+  markCandidates (filter: MarkFilter, before: RunCursor | undefined, limit: number): RunRecord[] {
+    const cursor = before === undefined ? '' : 'AND (started_at < @startedAt OR (started_at = @startedAt AND run_id < @runId))'
+    return this.#db.prepare(`SELECT * FROM runs WHERE agent_id IN (SELECT value FROM json_each(@agents)) AND owner_key = @ownerKey AND instr(envelope, @needle) > 0 ${cursor}
+      ORDER BY started_at DESC, run_id DESC LIMIT @limit`)
+      .all({ agents: JSON.stringify(filter.agentIds), ownerKey: filter.ownerKey, needle: markNeedle(filter.mark), limit, ...(before !== undefined ? { startedAt: before.startedAt, runId: before.runId } : {}) }) as RunRecord[]
   }
 
   /** Append rows directly (recovery, inside its own transaction). */
