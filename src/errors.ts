@@ -117,6 +117,10 @@ export const AH_ERR_PLAYGROUND_UNBUILT = define('AH_ERR_PLAYGROUND_UNBUILT', 503
   'The playground page is served but what it runs on was not built: the TypeScript client (`client/dist`), or the chat page\'s bundle (`dist/playground/chat.js`); `npm run build` (or `npm start`) builds both.')
 export const AH_ERR_MCP_SESSION_NOT_FOUND = define('AH_ERR_MCP_SESSION_NOT_FOUND', 404, 'No MCP session with id "%s"',
   '`/mcp`: the `Mcp-Session-Id` names no open MCP session of this caller (never made, closed, expired after `MCP_SESSION_IDLE_MS`, or another key\'s); initialize a new one.')
+export const AH_ERR_MCP_EVENT_NOT_FOUND = define('AH_ERR_MCP_EVENT_NOT_FOUND', 404, 'No event "%s" in this MCP session',
+  '`GET /mcp` with `Last-Event-ID`: the id names no stored event of the session\'s streams (another session\'s, or older than the events are kept: `MCP_SESSION_IDLE_MS`, at least an hour); the stream cannot be resumed.')
+export const AH_ERR_MCP_STREAM_ENDED = define('AH_ERR_MCP_STREAM_ENDED', 404, 'The MCP stream of event "%s" has ended',
+  '`GET /mcp` with `Last-Event-ID`: the stream was delivered to its end (its response is at or before that event) or its request was cancelled: there is nothing more to resume.')
 
 // Agents: authoring and runtime (raised to agent code or at boot)
 export const AH_ERR_AGENT_INVALID = defineInternal('AH_ERR_AGENT_INVALID', 500, 'Invalid agent at %s: %s',

@@ -1,7 +1,7 @@
 import { createHash, randomUUID } from 'node:crypto'
 import type { Span, Tracer } from '@opentelemetry/api'
 import {
-  AH_ERR_AGENT_NOT_FOUND, AH_ERR_INTERRUPT_ANSWER_INVALID, AH_ERR_INTERRUPT_CLOSED, AH_ERR_INTERRUPT_EXPIRED, AH_ERR_INTERRUPT_NOT_FOUND, AH_ERR_NOT_ACCEPTABLE, AH_ERR_REQUEST_CONFLICT, AH_ERR_RUN_NOT_FOUND, AH_ERR_SESSION_NOT_FOUND, AH_ERR_SHUTTING_DOWN, AH_ERR_STORAGE_UNAVAILABLE, AH_ERR_VALIDATION, errorBody, withDetails
+  AH_ERR_AGENT_NOT_FOUND, AH_ERR_BACKEND_UNAVAILABLE, AH_ERR_INTERRUPT_ANSWER_INVALID, AH_ERR_INTERRUPT_CLOSED, AH_ERR_INTERRUPT_EXPIRED, AH_ERR_INTERRUPT_NOT_FOUND, AH_ERR_NOT_ACCEPTABLE, AH_ERR_REQUEST_CONFLICT, AH_ERR_RUN_NOT_FOUND, AH_ERR_SESSION_NOT_FOUND, AH_ERR_SHUTTING_DOWN, AH_ERR_STORAGE_UNAVAILABLE, AH_ERR_VALIDATION, errorBody, withDetails
 } from '../errors.js'
 import type { Agent, AgentHost, JsonObject } from '../agents/contract.js'
 import type { AgentProtocol, BusPublisher } from '../backends/protocol.js'
@@ -116,6 +116,13 @@ export interface PrepareOptions {
   delivery: Delivery
   /** The client is resuming (it sent a cursor): an unknown request id is `gone`, not started. */
   resuming?: boolean
+  /**
+   * Backends the caller lends a new run, by name: a protocol binding's own (the MCP binding lends
+   * `mcp-sampling`, its client's model). They count for the agent's `backends` (one that is not
+   * `available()` is refused with its own `unavailableReason()`), and the run's `host.backend(name)`
+   * finds them before the configured ones, metered and traced as those are.
+   */
+  lend?: ReadonlyMap<string, AgentProtocol>
 }
 
 export interface StartOptions {
@@ -153,6 +160,7 @@ interface PreparedStart {
   admin: boolean
   /** A resume: the chain it answers, and the answers (none: this request's answers were taken before, and its run not stored). */
   resume?: { chain: WaitingRun, answers: Array<{ interrupt: InterruptRecord, value: unknown }> }
+  lend?: ReadonlyMap<string, AgentProtocol>
 }
 
 /** A resume cursor: a stream id, and the last `seq` of it the client has (absent: replay everything). */
@@ -352,9 +360,13 @@ export class AssistEngine {
     if (known !== undefined) return { ...await this.#join(known, hash, mode, who, admin, resolved), agent }
     if (options.resuming === true && mode === 'server_sent_events') return { requestId, mode, outcome: 'gone', agent }
     const backends = [...(hosted.agent.backends ?? []), ...(hosted.agent.capabilityBackends?.[capability.capability.name] ?? [])]
-    if (backends.length > 0) await this.#o.backends.require(backends)
+    for (const name of backends) {
+      const lent = options.lend?.get(name)
+      if (lent === undefined) await this.#o.backends.require([name])
+      else if (!await lent.available()) throw new AH_ERR_BACKEND_UNAVAILABLE(lent.unavailableReason())
+    }
     const prepared: PreparedRun = { requestId, mode, outcome: 'start', agent }
-    this.#prepared.set(prepared, { envelope, resolved: agentRequest, hosted, capability, metadata, hash, who, admin, ...(resume !== undefined ? { resume } : {}) })
+    this.#prepared.set(prepared, { envelope, resolved: agentRequest, hosted, capability, metadata, hash, who, admin, ...(resume !== undefined ? { resume } : {}), ...(options.lend !== undefined ? { lend: options.lend } : {}) })
     return prepared
   }
 
@@ -439,7 +451,7 @@ export class AssistEngine {
     return next
   }
 
-  async #start ({ requestId, mode, agent }: PreparedRun, { envelope, resolved, hosted, capability, metadata, hash, who, admin, resume }: PreparedStart, options: StartOptions): Promise<Submission> {
+  async #start ({ requestId, mode, agent }: PreparedRun, { envelope, resolved, hosted, capability, metadata, hash, who, admin, resume, lend }: PreparedStart, options: StartOptions): Promise<Submission> {
     const { ledger } = this.#o
     const chain = resume === undefined ? undefined : await this.#takeAnswers(resume, requestId, envelope.request_id, who, envelope.context.user.user_id, envelope.context.trace.trace_id)
     const replay = this.#o.interrupts === undefined ? undefined : new RunReplay(chain, this.#s.interruptExpiresS)
@@ -482,7 +494,7 @@ export class AssistEngine {
     }
     // the agent sees only the permissions its caller holds
     resolved.context = { ...resolved.context, permissions: resolved.context.permissions.filter((p) => grants(who.scopes, p)) }
-    this.#launch(run, token, resolved, hosted, mode, envelope, metadata.timeout_ms, who, options.trace)
+    this.#launch(run, token, resolved, hosted, mode, envelope, metadata.timeout_ms, who, options.trace, lend)
     return { requestId, mode, outcome: 'started' }
   }
 
@@ -498,12 +510,12 @@ export class AssistEngine {
    * What the agent gets as `host`: the backends, the bus with its events owned by the run's caller
    * (and held to its agent list), the external A2A agents and the MCP tools it may call; and, apart
    * (never lent to the agent), those callers' ends for calls marked `require_approval`, which only
-   * `RunReplay.host` makes once a person approved them.
+   * `RunReplay.host` makes once a person approved them. Backends its caller lent (`lend`) come first.
    */
-  #host (agent: string, owner: string, ownerAgents: ReadonlySet<string> | null, traceId: string, span: Span | undefined, run: { requestId: string, rootRequestId: string, sessionId: string, user: string, signal: AbortSignal }): { host: AgentHost, gates: Omit<HostApprovals, 'ask'> } {
+  #host (agent: string, owner: string, ownerAgents: ReadonlySet<string> | null, traceId: string, span: Span | undefined, run: { requestId: string, rootRequestId: string, sessionId: string, user: string, signal: AbortSignal }, lend: PreparedStart['lend']): { host: AgentHost, gates: Omit<HostApprovals, 'ask'> } {
     const { backends, bus, tracer } = this.#o
     // every call's tokens are told with the model it used, whether or not the agent reports them
-    const metered = (name: string): AgentProtocol => meteredBackend(backends.backend(name), (usage, cost, model) => {
+    const metered = (name: string): AgentProtocol => meteredBackend(lend?.get(name) ?? backends.backend(name), (usage, cost, model) => {
       this.#observers.tell('usage', { agent, model: model ?? UNKNOWN_MODEL, input: usage.input, output: usage.output, cost })
     })
     const backend = span === undefined || tracer === undefined ? metered : (name: string): AgentProtocol => tracedBackend(metered(name), tracer, span)
@@ -526,7 +538,7 @@ export class AssistEngine {
     }
   }
 
-  #launch (run: AssistRun, token: string, resolved: ResolvedAgentRequest, hosted: HostedAgent, mode: DeliveryMode, envelope: ServiceRequest, timeoutMs: number | undefined, who: Identity, trace: RunTrace | undefined): void {
+  #launch (run: AssistRun, token: string, resolved: ResolvedAgentRequest, hosted: HostedAgent, mode: DeliveryMode, envelope: ServiceRequest, timeoutMs: number | undefined, who: Identity, trace: RunTrace | undefined, lend: PreparedStart['lend']): void {
     const requestId = run.requestId
     this.#tokens.set(requestId, token)
     const owner = who.id
@@ -541,7 +553,7 @@ export class AssistEngine {
     const answer = span === undefined ? finished : finished.finally(() => { endRunSpan(span, run) })
     this.#answers.set(requestId, answer)
     const { host, gates } = this.#host(metadata.name, owner, who.agents, envelope.context.trace.trace_id, span,
-      { requestId: envelope.request_id, rootRequestId: resolved.root_request_id, sessionId: resolved.session_id, user: envelope.context.user.user_id, signal: run.signal })
+      { requestId: envelope.request_id, rootRequestId: resolved.root_request_id, sessionId: resolved.session_id, user: envelope.context.user.user_id, signal: run.signal }, lend)
     const open = run.replay?.chain === undefined ? [] : openInterrupts(run.replay.chain)
     // questions still open after this request's answers: asked again, and the agent waits for all of them
     const agent: Agent = open.length > 0 ? { manifest: hosted.agent.manifest, assist: async () => { await run.askAgain(open) } } : hosted.agent

@@ -120,6 +120,8 @@ export interface StartConfig {
   /** Override the configured model. */
   model?: string
   userId?: string
+  /** The most tokens one response may take, for backends that take it per session (`mcp-sampling`; the LLM backends take LLM_MAX_TOKENS). */
+  maxTokens?: number
 }
 
 /** Usage counted for one session so far. */

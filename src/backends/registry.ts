@@ -23,6 +23,14 @@ export interface BackendInfo {
   usage?: SessionUsage & { sessions: number }
 }
 
+/**
+ * Backends no configuration makes: a protocol binding lends them to the runs it starts
+ * (`PrepareOptions.lend`). Elsewhere their name is refused with the reason here.
+ */
+export const LENT_BACKENDS: ReadonlyMap<string, string> = new Map([
+  ['mcp-sampling', 'mcp-sampling is the calling MCP client\'s model: a run has it only when an MCP tools/call starts it, from a client that declared the `sampling` capability']
+])
+
 /** The demo CLI `cli-agent` runs when CLI_AGENT_COMMAND is empty. */
 export const DEMO_CLI = join(BUNDLED_AGENTS_DIR, 'cli-agent', 'demo-cli.mjs')
 
@@ -47,7 +55,7 @@ export class BackendRegistry implements AgentHost {
 
   backend (name: string): AgentProtocol {
     const protocol = this.get(name)
-    if (protocol === undefined) throw new AH_ERR_BACKEND_UNAVAILABLE(`no backend is named "${name}" (known: ${this.names().join(', ')})`)
+    if (protocol === undefined) throw new AH_ERR_BACKEND_UNAVAILABLE(LENT_BACKENDS.get(name) ?? `no backend is named "${name}" (known: ${this.names().join(', ')})`)
     return protocol
   }
 

@@ -15,6 +15,8 @@ import { CallResultBuilder, mcpLogLevel, META_REQUEST_ID, META_SESSION_ID, type 
 import { elicitationForm, type FormFits } from './elicitation.js'
 import { toolCallEnvelope } from './envelope.js'
 import { inputRequiredResult } from './input-required.js'
+import { MCP_SAMPLING, SamplingProtocol } from './sampling.js'
+import { registerToolTasks, TASKS_CAPABILITY, type McpTaskStores } from './tasks.js'
 import type { ToolCatalogue } from './tools.js'
 
 /** The HTTP exchange that carried one JSON-RPC request: who sent it, and how it goes away. */
@@ -46,20 +48,23 @@ export interface McpServerOptions {
   sessionId: string
   /** The exchange that carried JSON-RPC request `id` (set by the route before the transport sees it). */
   callOf: (id: RequestId) => McpCall | undefined
-  /** Told of every tool call while it runs, so that closing waits for it. */
-  track: (call: Promise<unknown>) => void
+  /** Told of every tool call (with its JSON-RPC request id) while it runs, so that closing waits for it and a cancellation finds it. */
+  track: (call: Promise<unknown>, id: RequestId) => void
+  /** The session's least level of logging notifications (`logging/setLevel`, shared by every instance of the session). */
+  level: () => string
+  /** Set it for the session (on every instance). */
+  setLevel: (level: LoggingLevel) => Promise<void>
   /** Aborted when the session closes: a call waiting for an elicitation's answer stops waiting (and ends its run). */
   closing?: AbortSignal
   /** End the HTTP response (its SSE stream) that carries JSON-RPC request `id`: a cancelled call's, which the SDK answers nothing. */
   endStream?: (id: RequestId) => void
   log: RunLogger
+  /** What MCP's tasks (durable tool calls, `src/mcp/tasks.ts`) read: the run ledger and the waiting runs, and their settings. */
+  tasks: McpTaskStores
 }
 
 /** RFC 5424's levels, lowest first (MCP's `LoggingLevel`). */
 const SEVERITY: readonly LoggingLevel[] = LoggingLevelSchema.options
-
-/** Before a client sets a level: thoughts, progress steps and warnings, not an agent's debug lines. */
-const DEFAULT_LEVEL: LoggingLevel = 'info'
 
 const INSTRUCTIONS = 'Each tool runs one agent hosted by agent-host (a capability of it). The arguments are the agent\'s input; ' +
   'the result\'s text is what the agent wrote, and its structuredContent the agent\'s result, when it gave one. ' +
@@ -164,26 +169,29 @@ export function createMcpServer (options: McpServerOptions): Server {
   const { engine, catalogue, sessionId } = options
   // the SDK's low-level Server: McpServer would want zod schemas, and the agents' are JSON Schema already
   const server = new Server({ name: 'agent-host', version: options.version }, {
-    capabilities: { tools: { listChanged: false }, logging: {} },
+    capabilities: { tools: { listChanged: false }, logging: {}, tasks: TASKS_CAPABILITY },
     instructions: INSTRUCTIONS
   })
-  let level = DEFAULT_LEVEL
   server.onerror = (err) => { options.log.debug({ err }, 'MCP transport error') }
 
   // the route registers every request of a body before the transport dispatches it
   const callOf = (id: RequestId): McpCall => options.callOf(id) as McpCall
 
   server.setRequestHandler(SetLevelRequestSchema, async (request) => {
-    level = request.params.level
+    await options.setLevel(request.params.level)
     return {}
   })
 
   server.setRequestHandler(ListToolsRequestSchema, async (_request, extra) => ({ tools: catalogue.list(callOf(extra.requestId).identity) }))
 
+  const tasks = registerToolTasks(server, { engine, catalogue, stores: options.tasks, sessionId, callOf, log: options.log })
+
   server.setRequestHandler(CallToolRequestSchema, async (request, extra) => {
+    // a task-augmented call answers its task at once: its run goes on without the exchange
+    if (request.params.task !== undefined) return await tasks.create(request.params, extra)
     const call = callOf(extra.requestId)
     const running = callTool(request.params.name, request.params.arguments ?? {}, call, extra)
-    options.track(running)
+    options.track(running, extra.requestId)
     try {
       return await running
     } catch (err) {
@@ -236,7 +244,8 @@ export function createMcpServer (options: McpServerOptions): Server {
         let submission
         const trace = call.runTrace?.(envelope.context.trace)
         try {
-          const prepared = await engine.prepare(envelope, { identity, delivery: 'own' })
+          // the client's model, lent to a run whose agent asks for it (refused, saying why, while the client does not take sampling)
+          const prepared = await engine.prepare(envelope, { identity, delivery: 'own', lend: new Map([[MCP_SAMPLING, new SamplingProtocol({ server, relatedRequestId: extra.requestId, signal })]]) })
           if (prepared.outcome === 'start') await call.admit(prepared.agent)
           submission = await engine.begin(prepared, { log: call.log, ...(trace !== undefined ? { trace } : {}) })
         } catch (err) {
@@ -328,7 +337,7 @@ export function createMcpServer (options: McpServerOptions): Server {
       await extra.sendNotification(notification).catch((err: unknown) => { call.log.debug({ err }, 'an MCP notification could not be sent') })
     }
     const log = async (update: LogUpdate): Promise<void> => {
-      if (SEVERITY.indexOf(update.level) >= SEVERITY.indexOf(level)) await notify({ method: 'notifications/message', params: update })
+      if (SEVERITY.indexOf(update.level) >= SEVERITY.indexOf(options.level() as LoggingLevel)) await notify({ method: 'notifications/message', params: update })
     }
     const logs = watchAgentLogs(options.events, { requestId: wireId, sessionId, owner: call.identity.id }, (event) => {
       const data = event.data as { level: string, message: string, metadata?: JsonObject }

@@ -1,170 +1,398 @@
+import { AsyncLocalStorage } from 'node:async_hooks'
 import { randomUUID } from 'node:crypto'
+import { EventEmitter } from 'node:events'
 import type { Server } from '@modelcontextprotocol/sdk/server/index.js'
-import { StreamableHTTPServerTransport } from '@modelcontextprotocol/sdk/server/streamableHttp.js'
-import type { RequestId } from '@modelcontextprotocol/sdk/types.js'
+import { WebStandardStreamableHTTPServerTransport, type EventStore } from '@modelcontextprotocol/sdk/server/webStandardStreamableHttp.js'
+import type { Transport, TransportSendOptions } from '@modelcontextprotocol/sdk/shared/transport.js'
+import type { JSONRPCMessage, MessageExtraInfo, RequestId } from '@modelcontextprotocol/sdk/types.js'
 import type { RunLogger } from '../assist/run.js'
+import type { McpSessionRecord, McpSessionStore, McpSignal } from '../storage/mcp-sessions.js'
 import type { McpCall, McpServerOptions } from './server.js'
 
-/** What {@link McpSessions} needs to make and expire sessions. */
+/** What {@link McpSessions} needs to make, restore and expire sessions. */
 export interface McpSessionSettings {
-  /** MCP_SESSION_IDLE_MS: a session with no open request for this long is closed. */
+  /** Where sessions, their streams' events and the instances' signals are kept (`Stores.mcp`). */
+  store: McpSessionStore
+  /** This process's name (`app.instanceId`): the answers to its own server requests come back to it. */
+  instance: string
+  /** MCP_SESSION_IDLE_MS: a session no request used for this long is closed, on every instance. */
   idleMs: number
   /** MCP_MAX_SESSIONS: sessions one principal may hold; its least recently used goes when it opens one more. */
   maxPerOwner: number
-  /** SSE_HEARTBEAT_MS: the keep-alive comment on the transport's SSE responses. */
+  /** SSE_HEARTBEAT_MS: the keep-alive comment on SSE responses. */
   keepAliveMs: number
-  /** Make the MCP server of a new session (the SDK's, with this host's handlers). */
-  createServer: (session: Pick<McpServerOptions, 'sessionId' | 'callOf' | 'track' | 'closing' | 'endStream'>) => Server
+  /** SSE_RETRY_MS: the `retry:` of a stream's priming event, how long a client waits before resuming it (0: none). */
+  retryMs: number
+  /** Make the MCP server of a session (the SDK's, with this host's handlers). */
+  createServer: (session: Pick<McpServerOptions, 'sessionId' | 'callOf' | 'track' | 'closing' | 'endStream' | 'level' | 'setLevel'>) => Server
   log: RunLogger
 }
 
+/** The level of logging notifications before a client sets one: thoughts, progress steps and warnings, not an agent's debug lines. */
+export const DEFAULT_LEVEL = 'info'
+
+/** How long a stream's events are kept for resumption, at least (the session's idle time when longer). */
+const MIN_RETENTION_MS = 3_600_000
+
+/** What the HTTP exchange being handled carries, for the event store's priming event (which names the exchange's stream). */
+const exchangeContext = new AsyncLocalStorage<{ session: McpSession, requests: readonly RequestId[] }>()
+
+/** A server request's id as it goes on the wire: `<the server's id>@<instance>`, so that the client's answer finds the instance that asked. */
+const ANSWER_ID = /^(\d+)@(.+)$/
+
 /**
- * One MCP session: the SDK's Streamable HTTP transport in stateful mode and the server on it, bound
- * to the principal that initialized it, with its own CAP session for the runs of its tool calls.
+ * The transport the SDK's `Server` is connected to: the SDK's Streamable HTTP transport, with the
+ * ids of the server's own requests (elicitation, sampling) made this instance's, so that a client's
+ * answer arriving at another instance is sent on to this one; and a way in for messages that
+ * reached the session elsewhere (a cancellation, an answer).
+ */
+class SessionRelay implements Transport {
+  onmessage?: (message: JSONRPCMessage, extra?: MessageExtraInfo) => void
+  onclose?: () => void
+  onerror?: (error: Error) => void
+  readonly #inner: WebStandardStreamableHTTPServerTransport
+  readonly #instance: string
+  readonly #forward: (instance: string, message: JSONRPCMessage) => void
+  readonly #sending = new Set<Promise<void>>()
+
+  constructor (inner: WebStandardStreamableHTTPServerTransport, instance: string, forward: (instance: string, message: JSONRPCMessage) => void) {
+    this.#inner = inner
+    this.#instance = instance
+    this.#forward = forward
+    inner.onmessage = (message, extra) => { this.receive(message, extra) }
+    inner.onclose = () => { this.onclose?.() }
+    inner.onerror = (error) => { this.onerror?.(error) }
+  }
+
+  get sessionId (): string | undefined { return this.#inner.sessionId }
+
+  async start (): Promise<void> { await this.#inner.start() }
+  async close (): Promise<void> { await this.#inner.close() }
+
+  async send (message: JSONRPCMessage, options?: TransportSendOptions): Promise<void> {
+    const sending = this.#inner.send(this.#outgoing(message), options)
+    this.#sending.add(sending)
+    try {
+      await sending
+    } finally {
+      this.#sending.delete(sending)
+    }
+  }
+
+  /** Resolves once every message being sent now is written (or failed): its event stored first, then on its stream. */
+  async sent (): Promise<void> {
+    await Promise.allSettled([...this.#sending])
+  }
+
+  /** A server request (and the server's cancellation of one) with the request's id made this instance's. */
+  #outgoing (message: JSONRPCMessage): JSONRPCMessage {
+    if (!('method' in message)) return message
+    if ('id' in message) return { ...message, id: `${String(message.id)}@${this.#instance}` }
+    const params = message.params as { requestId?: unknown } | undefined
+    if (message.method === 'notifications/cancelled' && params?.requestId !== undefined) return { ...message, params: { ...params, requestId: `${String(params.requestId)}@${this.#instance}` } }
+    return message
+  }
+
+  /** A message from the client, through this instance's transport or sent on by another instance. */
+  receive (message: JSONRPCMessage, extra?: MessageExtraInfo): void {
+    if (!('method' in message) && 'id' in message && typeof message.id === 'string') {
+      const answer = ANSWER_ID.exec(message.id)
+      if (answer !== null) {
+        if (answer[2] === this.#instance) this.onmessage?.({ ...message, id: Number(answer[1]) }, extra)
+        else this.#forward(answer[2] as string, message)
+        return
+      }
+    }
+    this.onmessage?.(message, extra)
+  }
+}
+
+/**
+ * One MCP session on this instance: the SDK's Streamable HTTP transport and server, for the session
+ * every instance knows from the store. Made when the session is initialized here, or restored (its
+ * client's `initialize` replayed to a new server) the first time a request of it reaches this
+ * instance; closed on every instance when the session ends.
  */
 export class McpSession {
-  /** The principal (key or token subject) that initialized it: nobody else may use it. */
-  readonly owner: string
-  /** The CAP session of its tool calls' runs. */
-  readonly capSessionId = randomUUID()
-  readonly transport: StreamableHTTPServerTransport
+  /** The session's record (its id, owner, CAP session) as it was when this copy was made. */
+  readonly record: McpSessionRecord
+  readonly transport: WebStandardStreamableHTTPServerTransport
+  readonly relay: SessionRelay
   readonly server: Server
+  /** `logging/setLevel`'s level, as the store had it at the last request. */
+  level: string
+  /** True while the client's `initialize` is replayed: nothing of it is stored. */
+  restoring = false
   /** The exchange that carried each JSON-RPC request still being handled. */
   readonly #calls = new Map<RequestId, McpCall>()
-  readonly #running = new Set<Promise<unknown>>()
+  /** The tool calls this copy runs, by JSON-RPC request id, whether or not their HTTP exchange is still open. */
+  readonly #running = new Map<RequestId, Promise<unknown>>()
+  /** The SSE stream (the SDK's id) each request's messages go on. */
+  readonly #streams = new Map<RequestId, string>()
   readonly #closing = new AbortController()
+  readonly #store: McpSessionStore
   #open = 0
-  #lastSeen = Date.now()
+  #closed: Promise<void> | undefined
 
-  constructor (owner: string, transport: StreamableHTTPServerTransport, createServer: McpSessionSettings['createServer']) {
-    this.owner = owner
-    this.transport = transport
-    this.server = createServer({
-      sessionId: this.capSessionId,
+  constructor (record: McpSessionRecord, settings: McpSessionSettings, isNew: (id: string) => Promise<void>) {
+    this.record = record
+    this.level = record.level ?? DEFAULT_LEVEL
+    this.#store = settings.store
+    this.transport = new WebStandardStreamableHTTPServerTransport({
+      sessionIdGenerator: () => record.id,
+      keepAliveMs: settings.keepAliveMs,
+      ...(settings.retryMs > 0 ? { retryInterval: settings.retryMs } : {}),
+      eventStore: this.#eventStore(),
+      onsessioninitialized: async (id) => { if (!this.restoring) await isNew(id) }
+    })
+    this.relay = new SessionRelay(this.transport, settings.instance, (instance, message) => {
+      Promise.resolve(settings.store.signal({ kind: 'answer', session: record.id, instance, message: JSON.stringify(message) }))
+        .catch((err: unknown) => { settings.log.warn({ err, mcpSession: record.id }, 'an MCP client\'s answer could not be sent on to the instance that asked') })
+    })
+    this.server = settings.createServer({
+      sessionId: record.capSessionId,
       closing: this.#closing.signal,
       callOf: (id) => this.#calls.get(id),
-      endStream: (id) => { this.transport.closeSSEStream(id) },
-      track: (call) => {
-        this.#running.add(call)
-        const done = (): void => { this.#running.delete(call) }
+      level: () => this.level,
+      setLevel: async (level) => {
+        this.level = level
+        await settings.store.setLevel(record.id, level)
+      },
+      endStream: (id) => { this.#endStream(id) },
+      track: (call, id) => {
+        this.#running.set(id, call)
+        const done = (): void => { if (this.#running.get(id) === call) this.#running.delete(id) }
         call.then(done, done)
       }
     })
   }
 
-  /** The transport's session id (`Mcp-Session-Id`), once initialized. */
-  get id (): string | undefined { return this.transport.sessionId }
+  get id (): string { return this.record.id }
+  get owner (): string { return this.record.owner }
+
+  /** The SDK's event store over the session store: every message of the session's streams is kept, for a client that resumes. */
+  #eventStore (): EventStore {
+    return {
+      storeEvent: async (stream, message) => {
+        if (this.restoring) return '0'
+        const exchange = exchangeContext.getStore()
+        const priming = Object.keys(message).length === 0
+        if (priming && exchange?.session === this) for (const id of exchange.requests) this.#streams.set(id, stream)
+        return await this.#store.append(this.id, stream, JSON.stringify(message))
+      },
+      // resumption is the route's (`routes/mcp.ts`, from the store on any instance): the transport never replays
+      replayEventsAfter: async () => { throw new Error('MCP streams are resumed by the route') }
+    }
+  }
 
   /**
-   * An HTTP exchange begins: the session is in use until the returned function is called, and the
-   * JSON-RPC requests it carries (`ids`) are answered for `call`'s caller.
+   * Hand one HTTP request to the session's transport: the JSON-RPC requests it carries (`requests`)
+   * are answered for `call`'s caller. Resolves with the transport's response (an SSE stream, JSON, or a status).
    */
+  async handle (request: Request, body: unknown, requests: readonly RequestId[]): Promise<Response> {
+    return await exchangeContext.run({ session: this, requests }, async () => await this.transport.handleRequest(request, body === undefined ? {} : { parsedBody: body }))
+  }
+
+  /** An HTTP exchange begins: the session is in use until the returned function is called. */
   enter (ids: readonly RequestId[], call: McpCall): () => void {
     this.#open++
-    this.#lastSeen = Date.now()
     for (const id of ids) this.#calls.set(id, call)
     return () => {
       this.#open--
-      this.#lastSeen = Date.now()
       for (const id of ids) if (this.#calls.get(id) === call) this.#calls.delete(id)
     }
   }
 
-  /** Whether nothing has used the session since `before` (epoch ms) and no exchange is open. */
-  idleSince (before: number): boolean {
-    return this.#open === 0 && this.#lastSeen < before
+  /** Whether an exchange is open or a tool call runs here (the session is in use, though no request may have come lately). */
+  get busy (): boolean { return this.#open > 0 || this.#running.size > 0 }
+
+  /** Whether this copy runs the tool call of JSON-RPC request `id`. */
+  runs (id: RequestId): boolean { return this.#running.has(id) }
+
+  /** Cancel the request `id` as if its `notifications/cancelled` had come to this instance. */
+  cancel (id: RequestId, reason?: string): void {
+    this.relay.receive({ jsonrpc: '2.0', method: 'notifications/cancelled', params: { requestId: id, ...(reason !== undefined ? { reason } : {}) } })
   }
 
-  /** When a request on it last began or ended (epoch ms). */
-  get lastSeen (): number { return this.#lastSeen }
+  /** A cancelled request gets no answer: its stream ends, and its stored events say so (a client that resumes it is told it ended). */
+  #endStream (id: RequestId): void {
+    this.transport.closeSSEStream(id)
+    const stream = this.#streams.get(id)
+    this.#streams.delete(id)
+    if (stream !== undefined) Promise.resolve(this.#store.append(this.id, stream, '')).catch(() => {})
+  }
 
   /**
-   * Close it: its open requests end and its tool calls' runs are cancelled; resolves (never rejects)
-   * once those calls have returned. `drain` (shutdown, once the engine has ended every run): let the tool calls
-   * answer first, then close. A call waiting for a person's answer (an elicitation) stops waiting first.
+   * Close this copy: its open requests end and its tool calls' runs are cancelled; resolves (never
+   * rejects) once those calls have returned. `drain` (shutdown, once the engine has ended every
+   * run): let the tool calls answer first, then close. A call waiting for a person's answer (an
+   * elicitation) stops waiting first.
    */
   async close (drain = false): Promise<void> {
-    this.#closing.abort()
-    if (drain && this.#running.size > 0) {
-      await Promise.allSettled(this.#running)
-      // the SDK sends a handler's answer a few promise turns after it returns, and closing the transport drops an answer not sent yet
-      await new Promise((resolve) => { setImmediate(resolve) })
-    }
-    await this.transport.close()
-    await Promise.allSettled(this.#running)
+    this.#closed ??= (async () => {
+      this.#closing.abort()
+      const running = [...this.#running.values()]
+      if (drain && running.length > 0) {
+        await Promise.allSettled(running)
+        // the SDK sends a handler's answer a few promise turns after it returns (its event is stored first), and closing the transport drops an answer not sent yet
+        await new Promise((resolve) => { setImmediate(resolve) })
+        await this.relay.sent()
+      }
+      await this.transport.close()
+      await Promise.allSettled(running)
+    })()
+    await this.#closed
   }
 }
 
 /**
- * The MCP sessions of this server, by `Mcp-Session-Id`. A session belongs to the principal that
- * initialized it (for anyone else it does not exist), closes after `idleMs` unused, and a principal
- * holds at most `maxPerOwner` (opening one more closes its least recently used). Closing all of them
- * is the owner plugin's job on shutdown.
+ * The MCP sessions of the deployment, as this instance serves them. A session is in the store
+ * (`Stores.mcp`): any instance answers any of its requests, restoring its own copy of the session
+ * the first time; it belongs to the principal that initialized it (for anyone else it does not
+ * exist), closes on every instance after `idleMs` unused, on `DELETE /mcp` or when its owner opens
+ * one past `maxPerOwner`. A cancellation or a client's answer that reaches another instance than
+ * the one it is for is sent on to it.
  */
 export class McpSessions {
-  readonly #sessions = new Map<string, McpSession>()
+  readonly #local = new Map<string, McpSession>()
+  readonly #restoring = new Map<string, Promise<McpSession>>()
   readonly #settings: McpSessionSettings
   readonly #timer: NodeJS.Timeout
+  readonly #stopSignals: () => void
+  /** Resumed streams waiting for their next event, by `<session> <stream>`. */
+  readonly #followers = new EventEmitter()
 
   constructor (settings: McpSessionSettings) {
     this.#settings = settings
-    this.#timer = setInterval(() => { this.sweep() }, Math.max(100, Math.min(60_000, Math.floor(settings.idleMs / 2)))).unref()
+    this.#followers.setMaxListeners(0)
+    this.#timer = setInterval(() => { this.sweep().catch((err: unknown) => { settings.log.warn({ err }, 'expiring idle MCP sessions failed; the next sweep tries again') }) },
+      Math.max(100, Math.min(60_000, Math.floor(settings.idleMs / 2)))).unref()
+    this.#stopSignals = settings.store.onSignal((signal) => { this.#signal(signal) })
   }
 
-  /** The session with this id, if it exists and belongs to `owner`. */
-  get (id: string, owner: string): McpSession | undefined {
-    const session = this.#sessions.get(id)
-    return session?.owner === owner ? session : undefined
-  }
+  get store (): McpSessionStore { return this.#settings.store }
 
-  /**
-   * A new session for `owner`, not yet initialized: it joins the map when its `initialize` request
-   * is accepted (the transport makes its id then), and leaves it when it closes.
-   */
-  async create (owner: string): Promise<McpSession> {
-    const transport = new StreamableHTTPServerTransport({
-      sessionIdGenerator: () => randomUUID(),
-      keepAliveMs: this.#settings.keepAliveMs,
-      onsessioninitialized: (id) => {
-        this.#sessions.set(id, session)
-        this.#settings.log.info({ mcpSession: id }, 'MCP session initialized')
-        this.#limit(owner, session)
-      }
-    })
-    const session = new McpSession(owner, transport, this.#settings.createServer)
-    transport.onclose = () => {
-      const id = session.id
-      // a session whose initialize was refused never joined the map
-      if (id !== undefined) {
-        this.#sessions.delete(id)
-        this.#settings.log.info({ mcpSession: id }, 'MCP session closed')
-      }
-    }
-    // after onclose is set: the server wraps it
-    await session.server.connect(transport)
+  /** The session `id` if it exists and belongs to `owner`: this instance's copy, restored if it has none. */
+  async find (id: string, owner: string): Promise<McpSession | undefined> {
+    const record = await this.#settings.store.get(id)
+    if (record?.owner !== owner) return undefined
+    const now = Date.now()
+    // a tenth of the idle time is close enough for expiry, and spares a write per request
+    if (now - record.lastSeen > this.#settings.idleMs / 10) await this.#settings.store.touch(id, now)
+    const session = this.#local.get(id) ?? await this.#restore(record)
+    session.level = record.level ?? DEFAULT_LEVEL
     return session
   }
 
-  /** Close the owner's least recently used sessions past its limit (never `opened`, the one it just initialized). */
-  #limit (owner: string, opened: McpSession): void {
-    const others = [...this.#sessions.values()].filter((s) => s.owner === owner && s !== opened)
-    others.sort((a, b) => a.lastSeen - b.lastSeen)
-    for (const session of others.slice(0, Math.max(0, others.length + 1 - this.#settings.maxPerOwner))) {
-      this.#settings.log.info({ mcpSession: session.id }, 'closing the least recently used MCP session of a principal past MCP_MAX_SESSIONS')
-      session.close()
+  /**
+   * A new session for `owner` (its client's `initialize` params), not yet initialized: it is stored
+   * when the transport accepts its `initialize` (the owner's sessions past the limit are closed then).
+   */
+  async create (owner: string, initialize: Record<string, unknown>): Promise<McpSession> {
+    const record: McpSessionRecord = { id: randomUUID(), owner, capSessionId: randomUUID(), initialize, level: null, lastSeen: Date.now() }
+    const session = new McpSession(record, this.#settings, async (id) => {
+      const over = await this.#settings.store.create(record, this.#settings.maxPerOwner)
+      this.#local.set(id, session)
+      this.#settings.log.info({ mcpSession: id }, 'MCP session initialized')
+      if (over.length > 0) this.#settings.log.info({ mcpSessions: over }, 'closed the least recently used MCP sessions of a principal past MCP_MAX_SESSIONS')
+    })
+    await session.server.connect(session.relay)
+    return session
+  }
+
+  /** This instance's copy of a session made elsewhere (or before a restart): a new server, given its client's `initialize` again. */
+  async #restore (record: McpSessionRecord): Promise<McpSession> {
+    let restoring = this.#restoring.get(record.id)
+    if (restoring === undefined) {
+      restoring = (async () => {
+        const session = new McpSession(record, this.#settings, async () => {})
+        await session.server.connect(session.relay)
+        session.restoring = true
+        try {
+          const headers = { 'content-type': 'application/json', accept: 'application/json, text/event-stream' }
+          const init = await session.transport.handleRequest(new Request('http://localhost/mcp', { method: 'POST', headers }),
+            { parsedBody: { jsonrpc: '2.0', id: 0, method: 'initialize', params: record.initialize } })
+          await init.text()
+          const version = String(record.initialize.protocolVersion ?? '')
+          await session.transport.handleRequest(new Request('http://localhost/mcp', { method: 'POST', headers: { ...headers, 'mcp-session-id': record.id, 'mcp-protocol-version': version } }),
+            { parsedBody: { jsonrpc: '2.0', method: 'notifications/initialized' } })
+        } finally {
+          session.restoring = false
+        }
+        this.#local.set(record.id, session)
+        this.#settings.log.info({ mcpSession: record.id }, 'MCP session restored on this instance')
+        return session
+      })()
+      this.#restoring.set(record.id, restoring)
+      restoring.finally(() => { this.#restoring.delete(record.id) }).catch(() => {})
+    }
+    return await restoring
+  }
+
+  /** End session `id` on every instance: its tool calls are cancelled; false when it did not exist. */
+  async remove (id: string): Promise<boolean> {
+    const removed = await this.#settings.store.remove([id])
+    // this instance's copy closes before the answer (the others when told)
+    await this.#closeLocal(id)
+    return removed.length > 0
+  }
+
+  /** A request cancelled at this instance that runs elsewhere: the instance running it is told. */
+  async cancelElsewhere (session: McpSession, request: RequestId, reason?: string): Promise<void> {
+    await this.#settings.store.signal({ kind: 'cancelled', session: session.id, request, ...(reason !== undefined ? { reason } : {}) })
+  }
+
+  /** Call `wake` when stream `stream` of session `session` has a new event (on any instance); returns the function that stops it. */
+  follow (session: string, stream: string, wake: () => void): () => void {
+    const key = `${session} ${stream}`
+    this.#followers.on(key, wake)
+    return () => { this.#followers.off(key, wake) }
+  }
+
+  #signal (signal: McpSignal): void {
+    switch (signal.kind) {
+      case 'closed':
+        this.#closeLocal(signal.session).catch(() => {})
+        this.#followers.emit(`${signal.session} closed`)
+        return
+      case 'cancelled': {
+        const session = this.#local.get(signal.session)
+        if (session?.runs(signal.request) === true) session.cancel(signal.request, signal.reason)
+        return
+      }
+      case 'answer':
+        if (signal.instance === this.#settings.instance) this.#local.get(signal.session)?.relay.receive(JSON.parse(signal.message) as JSONRPCMessage)
+        return
+      case 'event':
+        this.#followers.emit(`${signal.session} ${signal.stream}`)
     }
   }
 
-  /** Close every session unused for `idleMs`. */
-  sweep (now = Date.now()): void {
-    for (const session of this.#sessions.values()) {
-      if (session.idleSince(now - this.#settings.idleMs)) session.close()
-    }
+  async #closeLocal (id: string): Promise<void> {
+    const session = this.#local.get(id)
+    if (session === undefined) return
+    this.#local.delete(id)
+    this.#settings.log.info({ mcpSession: id }, 'MCP session closed')
+    await session.close()
   }
 
-  /** Close every session (shutdown, once the engine has ended every run): their tool calls answer first. */
+  /** Keep the sessions in use here alive, close every session unused for `idleMs` (on every instance), and drop old events. */
+  async sweep (now = Date.now()): Promise<void> {
+    const store = this.#settings.store
+    for (const session of this.#local.values()) if (session.busy) await store.touch(session.id, now)
+    const idle = await store.idle(now - this.#settings.idleMs)
+    if (idle.length > 0) {
+      const closed = await store.remove(idle)
+      if (closed.length > 0) this.#settings.log.info({ mcpSessions: closed }, 'closed MCP sessions idle for MCP_SESSION_IDLE_MS')
+    }
+    await store.prune(now - Math.max(MIN_RETENTION_MS, this.#settings.idleMs))
+  }
+
+  /** Close this instance's copies (shutdown, once the engine has ended every run): their tool calls answer first. The sessions live on in the store. */
   async close (): Promise<void> {
     clearInterval(this.#timer)
-    await Promise.all([...this.#sessions.values()].map(async (session) => { await session.close(true) }))
+    this.#stopSignals()
+    await Promise.all([...this.#local.values()].map(async (session) => { await session.close(true) }))
+    this.#local.clear()
   }
 }

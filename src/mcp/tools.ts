@@ -75,6 +75,8 @@ export class ToolCatalogue {
           inputSchema: objectSchema(capability.inputs),
           ...(declaresOutput(capability.outputs) ? { outputSchema: objectSchema(capability.outputs) } : {}),
           annotations: { title, ...annotations },
+          // any tool may run as a task (src/mcp/tasks.ts): its run goes on without the call's HTTP exchange
+          execution: { taskSupport: 'optional' },
           _meta: { [META_AGENT_ID]: metadata.id, [META_CAPABILITY]: capability.name }
         }
         this.#tools.set(name, { tool, agent: { id: metadata.id, name: metadata.name, requiresAuth: metadata.requires_auth }, capability: capability.name })
@@ -85,6 +87,19 @@ export class ToolCatalogue {
   /** The tools `who` may call, in the agents' order: an agent the caller may not invoke is not listed. */
   list (who: Identity): Tool[] {
     return [...this.#tools.values()].filter((entry) => agentRefusal(who, entry.agent) === undefined).map((entry) => entry.tool)
+  }
+
+  /** The ids of the agents `who` may call (those whose tools {@link list} shows). */
+  agentIds (who: Identity): string[] {
+    return [...new Set([...this.#tools.values()].filter((entry) => agentRefusal(who, entry.agent) === undefined).map((entry) => entry.agent.id))]
+  }
+
+  /** The tool of an agent's capability (a run's: its agent id and `metadata.capability`), if there is one and `who` may call it. */
+  ofCapability (agentId: string, capability: string, who: Identity): AgentTool | undefined {
+    for (const entry of this.#tools.values()) {
+      if (entry.agent.id === agentId && entry.capability === capability) return agentRefusal(who, entry.agent) === undefined ? entry : undefined
+    }
+    return undefined
   }
 
   /** The tool named `name`, if there is one and `who` may call it. */

@@ -36,7 +36,9 @@ export const McpHeaders = Type.Object({
   /** The session `initialize` opened; required on every later request. */
   'mcp-session-id': Type.Optional(Type.String({ minLength: 1, maxLength: 200 })),
   /** The protocol version `initialize` agreed on. */
-  'mcp-protocol-version': Type.Optional(Type.String({ maxLength: 40 }))
+  'mcp-protocol-version': Type.Optional(Type.String({ maxLength: 40 })),
+  /** `GET /mcp`: resume the stream this event (an SSE `id:`) was sent on, after it. */
+  'last-event-id': Type.Optional(Type.String({ minLength: 1, maxLength: 40 }))
 })
 export type McpHeaders = Static<typeof McpHeaders>
 

@@ -3,7 +3,8 @@ import type { FastifyError, FastifyReply, FastifyRequest } from 'fastify'
 import { Type } from 'typebox'
 import type { RequestId } from '@modelcontextprotocol/sdk/types.js'
 import pkg from '../../package.json' with { type: 'json' }
-import { AH_ERR_BODY_MALFORMED, AH_ERR_BODY_TOO_LARGE, AH_ERR_HOST_REFUSED, AH_ERR_MCP_SESSION_NOT_FOUND, AH_ERR_REQUEST_INVALID, AH_ERR_TOO_MANY_STREAMS, errorBody } from '../errors.js'
+import { AH_ERR_BODY_MALFORMED, AH_ERR_BODY_TOO_LARGE, AH_ERR_HOST_REFUSED, AH_ERR_MCP_EVENT_NOT_FOUND, AH_ERR_MCP_SESSION_NOT_FOUND, AH_ERR_MCP_STREAM_ENDED, AH_ERR_REQUEST_INVALID, AH_ERR_TOO_MANY_STREAMS, errorBody } from '../errors.js'
+import { sendResponse, webRequestOf } from '../http/fetch-bridge.js'
 import { jsonRpcError } from '../mcp/json-rpc-error.js'
 import type { McpCall } from '../mcp/server.js'
 import type { McpSession, McpSessions } from '../mcp/sessions.js'
@@ -42,15 +43,25 @@ const noSession = (what: string): ReturnType<typeof errorResponse> => errorRespo
  * `/mcp` rather than at boot: a server nobody calls over MCP does not load the SDK and its schemas
  * (some 450 modules, a third of a second of CPU at each start).
  */
-async function loadMcp (): Promise<{ isInitializeRequest: (value: unknown) => boolean, createMcpServer: typeof import('../mcp/server.js').createMcpServer, McpSessions: typeof McpSessions }> {
-  const [types, server, sessions] = await Promise.all([import('@modelcontextprotocol/sdk/types.js'), import('../mcp/server.js'), import('../mcp/sessions.js')])
-  return { isInitializeRequest: types.isInitializeRequest, createMcpServer: server.createMcpServer, McpSessions: sessions.McpSessions }
+async function loadMcp (): Promise<{ isInitializeRequest: (value: unknown) => boolean, createMcpServer: typeof import('../mcp/server.js').createMcpServer, McpSessions: typeof McpSessions, resumeStream: typeof import('../mcp/resume.js').resumeStream }> {
+  const [types, server, sessions, resume] = await Promise.all([import('@modelcontextprotocol/sdk/types.js'), import('../mcp/server.js'), import('../mcp/sessions.js'), import('../mcp/resume.js')])
+  return { isInitializeRequest: types.isInitializeRequest, createMcpServer: server.createMcpServer, McpSessions: sessions.McpSessions, resumeStream: resume.resumeStream }
 }
 
 /** The JSON-RPC requests in a body (notifications and responses ask for no answer). */
 function requestsOf (body: McpBody | undefined): McpMessage[] {
   if (body === undefined) return []
   return (Array.isArray(body) ? body : [body]).filter((m) => m.method !== undefined && m.id !== undefined)
+}
+
+/** The MCP version whose clients take a priming event (an SSE id with empty data) and resume a stream from it (SEP-1699). */
+const RESUMABLE_SINCE = '2025-11-25'
+const VERSION = /^\d{4}-\d{2}-\d{2}$/
+
+/** Text frames as bytes, for a web stream. */
+async function * encoded (frames: AsyncIterable<string>): AsyncIterable<Uint8Array> {
+  const encoder = new TextEncoder()
+  for await (const frame of frames) yield encoder.encode(frame)
 }
 
 /** Where `/mcp`'s protected resource metadata is (RFC 9728), with `AUTH_MODE=jwt`. */
@@ -68,20 +79,23 @@ const mcpRoutes: FastifyPluginAsyncTypebox = async (app) => {
   const catalogue = new ToolCatalogue(app.agents.list())
   let loading: ReturnType<typeof loadMcp> | undefined
   const mcp = async (): ReturnType<typeof loadMcp> => await (loading ??= loadMcp())
-  // made with the first initialize; until then there is no session to find
+  // made with the first request to /mcp (sessions live in the store: one may have begun on another instance, or before a restart)
   let sessions: McpSessions | undefined
   const opened = async (): Promise<McpSessions> => {
     const { McpSessions, createMcpServer } = await mcp()
     sessions ??= new McpSessions({
+      store: app.stores.mcp,
+      instance: app.instanceId,
       idleMs: config.MCP_SESSION_IDLE_MS,
       maxPerOwner: config.MCP_MAX_SESSIONS,
       keepAliveMs: config.SSE_HEARTBEAT_MS,
+      retryMs: config.SSE_RETRY_MS,
       log: app.log,
-      createServer: (session) => createMcpServer({ engine: app.assist, catalogue, events: app.events, version: pkg.version, log: app.log, ...session })
+      createServer: (session) => createMcpServer({ engine: app.assist, catalogue, events: app.events, version: pkg.version, log: app.log, tasks: { runs: app.ledger, interrupts: app.stores.interrupts, retentionMs: config.JOURNAL_RETENTION_MS }, ...session })
     })
     return sessions
   }
-  // after the engine's own preClose (a parent's hook runs first): every run has ended, so tool calls answer, then sessions close
+  // after the engine's own preClose (a parent's hook runs first): every run has ended, so tool calls answer, then this instance's copies of the sessions close (the sessions go on in the store)
   app.addHook('preClose', async () => { await sessions?.close() })
 
   // one error shape per protocol: the host's refusals here are JSON-RPC errors, as the MCP transport's own are
@@ -120,13 +134,17 @@ const mcpRoutes: FastifyPluginAsyncTypebox = async (app) => {
     if (reply.statusCode === 401) reply.header('www-authenticate', `Bearer realm="agent-host"${jwt ? `, resource_metadata="${origin(request)}${RESOURCE_METADATA_PATH}"` : ''}`)
   })
 
-  /** The caller's session `id`; for anyone else, or once closed, it does not exist. */
-  const sessionOf = (request: FastifyRequest, id: string | undefined, what: string): McpSession => {
+  /** The caller's session `id` (this instance's copy); for anyone else, or once closed, it does not exist. */
+  const sessionOf = async (request: FastifyRequest, id: string | undefined, what: string): Promise<McpSession> => {
     if (id === undefined) throw new AH_ERR_REQUEST_INVALID(`${what}: send the Mcp-Session-Id header that initialize answered with (or initialize first)`)
-    const session = sessions?.get(id, request.identity.id)
+    const session = await (await opened()).find(id, request.identity.id)
     if (session === undefined) throw new AH_ERR_MCP_SESSION_NOT_FOUND(id)
     return session
   }
+
+  /** The headers the hooks set (trace, rate limit, CORS), which go out with the transport's answer. */
+  const hookHeaders = (reply: FastifyReply): Record<string, number | string | string[]> =>
+    Object.fromEntries(Object.entries(reply.getHeaders()).filter((entry): entry is [string, number | string | string[]] => entry[1] !== undefined))
 
   /**
    * Hand one HTTP exchange to the session's transport: its JSON-RPC requests are answered for this
@@ -149,16 +167,31 @@ const mcpRoutes: FastifyPluginAsyncTypebox = async (app) => {
       admit: async (agent) => { await app.limits.agentRun(request, reply, agent) },
       runTrace: (trace) => request.runTrace(trace)
     }
-    const leave = session.enter(requests.map((m) => m.id as RequestId), call)
+    const ids = requests.map((m) => m.id as RequestId)
+    const leave = session.enter(ids, call)
+    // a client of MCP 2025-11-25 or later gets its stream's events stored and may resume it: its
+    // connection going away is not a cancellation (the specification: it sends notifications/cancelled)
+    // (the version the session's client asked for at initialize: a client of 2025-11-25 that names an
+    // older version in a request's header, as the conformance suite does, still takes a priming event)
+    const negotiated = String(session.record.initialize.protocolVersion ?? '')
+    const named = request.headers['mcp-protocol-version'] as string | undefined
+    const headers = named !== undefined && VERSION.test(named) && named < negotiated ? { ...request.headers, 'mcp-protocol-version': negotiated } : request.headers
+    const resumable = (headers['mcp-protocol-version'] ?? negotiated) >= RESUMABLE_SINCE
     reply.raw.on('close', () => {
-      if (!reply.raw.writableFinished) gone.abort()
+      if (!reply.raw.writableFinished && !resumable) gone.abort()
       leave()
       release?.()
     })
+    // a cancellation of a call another instance runs is sent on to it (the SDK here knows nothing of it)
+    for (const message of Array.isArray(body) ? body : body === undefined ? [] : [body]) {
+      const params = message.params as { requestId?: RequestId, reason?: string } | undefined
+      if (message.method === 'notifications/cancelled' && params?.requestId !== undefined && !session.runs(params.requestId)) {
+        await sessions?.cancelElsewhere(session, params.requestId, params.reason)
+      }
+    }
     reply.hijack()
-    // what the hooks set (trace, rate limit, CORS) goes out with the transport's answer
-    for (const [name, value] of Object.entries(reply.getHeaders())) if (value !== undefined) reply.raw.setHeader(name, value)
-    await session.transport.handleRequest(request.raw, reply.raw, body)
+    const response = await session.handle(webRequestOf(request.method, request.url, headers), body, ids)
+    await sendResponse(reply.raw, response, hookHeaders(reply))
     return reply
   }
 
@@ -193,15 +226,16 @@ const mcpRoutes: FastifyPluginAsyncTypebox = async (app) => {
   }, async (request, reply) => {
     const body = request.body
     const id = request.headers['mcp-session-id']
-    if (id !== undefined) return await exchange(request, reply, sessionOf(request, id, 'POST /mcp'), body)
+    if (id !== undefined) return await exchange(request, reply, await sessionOf(request, id, 'POST /mcp'), body)
     const { isInitializeRequest } = await mcp()
-    if (!(Array.isArray(body) ? body : [body]).some((m) => isInitializeRequest(m))) return await exchange(request, reply, sessionOf(request, id, 'POST /mcp'), body)
-    const session = await (await opened()).create(request.identity.id)
+    const initialize = (Array.isArray(body) ? body : [body]).find((m) => isInitializeRequest(m))
+    if (initialize === undefined) return await exchange(request, reply, await sessionOf(request, id, 'POST /mcp'), body)
+    const session = await (await opened()).create(request.identity.id, (initialize.params ?? {}) as Record<string, unknown>)
     try {
       await exchange(request, reply, session, body)
     } finally {
       // initialize was refused (a batch, a bad Accept, a limit): the session never began
-      if (session.id === undefined) await session.close()
+      if (session.transport.sessionId === undefined) await session.close()
     }
     return reply
   })
@@ -212,18 +246,40 @@ const mcpRoutes: FastifyPluginAsyncTypebox = async (app) => {
       ...schema,
       operationId: 'mcpStream',
       summary: 'MCP: open the session\'s stream of server messages',
-      description: 'An MCP client opens it after `initialize` (with `Mcp-Session-Id` and `Accept: text/event-stream`); it stays open while the session lives, one per session (a second is a 409 from the MCP transport).',
+      description: [
+        'An MCP client opens it after `initialize` (with `Mcp-Session-Id` and `Accept: text/event-stream`); it stays open while the session lives, one per session and instance (a second is a 409 from the MCP transport).',
+        '',
+        'With `Last-Event-ID` (the `id:` of an event the client received), it resumes the stream that event was sent on instead, on any instance: the events sent since, then the rest as they come, until the request\'s answer. Every stream of a client of MCP 2025-11-25 or later is kept this way (its first event is a priming event with an id), and such a client\'s connection going away does not cancel its call.'
+      ].join('\n'),
       produces: ['text/event-stream'],
       response: {
         ...genericErrors,
         200: documented(McpMessage, { description: '`text/event-stream` of JSON-RPC messages the server sends outside any request (`: keepalive` comments keep it open)' }),
         400: noSession('GET /mcp'),
         403: hostRefused,
-        404: sessionNotFound
+        404: errorResponse('The `Mcp-Session-Id` names no open MCP session of this key (initialize again), or the `Last-Event-ID` names no stored event of it, or its stream has ended (its answer was sent, or its request cancelled)',
+          new AH_ERR_MCP_SESSION_NOT_FOUND(EXAMPLE_SESSION), new AH_ERR_MCP_EVENT_NOT_FOUND('42'), new AH_ERR_MCP_STREAM_ENDED('42'))
       }
     }
+  }, async (request, reply) => {
+    const session = await sessionOf(request, request.headers['mcp-session-id'], 'GET /mcp')
+    const from = request.headers['last-event-id']
     // one per session, and a principal's sessions are bounded (MCP_MAX_SESSIONS): it takes no stream slot
-  }, async (request, reply) => await exchange(request, reply, sessionOf(request, request.headers['mcp-session-id'], 'GET /mcp'), undefined))
+    if (from === undefined) return await exchange(request, reply, session, undefined)
+    const { resumeStream } = await mcp()
+    const gone = new AbortController()
+    const resumed = await resumeStream(sessions as McpSessions, session, from, { signal: gone.signal, keepAliveMs: config.SSE_HEARTBEAT_MS })
+    if (resumed === 'unknown') throw new AH_ERR_MCP_EVENT_NOT_FOUND(from)
+    if (resumed === 'ended') throw new AH_ERR_MCP_STREAM_ENDED(from)
+    // the rest of a tool call's stream: a stream slot, as the call's was
+    const release = await app.limits.openStream(request, reply, 1)
+    reply.raw.on('close', () => { gone.abort(); release() })
+    reply.hijack()
+    await sendResponse(reply.raw, new Response(ReadableStream.from(encoded(resumed)), {
+      headers: { 'content-type': 'text/event-stream', 'cache-control': 'no-cache, no-transform', 'x-accel-buffering': 'no', 'mcp-session-id': session.id }
+    }), hookHeaders(reply))
+    return reply
+  })
 
   app.delete('/mcp', {
     config: routeConfig,
@@ -240,7 +296,12 @@ const mcpRoutes: FastifyPluginAsyncTypebox = async (app) => {
         404: sessionNotFound
       }
     }
-  }, async (request, reply) => await exchange(request, reply, sessionOf(request, request.headers['mcp-session-id'], 'DELETE /mcp'), undefined))
+  }, async (request, reply) => {
+    const session = await sessionOf(request, request.headers['mcp-session-id'], 'DELETE /mcp')
+    // on every instance: the store tells the others, this one closes its copy before answering
+    if (!await (sessions as McpSessions).remove(session.id)) throw new AH_ERR_MCP_SESSION_NOT_FOUND(session.id)
+    return await reply.code(200).send(null)
+  })
 }
 
 export default mcpRoutes

@@ -29,7 +29,7 @@ t.test('the guide\'s MCP section works as written: initialize, tools/list, tools
       else resolve(stdout)
     })
   })
-  const messages = out.split('\n').filter((line) => line.startsWith('data: ')).map((line) => JSON.parse(line.slice(6)) as { id?: number, method?: string, result?: Record<string, unknown> })
+  const messages = out.split('\n').filter((line) => line.startsWith('data: {')).map((line) => JSON.parse(line.slice(6)) as { id?: number, method?: string, result?: Record<string, unknown> })
   const listed = (messages.find((m) => m.id === 2)?.result as { tools: Array<{ name: string }> } | undefined)?.tools ?? []
   t.match(listed.find((tool) => tool.name === 'echo'), { name: 'echo', inputSchema: { type: 'object' } }, 'tools/list')
   t.match(messages.find((m) => m.id === 3)?.result, { structuredContent: { echo: 'hello over MCP', calls: 1 } }, 'tools/call of echo')

@@ -28,7 +28,7 @@ function calls (n: number, tool = 'echo'): unknown[] {
 
 /** The JSON-RPC responses of an SSE answer, by id (they come as the calls end). */
 function answers (res: LightMyRequestResponse): Answer[] {
-  return res.body.split('\n').filter((line) => line.startsWith('data: ')).map((line) => JSON.parse(line.slice(6)) as Answer & { method?: string })
+  return res.body.split('\n').filter((line) => line.startsWith('data: {')).map((line) => JSON.parse(line.slice(6)) as Answer & { method?: string })
     .filter((m) => m.method === undefined).sort((x, y) => String(x.id).localeCompare(String(y.id), 'en', { numeric: true }))
 }
 

@@ -225,20 +225,23 @@ t.test('cancellation: the stream of a cancelled call ends; nothing is answered t
   t.notOk((await connect(t, url)).transport.sessionId === undefined, 'the server goes on')
 })
 
-t.test('cancellation: the HTTP request of a tool call going away cancels its run', async (t) => {
+t.test('cancellation: the HTTP request of a tool call of a client before MCP 2025-11-25 (whose stream cannot be resumed) going away cancels its run', async (t) => {
   const { url } = await listen(t, { AGENTS_DIR: FIXTURE_AGENTS_DIR })
-  const { transport } = await connect(t, url)
+  const old = { 'mcp-protocol-version': '2025-06-18' }
+  const init = await post(url, { jsonrpc: '2.0', id: 0, method: 'initialize', params: { protocolVersion: '2025-06-18', capabilities: {}, clientInfo: { name: 'old', version: '1' } } }, old)
+  const sessionId = init.headers.get('mcp-session-id') as string
+  t.match(await init.text(), /"protocolVersion":"2025-06-18"/, 'an older version, as the client asked')
   const before = observed.started.length
   const controller = new AbortController()
   const response = await post(url, { jsonrpc: '2.0', id: 'gone-1', method: 'tools/call', params: { name: 'scripted', arguments: { script: [{ op: 'wait_abort' }] } } },
-    { 'mcp-session-id': transport.sessionId as string }, controller.signal)
+    { 'mcp-session-id': sessionId, ...old }, controller.signal)
   t.equal(response.status, 200)
   t.match(response.headers.get('content-type'), /text\/event-stream/)
   await until('the run started', () => observed.started.length > before)
-  const sessionId = observed.started.at(-1) as string
+  const runSession = observed.started.at(-1) as string
   controller.abort()
-  await until('the agent was aborted', () => observed.aborts.some((a) => a.sessionId === sessionId))
-  t.match(observed.aborts.find((a) => a.sessionId === sessionId)?.reason, { kind: 'cancelled' })
+  await until('the agent was aborted', () => observed.aborts.some((a) => a.sessionId === runSession))
+  t.match(observed.aborts.find((a) => a.sessionId === runSession)?.reason, { kind: 'cancelled' })
 })
 
 t.test('shutdown: a tool call running when the server closes answers with shutting_down, then the session closes', async (t) => {
@@ -284,7 +287,7 @@ t.test('a batch: every request of it is answered on its one stream, a notificati
     { jsonrpc: '2.0', method: 'notifications/cancelled', params: { requestId: 'nothing-running' } }
   ], { 'mcp-session-id': transport.sessionId as string })
   t.equal(res.status, 200)
-  const messages = (await res.text()).split('\n').filter((line) => line.startsWith('data: ')).map((line) => JSON.parse(line.slice(6)) as { id: string, result: Record<string, unknown> })
+  const messages = (await res.text()).split('\n').filter((line) => line.startsWith('data: {')).map((line) => JSON.parse(line.slice(6)) as { id: string, result: Record<string, unknown> })
   t.ok((messages.find((m) => m.id === 'list')?.result as { tools: Array<{ name: string }> }).tools.some((tool) => tool.name === 'cli-agent'))
   t.match(messages.find((m) => m.id === 'call')?.result, { structuredContent: { echo: 'batched', calls: 1 } })
 })
