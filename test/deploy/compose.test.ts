@@ -1,13 +1,17 @@
 import t from 'tap'
-import { spawn } from 'node:child_process'
+import { execFile, spawn } from 'node:child_process'
 import { readFileSync } from 'node:fs'
+import { createServer, request as httpRequest } from 'node:http'
 import { join } from 'node:path'
 import { fileURLToPath } from 'node:url'
 import pg from 'pg'
 import { parse } from 'yaml'
 import { loadAgents } from '../../src/agents/loader.js'
 import { BUNDLED_AGENTS_DIR, ConfigSchema, loadConfig } from '../../src/config.js'
-import { AGENTS, envelope, tempDataDir } from '../helper.js'
+import { harnessFreeEnv } from '../child-env.js'
+import { docBlocks } from '../docs/doc-blocks.js'
+import { AGENTS, envelope, tempDataDir, type Teardown } from '../helper.js'
+import { connect } from '../mcp/client.js'
 import { ownPgServer } from '../pg.js'
 import { startServer } from '../server-child.js'
 import { until } from '../socket.js'
@@ -35,6 +39,31 @@ function interpolate (value: string, vars: Record<string, string>): string {
     if (kind === '?') throw new Error(`compose needs ${name}: ${String(rest)}`)
     return rest ?? ''
   })
+}
+
+/**
+ * A load balancer without affinity, as compose's nginx is: each request to the next instance in
+ * turn, streamed both ways. How many each instance served.
+ */
+async function roundRobin (t: Teardown, upstreams: readonly string[]): Promise<{ url: string, served: number[] }> {
+  const served = upstreams.map(() => 0)
+  let next = 0
+  const server = createServer((req, res) => {
+    const at = next++ % upstreams.length
+    served[at] = (served[at] ?? 0) + 1
+    const target = new URL(upstreams[at] as string)
+    const upstream = httpRequest({ host: target.hostname, port: target.port, method: req.method, path: req.url, headers: { ...req.headers, host: target.host } }, (answer) => {
+      res.writeHead(answer.statusCode ?? 502, answer.headers)
+      answer.pipe(res)
+    })
+    upstream.on('error', () => { res.destroy() })
+    res.on('close', () => { upstream.destroy() })
+    req.pipe(upstream)
+  })
+  await new Promise<void>((resolve) => { server.listen(0, '127.0.0.1', resolve) })
+  t.teardown(async () => { server.closeAllConnections(); await new Promise((resolve) => { server.close(resolve) }) })
+  const address = server.address() as { port: number }
+  return { url: `http://127.0.0.1:${address.port}`, served }
 }
 
 t.test('the file: a database, two API instances, a worker and a load balancer; every setting is one the server knows', async (t) => {
@@ -122,6 +151,25 @@ t.test('the cluster runs: a task made on one instance is done by the worker and 
   const again = await fetch(`${api1.url}/v1/assist`, { method: 'POST', headers: { ...auth, accept: 'application/json' }, body: JSON.stringify(body) })
   t.equal(first.status, 200)
   t.same((await json(again)).output, (await json(first)).output, 'the other instance answers with the stored answer')
+
+  // MCP through a load balancer without affinity: every request of a session to the next instance
+  const balancer = await roundRobin(t, [api1.url, api2.url])
+  const mcp = await connect(t, balancer.url, { key: vars.BOOTSTRAP_ADMIN_KEY })
+  t.ok((await mcp.client.listTools()).tools.some((tool) => tool.name === 'echo'))
+  const called = await mcp.client.callTool({ name: 'echo', arguments: { query: 'round robin' } })
+  t.match(called.structuredContent, { echo: 'round robin' }, 'a tools/call on whichever instance')
+  await mcp.transport.terminateSession()
+  t.ok(balancer.served.every((n) => n >= 2), `both instances served the session (${balancer.served.join(', ')})`)
+  const [readme] = docBlocks('README.md', '## From an MCP client')
+  const out = await new Promise<string>((resolve, reject) => {
+    execFile('bash', ['-euo', 'pipefail', '-c', (readme as string).replaceAll('http://127.0.0.1:3000', balancer.url)], { env: { ...harnessFreeEnv(), AGENT_HOST_KEY: vars.BOOTSTRAP_ADMIN_KEY }, timeout: 60_000 }, (error, stdout, stderr) => {
+      if (error !== null) reject(new Error(`${error.message}\n${stderr}`))
+      else resolve(stdout)
+    })
+  })
+  t.match(out, /"structuredContent":\{"echo":"hello over MCP"/, 'the README\'s MCP section, as written, through the balancer')
+  t.match(out.trim().split('\n').at(-1), /^200$/, 'and its DELETE ended the session')
+
   const verified = await json(fetch(`${api1.url}/v1/audit/verify`, { headers: auth }))
   t.match(verified, { ok: true }, 'one audit chain, signed by every process with the same key')
   worker.kill('SIGTERM')
