@@ -148,15 +148,16 @@ const mcpRoutes: FastifyPluginAsyncTypebox = async (app) => {
 
   /**
    * Hand one HTTP exchange to the session's transport: its JSON-RPC requests are answered for this
-   * request's caller, and the client going away aborts what the exchange carries. A batch is
+   * request's caller, and the client going away (one whose stream cannot be resumed) aborts what the exchange carries. A batch is
    * limited as its requests would be one by one, all of it or none before anything runs: each
    * request counts against the caller's rate limit (the HTTP request paid for the first), and each
-   * tool call takes one of the caller's stream slots (as a CAP stream does) until the answer ends.
+   * tool call (and each `tasks/result`, which waits on a run) takes one of the caller's stream slots (as a CAP stream does) until the answer ends.
    */
   const exchange = async (request: FastifyRequest, reply: FastifyReply, session: McpSession, body: McpBody | undefined): Promise<FastifyReply> => {
     const requests = requestsOf(body)
     await app.limits.callerRequests(request, reply, requests.length - 1)
-    const streams = requests.filter((m) => m.method === 'tools/call').length
+    // a task's tasks/result waits on its run as a call does
+    const streams = requests.filter((m) => m.method === 'tools/call' || m.method === 'tasks/result').length
     const release = streams > 0 ? await app.limits.openStream(request, reply, streams) : undefined
     const gone = new AbortController()
     const call: McpCall = {

@@ -55,6 +55,10 @@ t.test('regression (issue 27, fault 5): each tools/call of a batch takes its own
   const b = await session(app, KEYS.b)
   t.equal((await b(calls(2, 'echo-stream'))).statusCode, 200, 'another key holds its own slots')
   t.equal((await a(calls(1, 'echo-stream'))).statusCode, 200, 'the slots came back when the batches ended')
+  const results = Array.from({ length: 3 }, (_, i) => ({ jsonrpc: '2.0', id: 100 + i, method: 'tasks/result', params: { taskId: `0000000${i}-0000-4000-8000-000000000000` } }))
+  const waits = await a(results)
+  t.equal(waits.statusCode, 429, 'a tasks/result waits on a run as a call does: it takes a slot too')
+  t.match(checkRpcError(waits.json()).error.data, { code: 'AH_ERR_TOO_MANY_STREAMS' })
 })
 
 t.test('regression (issue 27, fault 5): each JSON-RPC request of a batch counts once against its caller\'s RATE_LIMIT_MAX, and only its caller\'s', async (t) => {
