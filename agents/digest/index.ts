@@ -7,7 +7,7 @@ function sentences (text: string): string[] {
 
 /**
  * `digest`: a short extractive summary of a text (its first sentences, up to `max_chars`) and its
- * size. Deterministic, no backend: the other agent of the A2A and MCP example of docs/a2a-and-mcp.md, which
+ * size. Deterministic, no backend: the other agent of the A2A and MCP example of docs/mcp.md, which
  * `file-digest` asks over A2A.
  */
 export default defineAgent({

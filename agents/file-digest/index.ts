@@ -1,7 +1,7 @@
 import { defineAgent, SafeAgentError } from '../../src/agents/index.js'
 
 /**
- * `file-digest`: the A2A and MCP example of docs/a2a-and-mcp.md. It reads a file through the filesystem tool
+ * `file-digest`: the A2A and MCP example of docs/mcp.md. It reads a file through the filesystem tool
  * (`host.tools`: the MCP server the operator registered as `fs`, within its path scope) and asks
  * another agent for a summary over A2A (`host.a2a`: the agent the operator registered as
  * `summarizer`), then answers with both. Without `MCP_SERVERS_FILE` and `A2A_AGENTS_FILE` it says
@@ -23,7 +23,7 @@ export default defineAgent({
     }]
   },
   async assist (request, _session, response, host) {
-    if (host.tools === undefined || host.a2a === undefined) throw new SafeAgentError('this host lends no tools or A2A agents: set MCP_SERVERS_FILE and A2A_AGENTS_FILE (README: "A2A and MCP")')
+    if (host.tools === undefined || host.a2a === undefined) throw new SafeAgentError('this host lends no tools or A2A agents: set MCP_SERVERS_FILE and A2A_AGENTS_FILE (docs/mcp.md, "Example: a file read through a tool, summarized by another agent")')
     const path = String(request.payload.path)
     await response.progress(`reading ${path}`, 'running', 0.1)
     const read = await host.tools.call({ tool: 'fs', action: 'read', args: { path }, timeout: 20 })

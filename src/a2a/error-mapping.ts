@@ -17,7 +17,7 @@ export function isHttpLevel (err: unknown): err is Error {
 }
 
 /**
- * The A2A error for an error the engine raised (the mapping table is `docs/a2a-and-mcp.md`):
+ * The A2A error for an error the engine raised (the mapping table is `docs/a2a.md`):
  * A2A errors as they are; a CAP refusal of who is calling or of load ({@link isHttpLevel}) as it
  * is too, for the transport to answer as HTTP with its `AH_ERR_*` body and headers; a validation
  * error, a wrong answer to a question, or a context that is not the caller's, as

@@ -49,7 +49,7 @@ export function payloadOf (message: Message): Record<string, unknown> {
 export const MESSAGE_ID = 'a2a_message_id'
 
 /**
- * The CAP envelope of an A2A message (the mapping is `docs/a2a-and-mcp.md`): the run's request id
+ * The CAP envelope of an A2A message (the mapping is `docs/a2a.md`): the run's request id
  * from `messageId`, the session from `contextId` (a UUID; a new one when absent), the payload from
  * the parts, and `metadata.capability` (or `metadata.skill`) and `metadata.timeout_ms` as the
  * request's metadata, with the `messageId` as sent ({@link MESSAGE_ID}).

@@ -49,7 +49,7 @@ export interface TaskSeed {
 }
 
 /**
- * One run's packets as an A2A task (the mapping table is `docs/a2a-and-mcp.md`): each packet
+ * One run's packets as an A2A task (the mapping table is `docs/a2a.md`): each packet
  * becomes the stream events a `SendStreamingMessage` client is sent, and the same events, merged as
  * an A2A client merges them, make the task `GetTask` answers. A re-subscription is the task made
  * from the journal so far, then the events of the packets after it, so a client that merges them

@@ -4,7 +4,7 @@ import { A2ARequest, A2AResponse } from './contract.js'
 // Calling external A2A (v1.0) agents through the host (`host.a2a.call`): the seed's request and
 // response (seed 003 "A2A External Agent Contracts", defined with the other contracts), what a
 // calling agent is told while the remote works, and the operator's file of external agents
-// (A2A_AGENTS_FILE). See docs/a2a-and-mcp.md, "Calling external A2A agents".
+// (A2A_AGENTS_FILE). See docs/a2a.md, "Calling external A2A agents".
 
 export { A2ARequest, A2AResponse }
 

@@ -42,7 +42,7 @@ const ListQuery = Type.Object({
 })
 
 /**
- * The A2A v1.0 binding (the mapping is `docs/a2a-and-mcp.md`): every hosted agent is an A2A agent
+ * The A2A v1.0 binding (the mapping is `docs/a2a.md`): every hosted agent is an A2A agent
  * with its card at `/a2a/{agent}/.well-known/agent-card.json`, its JSON-RPC binding at
  * `POST /a2a/{agent}` and its HTTP+JSON binding under `/a2a/{agent}/rest`; the host's card at
  * `/.well-known/agent-card.json` lists them. The methods are `AgentA2AHandler`'s, over the run
@@ -252,7 +252,7 @@ const a2aRoutes: FastifyPluginAsyncTypebox = async (app) => {
   const pushConfigsUrl = '/a2a/:agent_id/rest/tasks/:task/pushNotificationConfigs'
 
   app.post(pushConfigsUrl, {
-    schema: restSchema('a2aRestCreatePushConfig', 'A2A HTTP+JSON: register a URL the task\'s updates are pushed to (signed; see docs/a2a-and-mcp.md, "Push notifications")', {
+    schema: restSchema('a2aRestCreatePushConfig', 'A2A HTTP+JSON: register a URL the task\'s updates are pushed to (signed; see docs/a2a.md, "Push notifications")', {
       params: PushParams,
       body: A2ABody,
       response: { 201: A2AAnswer, ...REST_ERRORS }

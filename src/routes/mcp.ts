@@ -20,7 +20,7 @@ const DESCRIPTION = [
   '',
   'An MCP client does all of this itself: `initialize` (no `Mcp-Session-Id`; the answer carries one), then every later request with that `Mcp-Session-Id` header, `Accept: application/json, text/event-stream`, and the same key as `initialize` (a session is its key\'s: any other gets 404). Answers to requests are `text/event-stream` (progress and logging notifications, then the JSON-RPC response); notifications and responses are answered 202.',
   '',
-  'Every refusal is a JSON-RPC error object with `id` null, under its HTTP status: the MCP transport\'s own (an `Accept` without both media types: 406; an unsupported `MCP-Protocol-Version`: 400; a session already initialized: 400), and the host\'s (authentication, scopes, limits, the body, the session), whose `error.data` is the error body every other route answers, with its `AH_ERR_*` code. See docs/a2a-and-mcp.md, "MCP server".'
+  'Every refusal is a JSON-RPC error object with `id` null, under its HTTP status: the MCP transport\'s own (an `Accept` without both media types: 406; an unsupported `MCP-Protocol-Version`: 400; a session already initialized: 400), and the host\'s (authentication, scopes, limits, the body, the session), whose `error.data` is the error body every other route answers, with its `AH_ERR_*` code. See docs/mcp.md, "Errors".'
 ].join('\n')
 
 /** A refusal of `/mcp` for one status: what it means, and the errors that answer it, as JSON-RPC errors. */

@@ -177,9 +177,9 @@ t.test('a task with questions answered in a later run: one task, the answer\'s r
   t.equal((await get(a2a, asked.id, 2)).history.length, 2, 'historyLength holds')
 })
 
-t.test('the "Human in the loop over A2A" example of docs/a2a-and-mcp.md works as written (only the port changes)', async (t) => {
+t.test('the "Human in the loop over A2A" example of docs/a2a.md works as written (only the port changes)', async (t) => {
   const { url } = await listen(t, ENV)
-  const [curls] = docBlocks('docs/a2a-and-mcp.md', '#### Human in the loop over A2A')
+  const [curls] = docBlocks('docs/a2a.md', '#### Human in the loop over A2A')
   t.ok(curls !== undefined, 'a shell block')
   const [asked, answered] = (await runShell((curls as string).replaceAll('http://127.0.0.1:3000', url))).trim().split('\n').map((line) => JSON.parse(line) as { result: { task: Task & { status: { state: string } } } })
   t.match(asked?.result.task, { id: '5f0c2a9e-8d4b-4c6e-9a1f-3b7d2e4c6a80', status: { state: 'TASK_STATE_INPUT_REQUIRED', message: { parts: [{ text: 'Which city?' }, { data: { interrupts: [{ kind: 'input' }] } }] } } })

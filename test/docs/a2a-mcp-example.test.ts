@@ -10,13 +10,13 @@ import { startServer } from '../server-child.js'
 import { tempDataDir } from '../helper.js'
 import { docBlocks } from './doc-blocks.js'
 
-// The example of both ways out of the host (docs/a2a-and-mcp.md), run as written against a server started with
+// The example of both ways out of the host (docs/mcp.md), run as written against a server started with
 // the example's files as they are (only the curl's port changes).
 
 const ROOT = fileURLToPath(new URL('../../', import.meta.url))
 
-t.test('the A2A and MCP example of docs/a2a-and-mcp.md: file-digest reads a doc through the fs tool and has digest summarize it over A2A', { timeout: 120_000 }, async (t) => {
-  const [start, call] = docBlocks('docs/a2a-and-mcp.md', '### Example: a file read through a tool, summarized by another agent')
+t.test('the A2A and MCP example of docs/mcp.md: file-digest reads a doc through the fs tool and has digest summarize it over A2A', { timeout: 120_000 }, async (t) => {
+  const [start, call] = docBlocks('docs/mcp.md', '### Example: a file read through a tool, summarized by another agent')
   t.match(start, /MCP_SERVERS_FILE=examples\/mcp-servers\.json A2A_AGENTS_FILE=examples\/a2a-agents\.json npm start/, 'the server is started with the example\'s two files')
   const dir = tempDataDir(t)
   // the example's file as it is: its card URL names this server's own port, whatever PORT is (a
@@ -33,8 +33,8 @@ t.test('the A2A and MCP example of docs/a2a-and-mcp.md: file-digest reads a doc 
     })
   })
   const answer = JSON.parse(await run(call as string)) as { output: { path: string, characters: number, summary: string, summarizer: { status: string } } }
-  const doc = readFileSync(join(ROOT, 'docs/a2a-and-mcp.md'), 'utf8')
-  t.equal(answer.output.path, 'a2a-and-mcp.md')
+  const doc = readFileSync(join(ROOT, 'docs/mcp.md'), 'utf8')
+  t.equal(answer.output.path, 'mcp.md')
   t.equal(answer.output.characters, doc.length, 'the whole file, read through the tool')
   // digest keeps a text's first sentences: the page's first paragraph, after its title
   t.equal(answer.output.summary.slice(0, 60), doc.split('\n\n')[1]?.replaceAll('\n', ' ').slice(0, 60), 'summarized by the other agent')
@@ -43,6 +43,6 @@ t.test('the A2A and MCP example of docs/a2a-and-mcp.md: file-digest reads a doc 
   t.match(tools.tools, [{ name: 'fs', status: 'running' }])
   const audit = await (await fetch(`${again.url}/v1/audit?limit=100`)).json() as { rows: Array<{ action: string }> }
   t.ok(audit.rows.some((r) => r.action === 'tool.call') && audit.rows.some((r) => r.action === 'a2a.call'), 'both calls audited')
-  const outside = await run((call as string).replace('"a2a-and-mcp.md"', '"../package.json"').replace('99999999-9999-4999-8999-999999999999', '99999999-9999-4999-8999-999999999998'))
+  const outside = await run((call as string).replace('"mcp.md"', '"../package.json"').replace('99999999-9999-4999-8999-999999999999', '99999999-9999-4999-8999-999999999998'))
   t.match(outside, /scope_violation/, 'a path out of the scope is refused')
 })

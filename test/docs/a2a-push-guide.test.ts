@@ -11,14 +11,14 @@ import { docBlocks } from './doc-blocks.js'
 import { listen } from '../helper.js'
 import { freePort } from '../socket.js'
 
-// The "Push notifications" receiver of docs/a2a-and-mcp.md, run as written (only its port changes), against what
+// The "Push notifications" receiver of docs/a2a.md, run as written (only its port changes), against what
 // the host sends: it takes the updates signed with its token, and refuses those signed with another.
 
 const GATED = 'f0000000-0000-4000-8000-0000000000a2'
 
 function receiverCode (): string {
-  const [code] = docBlocks('docs/a2a-and-mcp.md', '### Push notifications', 'js')
-  if (code === undefined) throw new Error('no js block in "Push notifications" of docs/a2a-and-mcp.md')
+  const [code] = docBlocks('docs/a2a.md', '### Push notifications', 'js')
+  if (code === undefined) throw new Error('no js block in "Push notifications" of docs/a2a.md')
   return code
 }
 

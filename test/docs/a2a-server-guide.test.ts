@@ -7,16 +7,16 @@ import { tempDataDir } from '../helper.js'
 import { docBlocks } from './doc-blocks.js'
 import { freePort } from '../socket.js'
 
-// The "A2A server" section of docs/a2a-and-mcp.md, run as written (only the port changes): curl on both bindings,
+// The "A2A server" section of docs/a2a.md, run as written (only the port changes): curl on both bindings,
 // then the official SDK client from a node one-liner in the repository, and the "Push notifications"
 // registration on the task it made (the reader's hook replaced by a port of this machine).
 
 const ROOT = fileURLToPath(new URL('../../', import.meta.url))
 
-t.test('the A2A server section of docs/a2a-and-mcp.md works as written: the card, SendMessage over JSON-RPC, a stream over HTTP+JSON, the SDK client', { timeout: 120_000 }, async (t) => {
+t.test('the A2A server section of docs/a2a.md works as written: the card, SendMessage over JSON-RPC, a stream over HTTP+JSON, the SDK client', { timeout: 120_000 }, async (t) => {
   // a push hook on this machine is allowed (A2A_PUSH_ALLOW_PRIVATE): the guide's own hook is outside it
   const server = await startServer(t, { DATA_DIR: tempDataDir(t), WORKERS_PER_TYPE: '0', A2A_PUSH_ALLOW_PRIVATE: 'true' })
-  const [curls, client] = docBlocks('docs/a2a-and-mcp.md', '### A2A server')
+  const [curls, client] = docBlocks('docs/a2a.md', '### A2A server')
   t.ok(curls !== undefined && client !== undefined, 'two shell blocks')
   const run = async (script: string): Promise<string> => await new Promise((resolve, reject) => {
     execFile('bash', ['-euo', 'pipefail', '-c', script.replaceAll('http://127.0.0.1:3000', server.url)], { cwd: ROOT, env: harnessFreeEnv(), timeout: 60_000 }, (error, stdout, stderr) => {
@@ -41,7 +41,7 @@ t.test('the A2A server section of docs/a2a-and-mcp.md works as written: the card
   // "Push notifications": the reader registers their hook on the task SendMessage made
   const taskId = /"task":\{"id":"([^"]+)"/.exec(first)?.[1]
   t.ok(taskId, 'SendMessage answered a task id')
-  const [register] = docBlocks('docs/a2a-and-mcp.md', '### Push notifications')
+  const [register] = docBlocks('docs/a2a.md', '### Push notifications')
   t.match(register, 'https://hooks.example.com/a2a', 'the guide registers a hook of its reader\'s')
   // the reader's hook, here a port of this machine nothing listens on: the test reaches no other machine
   const hook = `http://127.0.0.1:${await freePort()}/a2a`

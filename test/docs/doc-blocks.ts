@@ -8,7 +8,7 @@ const ROOT = fileURLToPath(new URL('../../', import.meta.url))
 
 /**
  * The text of the section under `heading` (a whole line, `### A2A server`) of the page `file` (from
- * the repository's root, `docs/a2a-and-mcp.md`): from the heading to the next heading of its level
+ * the repository's root, `docs/a2a.md`): from the heading to the next heading of its level
  * or above. A `#` line inside a code block is a shell comment, not a heading. The docs' examples are
  * tested as written, so a test finds them by the heading a reader sees.
  */

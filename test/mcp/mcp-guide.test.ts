@@ -4,13 +4,13 @@ import { harnessFreeEnv } from '../child-env.js'
 import { docBlocks } from '../docs/doc-blocks.js'
 import { listen } from '../helper.js'
 
-// The "MCP server" section of docs/a2a-and-mcp.md, run as written (only the port changes): its client configuration
+// The "Connect a client" section of docs/mcp.md, run as written (only the port changes): its client configuration
 // is JSON, and its curl sequence works against a server that wants a key.
 
 const KEY = 'readme-mcp-key-0123456789abcdefghij'
 
 function section (): { json: string[], sh: string[] } {
-  const blocks = (lang: string): string[] => docBlocks('docs/a2a-and-mcp.md', '### MCP server', lang)
+  const blocks = (lang: string): string[] => docBlocks('docs/mcp.md', '### Connect a client', lang)
   return { json: blocks('json'), sh: blocks('sh') }
 }
 
@@ -40,7 +40,7 @@ t.test('the guide\'s MCP section works as written: initialize, tools/list, tools
 
 t.test('the guide\'s human-in-the-loop example over MCP works as written: the ask tool says input is required, and the same tool called again answers it', async (t) => {
   const { url } = await listen(t, { AUTH_MODE: 'apikey', API_KEYS: JSON.stringify([{ name: 'mcp', key: KEY, scopes: ['assist:invoke'] }]) })
-  const [script] = docBlocks('docs/a2a-and-mcp.md', '#### Human in the loop over MCP')
+  const [script] = docBlocks('docs/mcp.md', '### Human in the loop over MCP')
   t.ok(script, 'a shell block')
   const out = await new Promise<string>((resolve, reject) => {
     execFile('bash', ['-euo', 'pipefail', '-c', (script as string).replaceAll('http://127.0.0.1:3000', url)], { env: { ...harnessFreeEnv(), AGENT_HOST_KEY: KEY }, timeout: 60_000 }, (error, stdout, stderr) => {

@@ -328,7 +328,7 @@ t.test('PostgreSQL: a task created on one instance is seen, awaited and cancelle
 
 t.test('the guide\'s tasks example works as written: a task-augmented call answers its task, tasks/get its status, tasks/result the plain call\'s result', async (t) => {
   const { url } = await listen(t, { ...apikey })
-  const [script] = docBlocks('docs/a2a-and-mcp.md', '#### Durable tool calls (tasks)')
+  const [script] = docBlocks('docs/mcp.md', '### Durable tool calls (tasks)')
   t.ok(script, 'a shell block')
   const out = await new Promise<string>((resolve, reject) => {
     execFile('bash', ['-euo', 'pipefail', '-c', (script as string).replaceAll('http://127.0.0.1:3000', url)], { env: { ...harnessFreeEnv(), AGENT_HOST_KEY: KEY_A }, timeout: 60_000 }, (error, stdout, stderr) => {

@@ -337,7 +337,7 @@ t.test('the provider: a token about to expire is not sent, a rotated refresh tok
 })
 
 t.test('the guide\'s example entry loads', async (t) => {
-  const [example] = docBlocks('docs/a2a-and-mcp.md', '#### Servers behind OAuth', 'json')
+  const [example] = docBlocks('docs/mcp.md', '#### Servers behind OAuth', 'json')
   t.ok(example, 'the guide has an example')
   const dir = tempDir(t)
   const file = join(dir, 'servers.json')

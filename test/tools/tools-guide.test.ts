@@ -10,13 +10,13 @@ import { tempDataDir } from '../helper.js'
 import { startServer } from '../server-child.js'
 import { tempDir } from '../fixtures/tools/servers.js'
 
-// The "MCP tools for agents" section of docs/a2a-and-mcp.md, run as written (only its /tmp paths and the port
+// The "MCP tools for agents" section of docs/mcp.md, run as written (only its /tmp paths and the port
 // change): the example servers file is valid, and the server it names starts and lists its actions.
 
 const ROOT = fileURLToPath(new URL('../../', import.meta.url))
 
 function section (): string {
-  return docSection('docs/a2a-and-mcp.md', '### MCP tools for agents')
+  return docSection('docs/mcp.md', '### MCP tools for agents')
 }
 
 t.test('the guide\'s example servers file is valid', async (t) => {
