@@ -34,6 +34,9 @@ export const DEFAULT_LEVEL = 'info'
 /** How long a stream's events are kept for resumption, at least (the session's idle time when longer). */
 const MIN_RETENTION_MS = 3_600_000
 
+/** The SDK's id of a session's standalone stream (`GET /mcp`), whose events always tell the instances. */
+const STANDALONE_STREAM = '_GET_stream'
+
 /** What the HTTP exchange being handled carries, for the event store's priming event (which names the exchange's stream). */
 const exchangeContext = new AsyncLocalStorage<{ session: McpSession, requests: readonly RequestId[] }>()
 
@@ -129,6 +132,8 @@ export class McpSession {
   readonly #running = new Map<RequestId, Promise<unknown>>()
   /** The SSE stream (the SDK's id) each request's messages go on. */
   readonly #streams = new Map<RequestId, string>()
+  /** The streams whose client went away before their end: a client that resumes one follows its events from the store. */
+  readonly #detached = new Set<string>()
   readonly #closing = new AbortController()
   readonly #store: McpSessionStore
   #open = 0
@@ -178,7 +183,9 @@ export class McpSession {
         const exchange = exchangeContext.getStore()
         const priming = Object.keys(message).length === 0
         if (priming && exchange?.session === this) for (const id of exchange.requests) this.#streams.set(id, stream)
-        return await this.#store.append(this.id, stream, JSON.stringify(message))
+        const tell = this.#detached.has(stream) || stream === STANDALONE_STREAM
+        if (tell && 'id' in message && !('method' in message)) this.#detached.delete(stream)
+        return await this.#store.append(this.id, stream, JSON.stringify(message), tell)
       },
       // resumption is the route's (`routes/mcp.ts`, from the store on any instance): the transport never replays
       replayEventsAfter: async () => { throw new Error('MCP streams are resumed by the route') }
@@ -206,6 +213,17 @@ export class McpSession {
   /** Whether an exchange is open or a tool call runs here (the session is in use, though no request may have come lately). */
   get busy (): boolean { return this.#open > 0 || this.#running.size > 0 }
 
+  /**
+   * The HTTP exchange that carried requests `ids` ended before their answers: their stream's events
+   * from now on tell the instances (a client resuming it on any of them follows them from the store).
+   */
+  detach (ids: readonly RequestId[]): void {
+    for (const id of ids) {
+      const stream = this.#streams.get(id)
+      if (stream !== undefined) this.#detached.add(stream)
+    }
+  }
+
   /** Whether this copy runs the tool call of JSON-RPC request `id`. */
   runs (id: RequestId): boolean { return this.#running.has(id) }
 
@@ -219,7 +237,9 @@ export class McpSession {
     this.transport.closeSSEStream(id)
     const stream = this.#streams.get(id)
     this.#streams.delete(id)
-    if (stream !== undefined) Promise.resolve(this.#store.append(this.id, stream, '')).catch(() => {})
+    if (stream !== undefined) {
+      Promise.resolve(this.#store.append(this.id, stream, '', this.#detached.delete(stream))).catch(() => {})
+    }
   }
 
   /**

@@ -179,7 +179,10 @@ const mcpRoutes: FastifyPluginAsyncTypebox = async (app) => {
     const headers = named !== undefined && VERSION.test(named) && named < negotiated ? { ...request.headers, 'mcp-protocol-version': negotiated } : request.headers
     const resumable = (headers['mcp-protocol-version'] ?? negotiated) >= RESUMABLE_SINCE
     reply.raw.on('close', () => {
-      if (!reply.raw.writableFinished && !resumable) gone.abort()
+      if (!reply.raw.writableFinished) {
+        if (resumable) session.detach(ids)
+        else gone.abort()
+      }
       leave()
       release?.()
     })

@@ -52,8 +52,12 @@ export interface McpSessionStore {
   remove: (ids: readonly string[]) => Awaitable<string[]>
   /** Sessions no request used since `before` (epoch ms). */
   idle: (before: number) => Awaitable<string[]>
-  /** Store one event of `stream` (the SDK's stream id, unique within the session); its id. Followers on every instance are told (`event`). */
-  append: (session: string, stream: string, message: string) => Awaitable<string>
+  /**
+   * Store one event of `stream` (the SDK's stream id, unique within the session); its id. With
+   * `tell`, followers on every instance are told (`event`): a stream whose client is connected gets
+   * its events live, and needs no signal.
+   */
+  append: (session: string, stream: string, message: string, tell: boolean) => Awaitable<string>
   /**
    * The stream of event `from` (which must be the session's) and its events from that one on, in
    * order (`from` first); undefined when the session has no such event (another session's, pruned,

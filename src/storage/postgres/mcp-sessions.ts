@@ -66,12 +66,14 @@ export class PgMcpSessionStore implements McpSessionStore {
     return rows.map((r) => r.id)
   }
 
-  async append (session: string, stream: string, message: string): Promise<string> {
-    const { rows } = await this.#pool.query<{ seq: string }>({
-      name: 'ah_mcp_append',
-      text: 'WITH stored AS (INSERT INTO mcp_events (session_id, stream_id, message, created_at) VALUES ($1, $2, $3, $4) RETURNING seq) SELECT seq, pg_notify($5, $6) FROM stored',
-      values: [session, stream, message, Date.now(), CHANNELS.mcp, encodeSignal({ kind: 'event', session, stream })]
-    })
+  async append (session: string, stream: string, message: string, tell: boolean): Promise<string> {
+    const { rows } = await this.#pool.query<{ seq: string }>(tell
+      ? {
+          name: 'ah_mcp_append_tell',
+          text: 'WITH stored AS (INSERT INTO mcp_events (session_id, stream_id, message, created_at) VALUES ($1, $2, $3, $4) RETURNING seq) SELECT seq, pg_notify($5, $6) FROM stored',
+          values: [session, stream, message, Date.now(), CHANNELS.mcp, encodeSignal({ kind: 'event', session, stream })]
+        }
+      : { name: 'ah_mcp_append', text: 'INSERT INTO mcp_events (session_id, stream_id, message, created_at) VALUES ($1, $2, $3, $4) RETURNING seq', values: [session, stream, message, Date.now()] })
     return String(rows[0]?.seq)
   }
 

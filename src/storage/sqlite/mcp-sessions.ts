@@ -62,9 +62,9 @@ export class SqliteMcpSessionStore implements McpSessionStore {
     return this.#db.prepare('SELECT id FROM mcp_sessions WHERE last_seen < ?').pluck().all(before) as string[]
   }
 
-  async append (session: string, stream: string, message: string): Promise<string> {
+  async append (session: string, stream: string, message: string, tell: boolean): Promise<string> {
     const seq = await this.#write(() => this.#append.run(session, stream, message, Date.now()).lastInsertRowid)
-    this.signal({ kind: 'event', session, stream })
+    if (tell) this.signal({ kind: 'event', session, stream })
     return String(seq)
   }
 
