@@ -94,6 +94,24 @@ for (const [driver, open] of Object.entries(drivers)) {
     t.equal(await store.prune(Date.now() + 1), 1, 'the other session\'s old events are pruned')
   })
 
+  t.test(`${driver}: appends of one turn keep their order; one of a session that has closed is refused alone`, async (t) => {
+    const subject = await open(t)
+    if (subject === undefined) return
+    const { store } = subject
+    const mine = session('alice')
+    const gone = session('alice')
+    await store.create(mine, 10)
+    await store.create(gone, 10)
+    await store.remove([gone.id])
+    const appended = await Promise.allSettled([
+      store.append(mine.id, 'c1', '"one"', false), store.append(gone.id, 'c2', '"lost"', false), store.append(mine.id, 'c1', '"two"', false), store.append(mine.id, 'c3', '"three"', false)
+    ])
+    t.same(appended.map((a) => a.status), ['fulfilled', 'rejected', 'fulfilled', 'fulfilled'])
+    const [one, , two] = appended.map((a) => a.status === 'fulfilled' ? a.value : undefined)
+    t.ok(Number(one) < Number(two), 'in the order they came')
+    t.same((await store.eventsFrom(mine.id, one as string))?.events.map((e) => e.message), ['"one"', '"two"'])
+  })
+
   t.test(`${driver}: signals reach every instance, an answer too long for a notification too`, async (t) => {
     const subject = await open(t)
     if (subject === undefined) return

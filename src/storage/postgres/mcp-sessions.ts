@@ -19,6 +19,8 @@ export class PgMcpSessionStore implements McpSessionStore {
   readonly #notifications: PgNotifications | undefined
   readonly #instance: string
   readonly #local = new EventEmitter()
+  /** The turn's appends, not yet sent. */
+  readonly #appends: Array<{ session: string, stream: string, message: string, tell: boolean, resolve: (seq: string) => void, reject: (err: unknown) => void }> = []
 
   /** @param instance this process's name (`StoresOptions.instanceId`): the answers addressed to it are its to take */
   constructor (pool: pg.Pool, notifications: PgNotifications | undefined, instance: string) {
@@ -66,15 +68,46 @@ export class PgMcpSessionStore implements McpSessionStore {
     return rows.map((r) => r.id)
   }
 
+  /**
+   * Appends wait for the end of the turn and go as one statement (one commit, one WAL flush, for
+   * every stream's events of the turn), in the order they came: the statement draws their ids in
+   * that order, so a stream's events keep theirs. An event of a session that has closed meanwhile is
+   * refused alone.
+   */
   async append (session: string, stream: string, message: string, tell: boolean): Promise<string> {
-    const { rows } = await this.#pool.query<{ seq: string }>(tell
-      ? {
-          name: 'ah_mcp_append_tell',
-          text: 'WITH stored AS (INSERT INTO mcp_events (session_id, stream_id, message, created_at) VALUES ($1, $2, $3, $4) RETURNING seq) SELECT seq, pg_notify($5, $6) FROM stored',
-          values: [session, stream, message, Date.now(), CHANNELS.mcp, encodeSignal({ kind: 'event', session, stream })]
+    return await new Promise((resolve, reject) => {
+      this.#appends.push({ session, stream, message, tell, resolve, reject })
+      if (this.#appends.length === 1) setImmediate(() => { this.#appendBatch() })
+    })
+  }
+
+  #appendBatch (): void {
+    const batch = this.#appends.splice(0)
+    const told = batch.filter((a) => a.tell).map((a) => encodeSignal({ kind: 'event', session: a.session, stream: a.stream }))
+    this.#pool.query<{ seq: string, session_id: string, stream_id: string }>({
+      name: 'ah_mcp_append',
+      text: `WITH stored AS (
+          INSERT INTO mcp_events (session_id, stream_id, message, created_at)
+          SELECT u.s, u.t, u.m, $4 FROM unnest($1::text[], $2::text[], $3::text[]) WITH ORDINALITY AS u(s, t, m, n) JOIN mcp_sessions ON mcp_sessions.id = u.s ORDER BY u.n
+          RETURNING seq, session_id, stream_id),
+        told AS (SELECT pg_notify($5, p) FROM unnest($6::text[]) AS p)
+        SELECT seq, session_id, stream_id, (SELECT count(*) FROM told) AS told FROM stored ORDER BY seq`,
+      values: [batch.map((a) => a.session), batch.map((a) => a.stream), batch.map((a) => a.message), Date.now(), CHANNELS.mcp, told]
+    }).then(({ rows }) => {
+      // the rows in the batch's order, less those of closed sessions
+      let next = 0
+      for (const a of batch) {
+        const row = rows[next]
+        if (row?.session_id === a.session && row.stream_id === a.stream) {
+          next++
+          a.resolve(String(row.seq))
+        } else {
+          a.reject(new Error(`MCP session ${a.session} has closed: its event is not kept`))
         }
-      : { name: 'ah_mcp_append', text: 'INSERT INTO mcp_events (session_id, stream_id, message, created_at) VALUES ($1, $2, $3, $4) RETURNING seq', values: [session, stream, message, Date.now()] })
-    return String(rows[0]?.seq)
+      }
+    }, (err: unknown) => {
+      for (const a of batch) a.reject(err)
+    })
   }
 
   async eventsFrom (session: string, from: string): Promise<{ stream: string, events: McpStoredEvent[] } | undefined> {
