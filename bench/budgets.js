@@ -1,4 +1,4 @@
-// The speed budgets the issues set (33: the request path; 34: the front-end projections) in one table: each with the figure the benchmark that
+// The speed budgets the issues set (33: the request path; 34: the front-end projections; 35: MCP on two instances) in one table: each with the figure the benchmark that
 // measures it wrote last (its `<name>-latest.json` in bench/results/, or BENCH_RESULTS_DIR), the
 // budget, whether it is met, and the commit and date of the figure. It starts no server: it runs
 // last in `npm run bench` and reads what the others just wrote. A row whose result file or figure is
@@ -23,6 +23,7 @@ const BUDGETS = [
   { scenario: '/v1/assist JSON, echo', measure: 'disk written per request', file: 'assist', path: ['median', 'after json', 'disk_bytes_per_request'], unit: 'KiB', max: 16 },
   { scenario: 'A2A SendMessage', measure: 'req/s vs the SDK\'s server', file: 'a2a', path: ['ratios', 'SendMessage requests/s host / sdk'], unit: '×', min: 1.5 },
   { scenario: 'MCP tools/call', measure: 'calls/s vs bare SDK server', file: 'mcp', path: ['ratios', 'tools/call calls/s host / bare'], unit: '×', min: 1.0 },
+  { scenario: 'MCP tools/call, two instances', measure: 'calls/s vs bare SDK server', file: 'mcp', path: ['ratios', 'tools/call calls/s two instances / bare'], unit: '×', min: 1.0 },
   { scenario: 'PostgreSQL, one instance', measure: 'JSON req/s vs SQLite', file: 'cluster', path: ['median', 'postgres x1', 'json_rps'], per: ['median', 'sqlite', 'json_rps'], unit: '×', min: 0.5 },
   { scenario: 'PostgreSQL, 1 000 tasks × 4 workers', measure: 'claims/s', file: 'claims', path: ['rows', { tasks: 1000, processes: 4 }, 'claimsPerSecond', 'postgres'], unit: '/s', min: 2000 },
   { scenario: 'AI SDK UI message stream, one stream', measure: 'words/s vs the CAP stream', file: 'projections', path: ['ratios', 'words/s ai-sdk / cap'], settings: { packets: 5000 }, unit: '×', min: 0.8 },
