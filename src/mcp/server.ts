@@ -123,9 +123,12 @@ const MAX_TIMER_MS = 2_147_483_647
 /**
  * Send the agent's `log()` lines of one run (stored in the event log as `agent.log` events) as they
  * are stored: woken by this process's appends of the session, read by request id after the write.
+ * `drain` reads what is left; `seen` says whether this process stored any (a run that executes here
+ * and logged nothing needs no last read).
  */
-function watchAgentLogs (events: McpServerOptions['events'], run: { requestId: string, sessionId: string, owner: string }, send: (data: JsonObject) => void): { drain: () => Promise<void>, stop: () => void } {
+function watchAgentLogs (events: McpServerOptions['events'], run: { requestId: string, sessionId: string, owner: string }, send: (data: JsonObject) => void): { drain: () => Promise<void>, stop: () => void, seen: () => boolean } {
   let cursor = 0
+  let seen = false
   let pending: NodeJS.Immediate | undefined
   // one read at a time, each after the one before: no line sent twice or out of order
   let reading: Promise<void> = Promise.resolve()
@@ -144,11 +147,12 @@ function watchAgentLogs (events: McpServerOptions['events'], run: { requestId: s
   }
   const wake = (event: { type: string, session_id?: string }): void => {
     if (event.type !== 'agent.log' || event.session_id !== run.sessionId || pending !== undefined) return
+    seen = true
     // after the write that stored it has committed
     pending = setImmediate(() => { pending = undefined; drain().catch(() => {}) })
   }
   events.appended.on('event', wake)
-  return { drain, stop: () => { events.appended.off('event', wake); clearImmediate(pending) } }
+  return { drain, stop: () => { events.appended.off('event', wake); clearImmediate(pending) }, seen: () => seen }
 }
 
 /**
@@ -268,7 +272,7 @@ export function createMcpServer (options: McpServerOptions): Server {
         current = { wireId: envelope.request_id, key: submission.requestId, waiting: false }
         if (signal.aborted) cancel()
         result.next()
-        await follow(submission.requestId, envelope.request_id, result, call, extra, tool.agent.name)
+        await follow(submission.requestId, envelope.request_id, result, call, extra, tool.agent.name, submission.outcome === 'started')
         const interrupts = result.interrupts
         if (result.end !== 'input_required' || interrupts === undefined) return result.build(meta, structured)
         current.waiting = true
@@ -331,8 +335,8 @@ export function createMcpServer (options: McpServerOptions): Server {
     }
   }
 
-  /** Follow one run to its end into `result`, sending its progress and logging notifications. */
-  async function follow (key: string, wireId: string, result: CallResultBuilder, call: McpCall, extra: CallExtra, logger: string): Promise<void> {
+  /** Follow one run to its end into `result`, sending its progress and logging notifications (`here`: the run executes in this process). */
+  async function follow (key: string, wireId: string, result: CallResultBuilder, call: McpCall, extra: CallExtra, logger: string, here: boolean): Promise<void> {
     const notify = async (notification: ServerNotification): Promise<void> => {
       await extra.sendNotification(notification).catch((err: unknown) => { call.log.debug({ err }, 'an MCP notification could not be sent') })
     }
@@ -353,7 +357,8 @@ export function createMcpServer (options: McpServerOptions): Server {
           if (update.log !== undefined) await log(update.log)
         }
       }
-      await logs.drain()
+      // a run that executes elsewhere stores its lines there: read them once more at its end
+      if (logs.seen() || !here) await logs.drain()
     } finally {
       logs.stop()
     }
