@@ -29,7 +29,8 @@ Promise<'unknown' | 'ended' | AsyncIterable<string>> {
   const first = await sessions.store.eventsFrom(session.id, from)
   if (first === undefined) return 'unknown'
   const [cursorEvent, ...pending] = first.events
-  if (cursorEvent === undefined || (ends(cursorEvent.message) && pending.length === 0)) return 'ended'
+  // nothing to send but the end: the answer was sent before, or the request ended without one
+  if (cursorEvent === undefined || ([cursorEvent, ...pending].some((e) => ends(e.message)) && pending.every((e) => e.message === ''))) return 'ended'
   const { stream } = first
   async function * frames (): AsyncIterable<string> {
     let cursor = from

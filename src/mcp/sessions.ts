@@ -1,4 +1,3 @@
-import { AsyncLocalStorage } from 'node:async_hooks'
 import { randomUUID } from 'node:crypto'
 import { EventEmitter } from 'node:events'
 import type { Server } from '@modelcontextprotocol/sdk/server/index.js'
@@ -37,8 +36,12 @@ const MIN_RETENTION_MS = 3_600_000
 /** The SDK's id of a session's standalone stream (`GET /mcp`), whose events always tell the instances. */
 const STANDALONE_STREAM = '_GET_stream'
 
-/** What the HTTP exchange being handled carries, for the event store's priming event (which names the exchange's stream). */
-const exchangeContext = new AsyncLocalStorage<{ session: McpSession, requests: readonly RequestId[] }>()
+/**
+ * Messages sent through the transport only to learn which stream a request's messages go on: the
+ * SDK names the stream to the event store, which tells the asker and stops the message there.
+ */
+const probes = new WeakMap<object, (stream: string) => void>()
+const PROBED = new Error('an MCP stream probe goes no further than the event store')
 
 /** A server request's id as it goes on the wire: `<the server's id>@<instance>`, so that the client's answer finds the instance that asked. */
 const ANSWER_ID = /^(\d+)@(.+)$/
@@ -130,8 +133,6 @@ export class McpSession {
   readonly #calls = new Map<RequestId, McpCall>()
   /** The tool calls this copy runs, by JSON-RPC request id, whether or not their HTTP exchange is still open. */
   readonly #running = new Map<RequestId, Promise<unknown>>()
-  /** The SSE stream (the SDK's id) each request's messages go on. */
-  readonly #streams = new Map<RequestId, string>()
   /** The streams whose client went away before their end: a client that resumes one follows its events from the store. */
   readonly #detached = new Set<string>()
   readonly #closing = new AbortController()
@@ -179,10 +180,12 @@ export class McpSession {
   #eventStore (): EventStore {
     return {
       storeEvent: async (stream, message) => {
+        const probe = probes.get(message)
+        if (probe !== undefined) {
+          probe(stream)
+          throw PROBED
+        }
         if (this.restoring) return '0'
-        const exchange = exchangeContext.getStore()
-        const priming = Object.keys(message).length === 0
-        if (priming && exchange?.session === this) for (const id of exchange.requests) this.#streams.set(id, stream)
         const tell = this.#detached.has(stream) || stream === STANDALONE_STREAM
         if (tell && 'id' in message && !('method' in message)) this.#detached.delete(stream)
         return await this.#store.append(this.id, stream, JSON.stringify(message), tell)
@@ -192,12 +195,18 @@ export class McpSession {
     }
   }
 
-  /**
-   * Hand one HTTP request to the session's transport: the JSON-RPC requests it carries (`requests`)
-   * are answered for `call`'s caller. Resolves with the transport's response (an SSE stream, JSON, or a status).
-   */
-  async handle (request: Request, body: unknown, requests: readonly RequestId[]): Promise<Response> {
-    return await exchangeContext.run({ session: this, requests }, async () => await this.transport.handleRequest(request, body === undefined ? {} : { parsedBody: body }))
+  /** Hand one HTTP request (and its parsed body) to the session's transport: its response (an SSE stream, JSON, or a status). */
+  async handle (request: Request, body: unknown): Promise<Response> {
+    return await this.transport.handleRequest(request, body === undefined ? {} : { parsedBody: body })
+  }
+
+  /** The stream (the SDK's id) the messages of request `id` go on, if the transport still has it. */
+  async #streamOf (id: RequestId): Promise<string | undefined> {
+    let found: string | undefined
+    const probe: JSONRPCMessage = { jsonrpc: '2.0', method: 'notifications/agent-host/probe' }
+    probes.set(probe, (stream) => { found = stream })
+    await this.transport.send(probe, { relatedRequestId: id }).catch(() => {})
+    return found
   }
 
   /** An HTTP exchange begins: the session is in use until the returned function is called. */
@@ -219,8 +228,7 @@ export class McpSession {
    */
   detach (ids: readonly RequestId[]): void {
     for (const id of ids) {
-      const stream = this.#streams.get(id)
-      if (stream !== undefined) this.#detached.add(stream)
+      this.#streamOf(id).then((stream) => { if (stream !== undefined) this.#detached.add(stream) }, () => {})
     }
   }
 
@@ -235,11 +243,9 @@ export class McpSession {
   /** A cancelled request gets no answer: its stream ends, and its stored events say so (a client that resumes it is told it ended). */
   #endStream (id: RequestId): void {
     this.transport.closeSSEStream(id)
-    const stream = this.#streams.get(id)
-    this.#streams.delete(id)
-    if (stream !== undefined) {
-      Promise.resolve(this.#store.append(this.id, stream, '', this.#detached.delete(stream))).catch(() => {})
-    }
+    this.#streamOf(id).then(async (stream) => {
+      if (stream !== undefined) await this.#store.append(this.id, stream, '', this.#detached.delete(stream))
+    }).catch(() => {})
   }
 
   /**

@@ -194,7 +194,7 @@ const mcpRoutes: FastifyPluginAsyncTypebox = async (app) => {
       }
     }
     reply.hijack()
-    const response = await session.handle(webRequestOf(request.method, request.url, headers), body, ids)
+    const response = await session.handle(webRequestOf(request.method, request.url, headers), body)
     await sendResponse(reply.raw, response, hookHeaders(reply))
     return reply
   }

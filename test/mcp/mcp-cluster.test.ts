@@ -173,6 +173,30 @@ t.test('a dropped tools/call stream resumes with Last-Event-ID on the other inst
   t.match(await unknown.json(), { error: { data: { code: 'AH_ERR_MCP_EVENT_NOT_FOUND' } } })
 })
 
+t.test('a cancelled call\'s stream ends, and a client that resumes it is told it has ended (it does not wait for an answer that will not come)', async (t) => {
+  const { url } = await listen(t, { AGENTS_DIR: FIXTURE_AGENTS_DIR })
+  const init = await post(url, { jsonrpc: '2.0', id: 0, method: 'initialize', params: { protocolVersion: '2025-11-25', capabilities: {}, clientInfo: { name: 'raw', version: '1' } } })
+  const session = init.headers.get('mcp-session-id') as string
+  await init.text()
+  const before = observed.started.length
+  const response = await post(url, { jsonrpc: '2.0', id: 11, method: 'tools/call', params: { name: 'scripted', arguments: { script: [{ op: 'wait_abort' }] } } }, { 'mcp-session-id': session })
+  const events = sseEvents(response.body as ReadableStream<Uint8Array>)
+  const priming = (await events.next()).value as { id?: string }
+  t.ok(priming.id, 'the priming event')
+  await until('the run started', () => observed.started.length > before)
+  const cancel = await post(url, { jsonrpc: '2.0', method: 'notifications/cancelled', params: { requestId: 11, reason: 'no longer needed' } }, { 'mcp-session-id': session })
+  t.equal(cancel.status, 202)
+  const rest: unknown[] = []
+  for await (const event of events) rest.push(event)
+  t.same(rest, [], 'the stream ended, with no answer')
+  await until('the end is stored', async () => {
+    const resumed = await fetch(`${url}/mcp`, { headers: { accept: 'text/event-stream', 'mcp-session-id': session, 'last-event-id': priming.id as string } })
+    if (resumed.status === 200) { await resumed.body?.cancel(); return false }
+    t.match(await resumed.json(), { error: { data: { code: 'AH_ERR_MCP_STREAM_ENDED' } } })
+    return true
+  })
+})
+
 t.test('SQLite: a session outlives a restart of its server; the SDK client goes on with it', async (t) => {
   const dataDir = tempDataDir(t)
   const first = await listen(t, { DATA_DIR: dataDir })
