@@ -117,6 +117,12 @@ interface CallExtra {
   sendNotification: (n: ServerNotification) => Promise<void>
 }
 
+/** A call's watch of its run's log lines, and how it sends a notification and a log line. */
+interface CallLogs extends ReturnType<typeof watchAgentLogs> {
+  notify: (notification: ServerNotification) => Promise<void>
+  log: (update: LogUpdate) => Promise<void>
+}
+
 /** The longest timer Node.js keeps (ms). */
 const MAX_TIMER_MS = 2_147_483_647
 
@@ -238,6 +244,22 @@ export function createMcpServer (options: McpServerOptions): Server {
         (err: unknown) => { call.log.debug({ err, requestId: current?.wireId }, 'cancelling the run of an MCP tool call failed (it had ended)') })
     }
     signal.addEventListener('abort', cancel, { once: true })
+    const notify = async (notification: ServerNotification): Promise<void> => {
+      await extra.sendNotification(notification).catch((err: unknown) => { call.log.debug({ err }, 'an MCP notification could not be sent') })
+    }
+    const log = async (update: LogUpdate): Promise<void> => {
+      if (SEVERITY.indexOf(update.level) >= SEVERITY.indexOf(options.level() as LoggingLevel)) await notify({ method: 'notifications/message', params: update })
+    }
+    /** The agent's `log()` lines of run `wireId`, as logging notifications of this call. */
+    const watchLogs = (wireId: string): CallLogs => ({
+      ...watchAgentLogs(options.events, { requestId: wireId, sessionId, owner: identity.id }, (event) => {
+        const data = event.data as { level: string, message: string, metadata?: JsonObject }
+        // an absent metadata is left out of the JSON
+        log({ level: mcpLogLevel(data.level), logger: tool.agent.name, data: { message: data.message, metadata: data.metadata } }).catch(() => {})
+      }),
+      log,
+      notify
+    })
     try {
       let envelope = toolCallEnvelope(args, origin)
       // the questions the last run asked; an answer the engine refused is asked again once
@@ -247,12 +269,15 @@ export function createMcpServer (options: McpServerOptions): Server {
         const meta = { [META_REQUEST_ID]: envelope.request_id, [META_SESSION_ID]: sessionId }
         let submission
         const trace = call.runTrace?.(envelope.context.trace)
+        // before the run starts: a line it logs at once is seen too
+        const logs = watchLogs(envelope.request_id)
         try {
           // the client's model, lent to a run whose agent asks for it (refused, saying why, while the client does not take sampling)
           const prepared = await engine.prepare(envelope, { identity, delivery: 'own', lend: new Map([[MCP_SAMPLING, new SamplingProtocol({ server, relatedRequestId: extra.requestId, signal })]]) })
           if (prepared.outcome === 'start') await call.admit(prepared.agent)
           submission = await engine.begin(prepared, { log: call.log, ...(trace !== undefined ? { trace } : {}) })
         } catch (err) {
+          logs.stop()
           if (current === undefined) return refusal(err, meta)
           // the answers were refused: the person's answer to a question did not do (asked again once, saying why), or the run cannot go on
           const invalid = answerRefusal(err)
@@ -272,7 +297,7 @@ export function createMcpServer (options: McpServerOptions): Server {
         current = { wireId: envelope.request_id, key: submission.requestId, waiting: false }
         if (signal.aborted) cancel()
         result.next()
-        await follow(submission.requestId, envelope.request_id, result, call, extra, tool.agent.name, submission.outcome === 'started')
+        await follow(submission.requestId, result, extra, logs, submission.outcome === 'started')
         const interrupts = result.interrupts
         if (result.end !== 'input_required' || interrupts === undefined) return result.build(meta, structured)
         current.waiting = true
@@ -335,19 +360,12 @@ export function createMcpServer (options: McpServerOptions): Server {
     }
   }
 
-  /** Follow one run to its end into `result`, sending its progress and logging notifications (`here`: the run executes in this process). */
-  async function follow (key: string, wireId: string, result: CallResultBuilder, call: McpCall, extra: CallExtra, logger: string, here: boolean): Promise<void> {
-    const notify = async (notification: ServerNotification): Promise<void> => {
-      await extra.sendNotification(notification).catch((err: unknown) => { call.log.debug({ err }, 'an MCP notification could not be sent') })
-    }
-    const log = async (update: LogUpdate): Promise<void> => {
-      if (SEVERITY.indexOf(update.level) >= SEVERITY.indexOf(options.level() as LoggingLevel)) await notify({ method: 'notifications/message', params: update })
-    }
-    const logs = watchAgentLogs(options.events, { requestId: wireId, sessionId, owner: call.identity.id }, (event) => {
-      const data = event.data as { level: string, message: string, metadata?: JsonObject }
-      // an absent metadata is left out of the JSON
-      log({ level: mcpLogLevel(data.level), logger, data: { message: data.message, metadata: data.metadata } })
-    })
+  /**
+   * Follow one run to its end into `result`, sending its progress and logging notifications and the
+   * agent's log lines `logs` watches (`here`: the run executes in this process).
+   */
+  async function follow (key: string, result: CallResultBuilder, extra: CallExtra, logs: CallLogs, here: boolean): Promise<void> {
+    const { log, notify } = logs
     const progressToken = extra._meta?.progressToken
     try {
       for await (const frames of engine.follow(key)) {
