@@ -21,7 +21,7 @@ import { randomBytes, randomUUID } from 'node:crypto'
 import { Agent, request } from 'node:http'
 import autocannon from 'autocannon'
 import pg from 'pg'
-import { arg, cpuMs, postgresCpuMs, saveResult, smoke, startDurablePostgres, startServer } from './common.js'
+import { arg, benchPostgres, cpuMs, postgresCpuMs, saveResult, smoke, startServer } from './common.js'
 
 const duration = arg('duration', 5, 0.25)
 const rounds = arg('rounds', 3, 1)
@@ -30,20 +30,10 @@ const streams = arg('streams', 200, 4)
 const packets = arg('packets', 200, 10)
 /** Seconds of JSON load on a freshly started target before measuring (its code warmed up, its pools filled). */
 const warmup = arg('warmup', 1, 0)
-const givenUrl = process.argv.find((a) => a.startsWith('--pg-url='))?.slice('--pg-url='.length)
 const ECHO = '8a1f7d2e-3c4b-4e5f-9a6b-0c1d2e3f4a01'
 const ECHO_STREAM = '8a1f7d2e-3c4b-4e5f-9a6b-0c1d2e3f4a02'
 
-/**
- * The PostgreSQL server to measure: a throwaway one with durable settings (its postmaster's
- * pid, to read its CPU), or the --pg-url one; undefined, saying so, when there is neither.
- */
-async function postgresServer () {
-  if (givenUrl !== undefined) return { url: givenUrl, postmaster: undefined, about: 'given server (--pg-url), its CPU not measured', stop: () => {} }
-  return await startDurablePostgres()
-}
-
-const postgres = await postgresServer()
+const postgres = await benchPostgres()
 const admin = postgres === undefined ? undefined : new pg.Client({ connectionString: postgres.url })
 await admin?.connect()
 

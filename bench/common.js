@@ -111,6 +111,16 @@ export function childrenOf (pid) {
 }
 
 /**
+ * The PostgreSQL server a benchmark measures: the one `--pg-url=` names (its CPU not measured), or
+ * a throwaway one with durable settings; undefined, saying so, when there is neither.
+ */
+export async function benchPostgres () {
+  const givenUrl = process.argv.find((a) => a.startsWith('--pg-url='))?.slice('--pg-url='.length)
+  if (givenUrl !== undefined) return { url: givenUrl, postmaster: undefined, about: 'given server (--pg-url), its CPU not measured', stop: () => {} }
+  return await startDurablePostgres()
+}
+
+/**
  * A throwaway PostgreSQL server (scripts/pg-cluster.ts) with {@link DURABLE_POSTGRES} settings, for a
  * bench to measure: its superuser `url`, its `postmaster` pid (to read its CPU with
  * {@link postgresCpuMs}), `about` it, and `stop`; undefined, saying so, when the server binaries

@@ -16,7 +16,7 @@ import { randomBytes } from 'node:crypto'
 import pg from 'pg'
 import { Client } from '@modelcontextprotocol/sdk/client/index.js'
 import { StreamableHTTPClientTransport } from '@modelcontextprotocol/sdk/client/streamableHttp.js'
-import { arg, cpuMs, postgresCpuMs, saveResult, smoke, startDurablePostgres, startServer } from './common.js'
+import { arg, benchPostgres, cpuMs, postgresCpuMs, saveResult, smoke, startServer } from './common.js'
 
 const clients = arg('clients', 20, 2)
 const duration = arg('duration', 5, 0.25)
@@ -26,7 +26,6 @@ const rounds = arg('rounds', 5, 1)
  * Two instances each compile the same code on half the calls, so a short warm-up charges them more.
  */
 const warmup = arg('warmup', 5, 0)
-const givenUrl = process.argv.find((a) => a.startsWith('--pg-url='))?.slice('--pg-url='.length)
 
 const percentile = (xs, p) => { const s = [...xs].sort((a, b) => a - b); return s[Math.min(s.length - 1, Math.floor(p * s.length))] }
 const median = (xs) => { const s = xs.filter((x) => x !== undefined).sort((a, b) => a - b); return s.length === 0 ? undefined : s.length % 2 === 1 ? s[(s.length - 1) / 2] : (s[s.length / 2 - 1] + s[s.length / 2]) / 2 }
@@ -88,13 +87,7 @@ async function measure (target, seconds, tool = 'echo') {
   }
 }
 
-/** The PostgreSQL server to measure: the --pg-url one, or a throwaway one with durable settings; undefined, saying so, when there is neither. */
-async function postgresServer () {
-  if (givenUrl !== undefined) return { url: givenUrl, postmaster: undefined, about: 'given server (--pg-url), its CPU not measured', stop: () => {} }
-  return await startDurablePostgres()
-}
-
-const postgres = await postgresServer()
+const postgres = await benchPostgres()
 const admin = postgres === undefined ? undefined : new pg.Client({ connectionString: postgres.url })
 await admin?.connect()
 const databases = []
