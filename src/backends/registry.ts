@@ -28,7 +28,7 @@ export interface BackendInfo {
  * (`PrepareOptions.lend`). Elsewhere their name is refused with the reason here.
  */
 export const LENT_BACKENDS: ReadonlyMap<string, string> = new Map([
-  ['mcp-sampling', 'mcp-sampling is the calling MCP client\'s model: a run has it only when an MCP tools/call starts it, from a client that declared the `sampling` capability']
+  ['mcp-sampling', 'mcp-sampling is the calling MCP client\'s model: a run has it only when an MCP tools/call starts it, from a client that declared the `sampling` capability, and not as a task (a task\'s run has no call stream to ask on)']
 ])
 
 /** The demo CLI `cli-agent` runs when CLI_AGENT_COMMAND is empty. */

@@ -4,7 +4,7 @@ import { EventSourceParserStream, type EventSourceMessage } from 'eventsource-pa
 import { Client } from '@modelcontextprotocol/sdk/client/index.js'
 import { StreamableHTTPClientTransport } from '@modelcontextprotocol/sdk/client/streamableHttp.js'
 import {
-  CreateMessageRequestSchema, type CallToolResult, type ClientCapabilities, type CreateMessageRequest, type CreateMessageResult, type CreateMessageResultWithTools
+  CreateMessageRequestSchema, CreateTaskResultSchema, type CallToolResult, type ClientCapabilities, type CreateMessageRequest, type CreateMessageResult, type CreateMessageResultWithTools
 } from '@modelcontextprotocol/sdk/types.js'
 import { InMemorySpanExporter, NodeTracerProvider, SimpleSpanProcessor } from '@opentelemetry/sdk-trace-node'
 import { buildApp } from '../../src/app.js'
@@ -125,6 +125,11 @@ t.test('a client without sampling is refused before the run starts, as is a run 
   const res = await app.inject({ method: 'POST', url: '/v1/assist', payload: envelope(CLIENT_MODEL, { prompt: 'hello' }) })
   t.equal(res.statusCode, 503)
   t.match(checkErrorBody(res.json()), { code: 'AH_ERR_BACKEND_UNAVAILABLE', message: /mcp-sampling is the calling MCP client's model: a run has it only when an MCP tools\/call starts it, from a client that declared the `sampling` capability/ })
+
+  // a task's run goes on without its call's stream, where the client would be asked
+  const sampler = await samplingClient(t, url, () => ({ role: 'assistant', content: { type: 'text', text: 'never' }, model: 'm' }))
+  await t.rejects(sampler.client.request({ method: 'tools/call', params: { name: 'client-model', arguments: { prompt: 'hello' }, task: {} } }, CreateTaskResultSchema),
+    /not as a task \(a task's run has no call stream to ask on\)/, 'nor as a task, saying why')
 })
 
 t.test('a client whose handler throws (its user declined) fails the run cleanly: the tool result is an error with the client\'s message', async (t) => {
