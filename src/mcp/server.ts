@@ -129,12 +129,10 @@ const MAX_TIMER_MS = 2_147_483_647
 /**
  * Send the agent's `log()` lines of one run (stored in the event log as `agent.log` events) as they
  * are stored: woken by this process's appends of the session, read by request id after the write.
- * `drain` reads what is left; `seen` says whether this process stored any (a run that executes here
- * and logged nothing needs no last read).
+ * `drain` reads what is left.
  */
-function watchAgentLogs (events: McpServerOptions['events'], run: { requestId: string, sessionId: string, owner: string }, send: (data: JsonObject) => void): { drain: () => Promise<void>, stop: () => void, seen: () => boolean } {
+function watchAgentLogs (events: McpServerOptions['events'], run: { requestId: string, sessionId: string, owner: string }, send: (data: JsonObject) => void): { drain: () => Promise<void>, stop: () => void } {
   let cursor = 0
-  let seen = false
   let pending: NodeJS.Immediate | undefined
   // one read at a time, each after the one before: no line sent twice or out of order
   let reading: Promise<void> = Promise.resolve()
@@ -153,12 +151,11 @@ function watchAgentLogs (events: McpServerOptions['events'], run: { requestId: s
   }
   const wake = (event: { type: string, session_id?: string }): void => {
     if (event.type !== 'agent.log' || event.session_id !== run.sessionId || pending !== undefined) return
-    seen = true
     // after the write that stored it has committed
     pending = setImmediate(() => { pending = undefined; drain().catch(() => {}) })
   }
   events.appended.on('event', wake)
-  return { drain, stop: () => { events.appended.off('event', wake); clearImmediate(pending) }, seen: () => seen }
+  return { drain, stop: () => { events.appended.off('event', wake); clearImmediate(pending) } }
 }
 
 /**
@@ -297,7 +294,7 @@ export function createMcpServer (options: McpServerOptions): Server {
         current = { wireId: envelope.request_id, key: submission.requestId, waiting: false }
         if (signal.aborted) cancel()
         result.next()
-        await follow(submission.requestId, result, extra, logs, submission.outcome === 'started')
+        await follow(submission.requestId, result, extra, logs)
         const interrupts = result.interrupts
         if (result.end !== 'input_required' || interrupts === undefined) return result.build(meta, structured)
         current.waiting = true
@@ -362,9 +359,9 @@ export function createMcpServer (options: McpServerOptions): Server {
 
   /**
    * Follow one run to its end into `result`, sending its progress and logging notifications and the
-   * agent's log lines `logs` watches (`here`: the run executes in this process).
+   * agent's log lines `logs` watches.
    */
-  async function follow (key: string, result: CallResultBuilder, extra: CallExtra, logs: CallLogs, here: boolean): Promise<void> {
+  async function follow (key: string, result: CallResultBuilder, extra: CallExtra, logs: CallLogs): Promise<void> {
     const { log, notify } = logs
     const progressToken = extra._meta?.progressToken
     try {
@@ -375,8 +372,8 @@ export function createMcpServer (options: McpServerOptions): Server {
           if (update.log !== undefined) await log(update.log)
         }
       }
-      // a run that executes elsewhere stores its lines there: read them once more at its end
-      if (logs.seen() || !here) await logs.drain()
+      // once more at its end: on PostgreSQL a line's announcement may come after the run's end is seen
+      await logs.drain()
     } finally {
       logs.stop()
     }

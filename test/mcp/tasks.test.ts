@@ -3,6 +3,7 @@
 import t from 'tap'
 import { execFile } from 'node:child_process'
 import { randomUUID } from 'node:crypto'
+import { fileURLToPath } from 'node:url'
 import { Client } from '@modelcontextprotocol/sdk/client/index.js'
 import { StreamableHTTPClientTransport } from '@modelcontextprotocol/sdk/client/streamableHttp.js'
 import { CallToolResultSchema, CreateTaskResultSchema, ElicitRequestSchema, McpError, RELATED_TASK_META_KEY, type CallToolResult, type ElicitRequest, type ElicitResult, type Task } from '@modelcontextprotocol/sdk/types.js'
@@ -27,6 +28,8 @@ const apikey = {
   AUTH_FAILURE_MAX: '0'
 }
 const UUID = /^[0-9a-f]{8}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{12}$/
+
+const INTERRUPT_AGENTS = fileURLToPath(new URL('../fixtures/interrupt-agents/', import.meta.url))
 
 /** A script for the scripted agent that writes, waits until the test releases `gate`, then writes again and gives a result. */
 function gated (gate: string): Array<Record<string, unknown>> {
@@ -263,6 +266,41 @@ t.test('a client that takes elicitations: tasks/result of a task that waits asks
   t.equal(ended.isError, true)
   t.match(texts(ended).at(-1), /^cancelled: the run was ended while it waited for an answer/, 'an input declined ends the waiting run')
   t.equal((await client.experimental.tasks.getTask(declined.taskId)).status, 'cancelled')
+})
+
+t.test('tasks/result with elicitation: an elicitation that fails leaves the task waiting; an answer the engine refuses is asked again once, saying why', async (t) => {
+  const { url } = await listen(t, { AGENTS_DIR: INTERRUPT_AGENTS })
+  const { client } = await connect(t, url)
+  const asks = [{ name: 'items', kind: 'input', message: 'items?', schema: { type: 'array', items: { type: 'object', properties: { n: { type: 'integer' } }, required: ['n'] } } }]
+  const task = await createTask(client, 'asker', { asks })
+  await taskIs(client, task.taskId, 'input_required')
+  const failing = await eliciting(t, url, () => { throw new Error('this client shows no forms today') })
+  await taskResult(failing.client, task.taskId)
+  t.equal(failing.asked.length, 1)
+  t.equal((await client.experimental.tasks.getTask(task.taskId)).status, 'input_required', 'nothing answered: the task still waits')
+
+  const answers: ElicitResult[] = [{ action: 'accept', content: { value: '"not a list"' } }, { action: 'accept', content: { value: '[{"n":2}]' } }]
+  const fixer = await eliciting(t, url, () => answers.shift() as ElicitResult)
+  const result = await taskResult(fixer.client, task.taskId)
+  t.same(result.structuredContent, { items: [{ n: 2 }] })
+  t.equal(fixer.asked.length, 2)
+  t.match(fixer.asked[1]?.message, /^items\?\n\n\(The answer to interrupt "[0-9a-f-]{36}" is not valid: .*must be array\)$/, 'asked again with the engine\'s reason')
+  t.equal((await client.experimental.tasks.getTask(task.taskId)).status, 'completed')
+})
+
+t.test('a tasks/result the client gives up on answers nothing; the task goes on and a later one gets its result', async (t) => {
+  const { url } = await listen(t, { AGENTS_DIR: FIXTURE_AGENTS_DIR })
+  const { client } = await connect(t, url)
+  const gate = `give-up-${randomUUID()}`
+  const task = await createTask(client, 'scripted', { script: gated(gate) })
+  const controller = new AbortController()
+  const waiting = client.request({ method: 'tasks/result', params: { taskId: task.taskId } }, CallToolResultSchema, { signal: controller.signal })
+  await taskIs(client, task.taskId, 'working')
+  controller.abort('gave up')
+  await t.rejects(waiting)
+  observed.released.add(gate)
+  await taskIs(client, task.taskId, 'completed')
+  t.match(await taskResult(client, task.taskId), { structuredContent: { gate } })
 })
 
 t.test('a task survives a restart: created on one app, polled on the next app on the same data folder, in a new MCP session', async (t) => {
