@@ -156,8 +156,10 @@ export function testFileOf (path: string): string {
 
 /**
  * A group's test file: it imports `files` in order, gives the group the time its files need
- * together (tap's per-file limit is for one file), and at the end adds each file's time, from its
- * top-level tests, to `times.json`.
+ * together (tap's per-file limit is for one file), at the end adds each file's time, from its
+ * top-level tests, to `times.json`, and exits 10 s after its last test if a handle left open still
+ * holds it (two clean-clone runs of `.ci/run` sat for many minutes on a group whose tests had all
+ * ended, its event loop held by a pipe no test owned).
  */
 export function groupSource (root: string, files: string[]): string {
   const urls = files.map((f) => JSON.stringify(pathToFileURL(join(root, f)).href))
@@ -170,6 +172,9 @@ t.on('subtestEnd', (sub) => {
   const file = sub.options?.at?.fileName
   if (typeof file === 'string') times[file] = (times[file] ?? 0) + (sub.options.time ?? 0) / 1000
 })
+// once every test has ended, something a test left open (a pipe, a socket) must not keep the group,
+// and the whole run, waiting: it exits 10 s later if it is still there (with tap's exit code)
+t.on('end', () => { setTimeout(() => { process.exit(t.passing() ? (process.exitCode ?? 0) : 1) }, Number(process.env.AGENT_HOST_GROUP_EXIT_MS ?? 10_000)).unref() })
 process.once('exit', () => {
   const path = ${JSON.stringify(join(root, GROUPS_DIR, 'times.json'))}
   let all = {}

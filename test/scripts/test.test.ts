@@ -67,6 +67,20 @@ t.test('a group file imports its files in order, and adds each file\'s time to t
   t.equal(weight(root, 'test/shipped.test.ts'), 7, 'which a fresh clone goes by')
 })
 
+t.test('a group whose tests have all ended exits, with tap\'s code, though a test left a handle open that holds its event loop', async (t) => {
+  const root = tempDataDir(t)
+  // as in the clean-clone runs that sat: the tests have ended (tap wrote its last line), then something holds the loop
+  put(root, 'test/leaky.test.ts', "import t from 'tap'\nt.test('passes', async (t) => { t.pass('') })\nprocess.once('beforeExit', () => { setInterval(() => {}, 1000) })\n")
+  put(root, 'test/failing.test.ts', "import t from 'tap'\nt.test('fails', async (t) => { t.fail('on purpose') })\n")
+  symlinkSync(join(ROOT, 'node_modules'), join(root, 'node_modules'), 'dir')
+  for (const [files, status] of [[['test/leaky.test.ts'], 0], [['test/leaky.test.ts', 'test/failing.test.ts'], 1]] as const) {
+    put(root, '.tap/groups/group-1.test.mjs', groupSource(root, [...files]))
+    const run = spawnSync(process.execPath, [...process.execArgv, join(root, '.tap/groups/group-1.test.mjs')], { cwd: root, encoding: 'utf8', timeout: 20_000, env: { ...process.env, TAP: '1', AGENT_HOST_GROUP_EXIT_MS: '200' } })
+    t.equal(run.signal, null, 'it exits by itself')
+    t.equal(run.status, status, `${files.join(', ')}: tap's exit code`)
+  }
+})
+
 t.test('files are dealt into groups of about the same expected time, the longest first', async (t) => {
   const w: Record<string, number> = { a: 5, b: 4, c: 3, d: 3, e: 1 }
   const groups = deal(Object.keys(w), 2, (f) => w[f] ?? 0)
@@ -99,7 +113,7 @@ t.test('the processes start the longest expected first, groups and files alone a
 })
 
 t.test('a file alone in its launcher keeps its own per-file limit; a group gets its files\' time together', async (t) => {
-  t.notMatch(groupSource(ROOT, ['test/a.test.ts']), /setTimeout/)
+  t.notMatch(groupSource(ROOT, ['test/a.test.ts']), /t\.setTimeout/)
   t.match(groupSource(ROOT, ['test/a.test.ts', 'test/b.test.ts']), /t\.setTimeout\(120000\)/)
 })
 
