@@ -1,5 +1,5 @@
 import t from 'tap'
-import { execFile, spawn } from 'node:child_process'
+import { spawn } from 'node:child_process'
 import { readFileSync } from 'node:fs'
 import { createServer, request as httpRequest } from 'node:http'
 import { join } from 'node:path'
@@ -8,8 +8,7 @@ import pg from 'pg'
 import { parse } from 'yaml'
 import { loadAgents } from '../../src/agents/loader.js'
 import { BUNDLED_AGENTS_DIR, ConfigSchema, loadConfig } from '../../src/config.js'
-import { harnessFreeEnv } from '../child-env.js'
-import { docBlocks } from '../docs/doc-blocks.js'
+import { docBlocks, runShell } from '../docs/doc-blocks.js'
 import { AGENTS, envelope, tempDataDir, type Teardown } from '../helper.js'
 import { connect } from '../mcp/client.js'
 import { ownPgServer } from '../pg.js'
@@ -161,12 +160,7 @@ t.test('the cluster runs: a task made on one instance is done by the worker and 
   await mcp.transport.terminateSession()
   t.ok(balancer.served.every((n) => n >= 2), `both instances served the session (${balancer.served.join(', ')})`)
   const [readme] = docBlocks('README.md', '## From an MCP client')
-  const out = await new Promise<string>((resolve, reject) => {
-    execFile('bash', ['-euo', 'pipefail', '-c', (readme as string).replaceAll('http://127.0.0.1:3000', balancer.url)], { env: { ...harnessFreeEnv(), AGENT_HOST_KEY: vars.BOOTSTRAP_ADMIN_KEY }, timeout: 60_000 }, (error, stdout, stderr) => {
-      if (error !== null) reject(new Error(`${error.message}\n${stderr}`))
-      else resolve(stdout)
-    })
-  })
+  const out = await runShell((readme as string).replaceAll('http://127.0.0.1:3000', balancer.url), { env: { AGENT_HOST_KEY: vars.BOOTSTRAP_ADMIN_KEY } })
   t.match(out, /"structuredContent":\{"echo":"hello over MCP"/, 'the README\'s MCP section, as written, through the balancer')
   t.match(out.trim().split('\n').at(-1), /^200$/, 'and its DELETE ended the session')
 

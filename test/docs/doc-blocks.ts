@@ -44,11 +44,12 @@ export function docBlocks (file: string, heading: string, lang = 'sh'): string[]
 
 /**
  * Run a docs block (or part of one) with bash in the repository's root (or `cwd`: a copy of the
- * project), as a reader pastes it, with `-euo pipefail`: its stdout; a failure rejects with its stderr.
+ * project), as a reader pastes it, with `-euo pipefail`, and `env` set as the reader would have it
+ * (`AGENT_HOST_KEY`): its stdout; a failure rejects with its stderr.
  */
-export async function runShell (script: string, { cwd = ROOT }: { cwd?: string } = {}): Promise<string> {
+export async function runShell (script: string, { cwd = ROOT, env = {} }: { cwd?: string, env?: Record<string, string> } = {}): Promise<string> {
   return await new Promise((resolve, reject) => {
-    execFile('bash', ['-euo', 'pipefail', '-c', script], { cwd, env: harnessFreeEnv(), timeout: 60_000 }, (error, stdout, stderr) => {
+    execFile('bash', ['-euo', 'pipefail', '-c', script], { cwd, env: { ...harnessFreeEnv(), ...env }, timeout: 60_000 }, (error, stdout, stderr) => {
       if (error !== null) reject(new Error(`${error.message}\n${stderr}`))
       else resolve(stdout)
     })

@@ -1,7 +1,5 @@
 import t from 'tap'
-import { execFile } from 'node:child_process'
-import { harnessFreeEnv } from '../child-env.js'
-import { docBlocks } from '../docs/doc-blocks.js'
+import { docBlocks, runShell } from '../docs/doc-blocks.js'
 import { listen } from '../helper.js'
 
 // The "Connect a client" section of docs/mcp.md, run as written (only the port changes): its client configuration
@@ -23,12 +21,7 @@ t.test('the guide\'s MCP section works as written: initialize, tools/list, tools
   const { url } = await listen(t, { AUTH_MODE: 'apikey', API_KEYS: JSON.stringify([{ name: 'mcp', key: KEY, scopes: ['assist:invoke'] }]) })
   const [script] = section().sh
   t.ok(script, 'a shell block')
-  const out = await new Promise<string>((resolve, reject) => {
-    execFile('bash', ['-euo', 'pipefail', '-c', (script as string).replaceAll('http://127.0.0.1:3000', url)], { env: { ...harnessFreeEnv(), AGENT_HOST_KEY: KEY }, timeout: 60_000 }, (error, stdout, stderr) => {
-      if (error !== null) reject(new Error(`${error.message}\n${stderr}`))
-      else resolve(stdout)
-    })
-  })
+  const out = await runShell((script as string).replaceAll('http://127.0.0.1:3000', url), { env: { AGENT_HOST_KEY: KEY } })
   const messages = out.split('\n').filter((line) => line.startsWith('data: {')).map((line) => JSON.parse(line.slice(6)) as { id?: number, method?: string, result?: Record<string, unknown> })
   const listed = (messages.find((m) => m.id === 2)?.result as { tools: Array<{ name: string }> } | undefined)?.tools ?? []
   t.match(listed.find((tool) => tool.name === 'echo'), { name: 'echo', inputSchema: { type: 'object' } }, 'tools/list')
@@ -42,11 +35,6 @@ t.test('the guide\'s human-in-the-loop example over MCP works as written: the as
   const { url } = await listen(t, { AUTH_MODE: 'apikey', API_KEYS: JSON.stringify([{ name: 'mcp', key: KEY, scopes: ['assist:invoke'] }]) })
   const [script] = docBlocks('docs/mcp.md', '### Human in the loop over MCP')
   t.ok(script, 'a shell block')
-  const out = await new Promise<string>((resolve, reject) => {
-    execFile('bash', ['-euo', 'pipefail', '-c', (script as string).replaceAll('http://127.0.0.1:3000', url)], { env: { ...harnessFreeEnv(), AGENT_HOST_KEY: KEY }, timeout: 60_000 }, (error, stdout, stderr) => {
-      if (error !== null) reject(new Error(`${error.message}\n${stderr}`))
-      else resolve(stdout)
-    })
-  })
+  const out = await runShell((script as string).replaceAll('http://127.0.0.1:3000', url), { env: { AGENT_HOST_KEY: KEY } })
   t.equal(out.trim().split('\n').at(-1), '{"question":"Which colour?","answer":"blue"}', out)
 })

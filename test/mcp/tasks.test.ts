@@ -1,7 +1,6 @@
 // Heavy in part: one test SIGKILLs a server child process mid-run (a crash cannot be had in process:
 // closing an app ends its runs), and one runs two apps on one PostgreSQL database when there is one.
 import t from 'tap'
-import { execFile } from 'node:child_process'
 import { randomUUID } from 'node:crypto'
 import { fileURLToPath } from 'node:url'
 import { Client } from '@modelcontextprotocol/sdk/client/index.js'
@@ -11,8 +10,7 @@ import { META_REQUEST_ID } from '../../src/mcp/call-result.js'
 import { META_INTERRUPTS } from '../../src/mcp/input-required.js'
 import { TASKS_PAGE } from '../../src/mcp/tasks.js'
 import type { Interrupt } from '../../src/protocol/interrupts.js'
-import { harnessFreeEnv } from '../child-env.js'
-import { docBlocks } from '../docs/doc-blocks.js'
+import { docBlocks, runShell } from '../docs/doc-blocks.js'
 import { observed } from '../fixtures/agents/scripted/index.js'
 import { FIXTURE_AGENTS_DIR, listen, tempDataDir, type Teardown } from '../helper.js'
 import { pgDatabase, PG_MISSING } from '../pg.js'
@@ -368,12 +366,7 @@ t.test('the guide\'s tasks example works as written: a task-augmented call answe
   const { url } = await listen(t, { ...apikey })
   const [script] = docBlocks('docs/mcp.md', '### Durable tool calls (tasks)')
   t.ok(script, 'a shell block')
-  const out = await new Promise<string>((resolve, reject) => {
-    execFile('bash', ['-euo', 'pipefail', '-c', (script as string).replaceAll('http://127.0.0.1:3000', url)], { env: { ...harnessFreeEnv(), AGENT_HOST_KEY: KEY_A }, timeout: 60_000 }, (error, stdout, stderr) => {
-      if (error !== null) reject(new Error(`${error.message}\n${stderr}`))
-      else resolve(stdout)
-    })
-  })
+  const out = await runShell((script as string).replaceAll('http://127.0.0.1:3000', url), { env: { AGENT_HOST_KEY: KEY_A } })
   const [status, content] = out.trim().split('\n').slice(-2)
   // a machine loaded enough to take three seconds between two curls sees the run completed: either is the task's status
   t.match(status, /^(working|completed)$/, out)
