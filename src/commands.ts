@@ -27,6 +27,7 @@ export async function main (argv: string[], env: Record<string, string | undefin
         name: { type: 'string' },
         scopes: { type: 'string' },
         agents: { type: 'string' },
+        tenant: { type: 'string' },
         expires: { type: 'string' },
         checkpoint: { type: 'string', multiple: true },
         'checkpoint-file': { type: 'string', multiple: true },

@@ -70,6 +70,7 @@ export const ConfigSchema = Type.Object({
   JWT_JWKS_FILE: Type.String({ default: '', description: '`AUTH_MODE=jwt`: a JWKS file of public keys, each with a `kid` (RS256, PS256, ES256, EdDSA); re-read when a token names a new `kid`' }),
   JWT_ISSUER: Type.String({ default: '', description: '`AUTH_MODE=jwt`: the `iss` every token must carry (required)' }),
   JWT_AUDIENCE: Type.String({ default: '', description: '`AUTH_MODE=jwt`: the `aud` every token must carry, one of its values (required)' }),
+  JWT_TENANT_CLAIM: Type.String({ default: 'tenant', minLength: 1, description: '`AUTH_MODE=jwt`: the claim that names the caller\'s tenant (1–63 of `a-z 0-9 -`); a token without it belongs to the `default` tenant' }),
   JWT_CLOCK_TOLERANCE_MS: Type.Integer({ default: 5000, minimum: 0, description: '`AUTH_MODE=jwt`: clock skew allowed on `exp`, `nbf` and `iat`' }),
   AUDIT_KEY: Type.String({ default: '', description: 'the audit chain\'s key (32+ characters, e.g. `openssl rand -hex 32`): every row is an HMAC with it, so nobody without it can rewrite the log unseen. Keep it outside `DATA_DIR`. Empty: a plain hash chain that shows accidental damage only (the server warns at boot)' }),
   AUDIT_KEYS_RETIRED: Type.String({ default: '', description: 'audit keys used before a rotation, comma-separated: the rows and checkpoints they signed still verify' }),
@@ -279,6 +280,9 @@ export function isLoopback (host: string): boolean {
   return host === 'localhost' || host === '::1' || /^127\.\d{1,3}\.\d{1,3}\.\d{1,3}$/.test(host)
 }
 
+/** What a tenant's name may be: 1–63 of `a-z 0-9 -`, starting with a letter or digit. */
+export const TENANT_NAME = /^[a-z0-9][a-z0-9-]{0,62}$/
+
 /** What an API_KEYS key's name may be: it is the key's identity (`config:<name>`), which owns what the key makes. */
 const KEY_NAME = /^[A-Za-z0-9][A-Za-z0-9._-]{0,63}$/
 
@@ -286,7 +290,7 @@ const KEY_NAME = /^[A-Za-z0-9][A-Za-z0-9._-]{0,63}$/
  * `API_KEYS` parsed; [] when empty. A key's name is its identity (`config:<name>`: its sessions, runs
  * and audit rows), so names are required, unique and plain, and a key is listed once.
  */
-export function parseApiKeys (text: string): Array<{ name: string, key: string, scopes: string[], agents?: string[] }> {
+export function parseApiKeys (text: string): Array<{ name: string, key: string, scopes: string[], agents?: string[], tenant?: string }> {
   if (text.trim() === '') return []
   let parsed: unknown
   try {
@@ -295,11 +299,11 @@ export function parseApiKeys (text: string): Array<{ name: string, key: string, 
     throw new AH_ERR_CONFIG_INVALID(`env/API_KEYS is not JSON: ${(err as Error).message}`)
   }
   const strings = (v: unknown): boolean => Array.isArray(v) && v.every((x) => typeof x === 'string')
-  const valid = Array.isArray(parsed) && parsed.every((k: { name?: unknown, key?: unknown, scopes?: unknown, agents?: unknown }) =>
+  const valid = Array.isArray(parsed) && parsed.every((k: { name?: unknown, key?: unknown, scopes?: unknown, agents?: unknown, tenant?: unknown }) =>
     typeof k === 'object' && k !== null && typeof k.name === 'string' && KEY_NAME.test(k.name) && typeof k.key === 'string' && k.key.length >= 24 &&
-    strings(k.scopes) && (k.agents === undefined || strings(k.agents)))
-  if (!valid) throw new AH_ERR_CONFIG_INVALID('env/API_KEYS must be [{"name": "<1 to 64 of A-Z a-z 0-9 . _ -, unique>", "key": "<24 or more characters>", "scopes": ["..."], "agents"?: ["..."]}]')
-  const keys = parsed as Array<{ name: string, key: string, scopes: string[], agents?: string[] }>
+    strings(k.scopes) && (k.agents === undefined || strings(k.agents)) && (k.tenant === undefined || (typeof k.tenant === 'string' && TENANT_NAME.test(k.tenant))))
+  if (!valid) throw new AH_ERR_CONFIG_INVALID('env/API_KEYS must be [{"name": "<1 to 64 of A-Z a-z 0-9 . _ -, unique>", "key": "<24 or more characters>", "scopes": ["..."], "agents"?: ["..."], "tenant"?: "<1 to 63 of a-z 0-9 ->"}]')
+  const keys = parsed as Array<{ name: string, key: string, scopes: string[], agents?: string[], tenant?: string }>
   const names = new Set<string>()
   const secrets = new Set<string>()
   for (const { name, key } of keys) {

@@ -14,7 +14,7 @@ import { packetOf, type Frame } from '../assist/frame-queue.js'
 import { runKey } from '../assist/run-key.js'
 import type { HostedAgent } from '../agents/hosted-agent.js'
 import type { Identity } from '../storage/api-keys.js'
-import { visibleOwner } from '../auth/scopes.js'
+import { viewerOf } from '../auth/scopes.js'
 import { AH_ERR_REQUEST_CONFLICT, AH_ERR_RUN_NOT_FOUND } from '../errors.js'
 import type { ServiceRequest } from '../protocol/envelope.js'
 import type { DeliveryMode } from '../protocol/manifest.js'
@@ -54,6 +54,18 @@ const MAX_LIST_READS = 20
 function callOf (context: ServerCallContext): A2ACall {
   const call = context.state.get(A2A_CALL) as A2ACall | undefined
   if (call === undefined) throw new Error('an A2A call without its transport\'s context')
+  return call
+}
+
+/** Whether A2A v1.0's `tenant` of a request ('' for none) names another tenant than the caller's. */
+function otherTenant (tenant: string | undefined, identity: Identity): boolean {
+  return tenant !== undefined && tenant !== '' && tenant !== identity.tenant
+}
+
+/** The call of a request that names no task: its `tenant`, when given, must be the caller's. */
+function tenantCall (context: ServerCallContext, tenant: string | undefined): A2ACall {
+  const call = callOf(context)
+  if (otherTenant(tenant, call.identity)) throw new RequestMalformedError(`tenant "${String(tenant)}" is not the caller's: send "${call.identity.tenant}" or none`)
   return call
 }
 
@@ -136,6 +148,7 @@ export class AgentA2AHandler implements A2ARequestHandler {
   async sendMessage (params: SendMessageRequest, context: ServerCallContext): Promise<Message | Task> {
     const call = callOf(context)
     return await translated(call, async () => {
+      tenantCall(context, params.tenant)
       const push = await this.#checkPush(params)
       const { requestId } = await this.#submit(params, call, 'request_response')
       await this.#registerPush(push, requestId, call.identity)
@@ -151,6 +164,7 @@ export class AgentA2AHandler implements A2ARequestHandler {
     const call = callOf(context)
     const handler = this
     return translatedStream(call, async function * () {
+      tenantCall(context, params.tenant)
       const push = await handler.#checkPush(params)
       const { requestId } = await handler.#submit(params, call, 'server_sent_events')
       await handler.#registerPush(push, requestId, call.identity)
@@ -162,22 +176,21 @@ export class AgentA2AHandler implements A2ARequestHandler {
   }
 
   async getTask (params: GetTaskRequest, context: ServerCallContext): Promise<Task> {
-    const record = await this.#visible(params.id, callOf(context).identity)
+    const record = await this.#visible(params.id, callOf(context).identity, params.tenant)
     return await this.#task(record, { historyLength: params.historyLength })
   }
 
   async listTasks (params: ListTasksRequest, context: ServerCallContext): Promise<ListTasksResponse> {
-    const identity = callOf(context).identity
+    const identity = tenantCall(context, params.tenant).identity
     const pageSize = params.pageSize ?? DEFAULT_PAGE_SIZE
     if (!Number.isInteger(pageSize) || pageSize < 1 || pageSize > 100) throw new RequestMalformedError('pageSize must be between 1 and 100')
     const changedAfter = params.statusTimestampAfter !== undefined && params.statusTimestampAfter !== '' ? Date.parse(params.statusTimestampAfter) : undefined
     if (changedAfter !== undefined && Number.isNaN(changedAfter)) throw new RequestMalformedError('statusTimestampAfter must be an ISO 8601 date-time')
     if (params.contextId !== '' && !isUuid(params.contextId)) return { tasks: [], nextPageToken: '', pageSize, totalSize: 0 }
     const status = params.status !== undefined && params.status !== TaskState.TASK_STATE_UNSPECIFIED ? params.status : undefined
-    const owner = visibleOwner(identity)
     const filter: RunFilter = {
       agentId: this.#hosted.manifest.metadata.id,
-      ...(owner !== undefined ? { ownerKey: owner } : {}),
+      viewer: viewerOf(identity),
       ...(params.contextId !== '' ? { sessionId: params.contextId.toLowerCase() } : {}),
       // a chain's task is listed at its first run, which stopped to ask, in whatever state the chain is now
       ...(status !== undefined ? { states: [...STATE_FILTERS[status] ?? [], ...(this.#interrupts !== undefined ? CHAIN_STARTS : [])] } : {}),
@@ -228,7 +241,7 @@ export class AgentA2AHandler implements A2ARequestHandler {
   }
 
   async #cancel (params: CancelTaskRequest, identity: Identity): Promise<Task> {
-    const record = await this.#visible(params.id, identity)
+    const record = await this.#visible(params.id, identity, params.tenant)
     const { projection, latest, chain } = await this.#view(record)
     const before = projection.task()
     if (before.status?.state === TaskState.TASK_STATE_CANCELED) return before
@@ -253,7 +266,7 @@ export class AgentA2AHandler implements A2ARequestHandler {
     const call = callOf(context)
     const handler = this
     return translatedStream(call, async function * () {
-      const record = await handler.#visible(params.id, call.identity)
+      const record = await handler.#visible(params.id, call.identity, params.tenant)
       // the task as the journal has it now (a chain's: up to its latest run), then the packets after the last of them: nothing missed, nothing twice
       const { projection, latest, after } = await handler.#view(record)
       if (projection.ended && INTERRUPTED_STATES.has(projection.state)) {
@@ -273,27 +286,27 @@ export class AgentA2AHandler implements A2ARequestHandler {
     const call = callOf(context)
     return await translated(call, async () => {
       const push = this.#pushConfigs()
-      const record = await this.#visible(params.taskId, call.identity)
+      const record = await this.#visible(params.taskId, call.identity, params.tenant)
       return await push.save(record, await push.check(params), call.identity, 'now')
     })
   }
 
   async getTaskPushNotificationConfig (params: GetTaskPushNotificationConfigRequest, context: ServerCallContext): Promise<TaskPushNotificationConfig> {
     const push = this.#pushConfigs()
-    return push.get(await this.#visible(params.taskId, callOf(context).identity), params.id)
+    return push.get(await this.#visible(params.taskId, callOf(context).identity, params.tenant), params.id)
   }
 
   async listTaskPushNotificationConfigs (params: ListTaskPushNotificationConfigsRequest, context: ServerCallContext): Promise<ListTaskPushNotificationConfigsResponse> {
     const push = this.#pushConfigs()
     // a task has at most MAX_CONFIGS_PER_TASK configs: one page
-    return { configs: await push.list(await this.#visible(params.taskId, callOf(context).identity)), nextPageToken: '' }
+    return { configs: await push.list(await this.#visible(params.taskId, callOf(context).identity, params.tenant)), nextPageToken: '' }
   }
 
   async deleteTaskPushNotificationConfig (params: DeleteTaskPushNotificationConfigRequest, context: ServerCallContext): Promise<void> {
     const call = callOf(context)
     await translated(call, async () => {
       const push = this.#pushConfigs()
-      await push.delete(await this.#visible(params.taskId, call.identity), params.id, call.identity)
+      await push.delete(await this.#visible(params.taskId, call.identity, params.tenant), params.id, call.identity)
     })
   }
 
@@ -373,12 +386,13 @@ export class AgentA2AHandler implements A2ARequestHandler {
     return await this.#store.get(requestId) as RunRecord
   }
 
-  /** The caller's task `taskId` of this agent (an admin's: anyone's). */
-  async #visible (taskId: string, identity: Identity): Promise<RunRecord> {
+  /** The task `taskId` of this agent: the caller's own, else the newest the caller sees (`auth/scopes.ts:viewerOf`). */
+  async #visible (taskId: string, identity: Identity, tenant?: string): Promise<RunRecord> {
     const agentId = this.#hosted.manifest.metadata.id
-    if (!isUuid(taskId)) throw new TaskNotFoundError(`Task not found: ${taskId}`)
+    if (!isUuid(taskId) || otherTenant(tenant, identity)) throw new TaskNotFoundError(`Task not found: ${taskId}`)
     const own = await this.#store.get(runKey(identity.id, taskId.toLowerCase()))
-    const record = own ?? (visibleOwner(identity) === undefined ? await this.#store.byWireId(agentId, taskId.toLowerCase()) : undefined)
+    const viewer = viewerOf(identity)
+    const record = own ?? ('owner' in viewer ? undefined : await this.#store.byWireId(agentId, taskId.toLowerCase(), viewer))
     if (record === undefined || record.agent_id !== agentId) throw new TaskNotFoundError(`Task not found: ${taskId}`)
     return record
   }

@@ -1,6 +1,6 @@
 import type { Interrupt as AgUiInterrupt, ResumeEntry } from '@ag-ui/core'
 import type { AssistEngine } from '../assist/engine.js'
-import { visibleOwner } from '../auth/scopes.js'
+import { viewerOf } from '../auth/scopes.js'
 import { AH_ERR_INTERRUPT_NOT_FOUND, AH_ERR_VALIDATION, withDetails } from '../errors.js'
 import type { ServiceRequest } from '../protocol/envelope.js'
 import type { Interrupt, ResumeAnswer } from '../protocol/interrupts.js'
@@ -8,6 +8,7 @@ import type { Identity } from '../storage/api-keys.js'
 import type { InterruptStore } from '../storage/interrupts.js'
 import type { RunReader } from '../storage/run-ledger.js'
 import type { RunRecord } from '../storage/runs.js'
+import { sees } from '../storage/tenants.js'
 
 /** The answer an approval takes, as a JSON Schema (AG-UI's `responseSchema`): CAP's `ApprovalValue`. */
 const APPROVAL_SCHEMA = {
@@ -73,8 +74,7 @@ export interface GiveUp {
  */
 export async function giveUp (stores: GiveUp, question: { sessionId: string, agentId: string, ids: readonly string[] }, identity: Identity): Promise<void> {
   const chain = (await stores.interrupts.inSession(question.sessionId)).find((c) => c.interrupts.some((i) => question.ids.includes(i.id)))
-  const owner = visibleOwner(identity)
-  if (chain === undefined || chain.agent_id !== question.agentId || (owner !== undefined && chain.owner_key !== owner)) throw new AH_ERR_INTERRUPT_NOT_FOUND(question.ids[0] as string)
+  if (chain === undefined || chain.agent_id !== question.agentId || !sees(viewerOf(identity), chain.owner_key)) throw new AH_ERR_INTERRUPT_NOT_FOUND(question.ids[0] as string)
   if (chain.state !== 'waiting') return
   // the run that asked last was stored when it started, before it asked
   const last = await stores.runs.get(chain.last_run) as RunRecord

@@ -2,7 +2,8 @@ import type { UIMessageChunk } from 'ai'
 import type { AssistEngine } from '../assist/engine.js'
 import { packetOf, type Frame } from '../assist/frame-queue.js'
 import type { HostedAgent } from '../agents/hosted-agent.js'
-import { visibleOwner } from '../auth/scopes.js'
+import { viewerOf } from '../auth/scopes.js'
+import { sees } from '../storage/tenants.js'
 import type { ServiceRequest } from '../protocol/envelope.js'
 import type { StreamPacket } from '../protocol/packets.js'
 import type { Identity } from '../storage/api-keys.js'
@@ -68,14 +69,13 @@ export class AiSdkChats {
     return resentAs(fresh, await this.#engine.sentBefore(fresh.request_id, identity))
   }
 
-  /** The caller's newest running run of chat `chatId` (an admin's: anyone's), if any. */
+  /** The newest running run of chat `chatId` the caller sees (`auth/scopes.ts:viewerOf`), if any. */
   async running (chatId: string, identity: Identity): Promise<RunRecord | undefined> {
-    const owner = visibleOwner(identity)
     const { runs } = await this.#store.list({
       agentId: this.#hosted.manifest.metadata.id,
       sessionId: chatSessionId(chatId),
       states: [{ state: 'running' }],
-      ...(owner !== undefined ? { ownerKey: owner } : {})
+      viewer: viewerOf(identity)
     }, { limit: 1 })
     return runs[0]
   }
@@ -124,10 +124,10 @@ export class AiSdkChats {
     }
   }
 
-  /** The chains of questions of a chat that are the caller's (an admin's: anyone's). */
+  /** The chains of questions of a chat that the caller sees. */
   async #chains (sessionId: string, identity: Identity): Promise<WaitingRun[]> {
-    const owner = visibleOwner(identity)
-    return (await this.#interrupts.inSession(sessionId)).filter((chain) => owner === undefined || chain.owner_key === owner)
+    const viewer = viewerOf(identity)
+    return (await this.#interrupts.inSession(sessionId)).filter((chain) => sees(viewer, chain.owner_key))
   }
 }
 

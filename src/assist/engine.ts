@@ -12,7 +12,7 @@ import type { AgentRegistry } from '../agents/registry.js'
 import { resolveAgentRequest } from '../agents/resolve-request.js'
 import { agentRefusal } from '../auth/agent-access.js'
 import type { Identity } from '../storage/api-keys.js'
-import { grants } from '../auth/scopes.js'
+import { grants, viewerOf } from '../auth/scopes.js'
 import type { DeliveryMode } from '../protocol/manifest.js'
 import type { ResolvedAgentRequest, ServiceRequest } from '../protocol/envelope.js'
 import { isBusy, isUnavailable, retryBusy } from '../storage/busy.js'
@@ -31,6 +31,7 @@ import { RunRegistry } from './run-registry.js'
 import { endRunSpan, startRunSpan, type RunTrace } from './run-span.js'
 import { tracedBackend } from './traced-backend.js'
 import { meteredBackend, repeatsBackendUsage } from './metered-backend.js'
+import { sees } from '../storage/tenants.js'
 import { RunObservers, UNKNOWN_MODEL, type RunObserver } from './run-observers.js'
 import type { A2ACallers } from '../a2a-client/remote-agents.js'
 import type { ToolCallers } from '../tools/tool-caller.js'
@@ -358,7 +359,12 @@ export class AssistEngine {
     const mode = this.#modeOf(options.delivery, capability)
     const known = resume === undefined ? await this.#o.ledger.get(requestId) : undefined
     if (known !== undefined) return { ...await this.#join(known, hash, mode, who, admin, resolved), agent }
-    if (options.resuming === true && mode === 'server_sent_events') return { requestId, mode, outcome: 'gone', agent }
+    if (options.resuming === true && mode === 'server_sent_events') {
+      // another's session is not there, whichever way the client asks (a new run in it would be refused the same)
+      const key = admin ? undefined : await this.#o.ledger.sessionKey(resolved.session_id)
+      if (key !== undefined && key !== who.id) throw new AH_ERR_SESSION_NOT_FOUND(resolved.session_id)
+      return { requestId, mode, outcome: 'gone', agent }
+    }
     const backends = [...(hosted.agent.backends ?? []), ...(hosted.agent.capabilityBackends?.[capability.capability.name] ?? [])]
     for (const name of backends) {
       const lent = options.lend?.get(name)
@@ -686,19 +692,21 @@ export class AssistEngine {
   }
 
   /**
-   * Cancel a running run, wherever it runs. Only the caller who submitted it, or an admin, may;
-   * for anyone else it does not exist (404, as for sessions).
+   * Cancel a running run, wherever it runs. Only the caller who submitted it, or one who sees it (a
+   * tenant's admin, the host's admin: `auth/scopes.ts:viewerOf`), may; for anyone else it does not
+   * exist (404, as for sessions).
    * @throws AH_ERR_RUN_NOT_FOUND
    */
   async cancel (wireId: string, identity: Identity): Promise<void> {
-    const admin = grants(identity.scopes, 'admin')
-    // an admin may cancel anyone's running run of this id; anyone else only their own
+    const viewer = viewerOf(identity)
+    const others = !('owner' in viewer)
+    // an admin may cancel the running run of this id of anyone it sees; anyone else only their own
     const { ledger } = this.#o
-    const record = await ledger.get(runKey(identity.id, wireId)) ?? (admin ? (await ledger.runningByRequestId(wireId))[0] : undefined)
-    const mine = record !== undefined && (admin || record.owner_key === identity.id)
+    const record = await ledger.get(runKey(identity.id, wireId)) ?? (others ? (await ledger.runningByRequestId(wireId)).find((r) => sees(viewer, r.owner_key)) : undefined)
+    const mine = record !== undefined && sees(viewer, record.owner_key)
     if (!mine) {
       // an admin may also end another caller's run that waits for an answer, named by the request that asked
-      const waiting = admin && record === undefined ? (await this.#o.interrupts?.waitingByRequestId(wireId))?.[0] : undefined
+      const waiting = others && record === undefined ? (await this.#o.interrupts?.waitingByRequestId(wireId))?.find((chain) => sees(viewer, chain.owner_key)) : undefined
       if (waiting === undefined) throw new AH_ERR_RUN_NOT_FOUND(wireId)
       await this.#o.interrupts?.settle(waiting.run_key, 'ended', Date.now())
       await ledger.audit({ actor: identity.id, action: 'assist.cancel', resource: waiting.agent_id, success: true, request_id: wireId, details: { waiting: true } })

@@ -4,6 +4,7 @@ import type { FastifyJWTOptions } from '@fastify/jwt'
 import type { Config } from '../config.js'
 import { AH_ERR_AUTH_UNKNOWN_KEY, AH_ERR_CONFIG_INVALID } from '../errors.js'
 import type { Identity } from '../storage/api-keys.js'
+import { DEFAULT_TENANT, principalId, TENANT_NAME } from '../storage/tenants.js'
 import { SCOPES } from './scopes.js'
 
 /** Why credentials were refused: the audited reason, and the message for the caller. */
@@ -126,11 +127,15 @@ export function jwtOptions (config: Config): FastifyJWTOptions {
  * Who a verified token names: `sub` (the identity `jwt:<sub>`, which owns the sessions it makes),
  * its scopes from `scope` (space-separated, as in OAuth 2) or `scp` (a list; unknown scopes are
  * dropped), the agents it may invoke from `agents` (a list of strings; absent means any), its name
- * from `name`. A claim of the wrong type is a refusal, never a guess: `sub` must be a non-empty
- * string (of at most 256 characters), `agents` an array of strings, `scope` a string, `scp` an array of strings.
+ * from `name`, its tenant from `tenantClaim` (JWT_TENANT_CLAIM; absent: the default tenant, and the
+ * identity `tenant:<tenant>/jwt:<sub>` otherwise). A claim of the wrong type is a refusal, never a
+ * guess: `sub` must be a non-empty string (of at most 256 characters), `agents` an array of strings,
+ * `scope` a string, `scp` an array of strings, the tenant a tenant's name.
  */
-export function identityOf (claims: Record<string, unknown>): Identity | Refusal {
+export function identityOf (claims: Record<string, unknown>, tenantClaim = 'tenant'): Identity | Refusal {
   const { sub, agents: agentsClaim } = claims
+  const tenant = claims[tenantClaim] ?? DEFAULT_TENANT
+  if (typeof tenant !== 'string' || !TENANT_NAME.test(tenant)) return { reason: 'bad_claim', message: `the token's ${tenantClaim} must be a tenant's name: 1 to 63 of a-z 0-9 -` }
   if (typeof sub !== 'string' || sub.trim() === '' || sub.length > 256) return { reason: 'bad_claim', message: 'the token\'s sub must be a non-empty string of at most 256 characters' }
   if (agentsClaim !== undefined && !(Array.isArray(agentsClaim) && agentsClaim.every((a) => typeof a === 'string'))) return { reason: 'bad_claim', message: 'the token\'s agents must be an array of agent names or ids' }
   if (claims.scope !== undefined && typeof claims.scope !== 'string') return { reason: 'bad_claim', message: 'the token\'s scope must be a space-separated string' }
@@ -140,8 +145,9 @@ export function identityOf (claims: Record<string, unknown>): Identity | Refusal
   const known = new Set<string>(SCOPES)
   const agents = agentsClaim === undefined ? null : agentsClaim as string[]
   return {
-    id: `jwt:${sub}`,
+    id: principalId(tenant, `jwt:${sub}`),
     name: typeof claims.name === 'string' && claims.name !== '' ? claims.name : sub,
+    tenant,
     scopes: new Set(listed.filter((s): s is string => typeof s === 'string' && known.has(s))),
     agents: agents === null ? null : new Set(agents),
     anonymous: false

@@ -1,7 +1,12 @@
-/** Every scope a key may hold. `admin` holds them all. */
+import type { Viewer } from '../storage/tenants.js'
+
+/**
+ * Every scope a key may hold. `admin` (the host's administrator) holds them all and sees every
+ * tenant's things; `tenant-admin` holds every scope but `admin` and sees its own tenant's things.
+ */
 export const SCOPES = [
   'assist:invoke', 'agents:read', 'tasks:read', 'tasks:write', 'tasks:claim', 'events:internal',
-  'sessions:read', 'sessions:delete', 'audit:read', 'bus:publish', 'bus:read', 'admin'
+  'sessions:read', 'sessions:delete', 'audit:read', 'bus:publish', 'bus:read', 'tenant-admin', 'admin'
 ] as const
 export type Scope = typeof SCOPES[number]
 
@@ -69,16 +74,18 @@ export const ROUTE_SCOPES: Readonly<Record<string, Scope>> = {
 export const START_TOOLS_SCOPE: Scope = 'admin'
 
 /**
- * Whose things a caller may see: undefined for an admin (everyone's), else its own principal's id.
- * Anything owned by another principal is, for this caller, not there (404, never 403).
+ * Whose things a caller sees, by role: the host's `admin` everyone's, a `tenant-admin` its tenant's,
+ * anyone else its own principal's. Anything else is, for this caller, not there (404, never 403).
  */
-export function visibleOwner (identity: { id: string, scopes: ReadonlySet<string> }): string | undefined {
-  return grants(identity.scopes, 'admin') ? undefined : identity.id
+export function viewerOf (identity: { id: string, tenant: string, scopes: ReadonlySet<string> }): Viewer {
+  if (identity.scopes.has('admin')) return { all: true }
+  if (identity.scopes.has('tenant-admin')) return { tenant: identity.tenant }
+  return { owner: identity.id }
 }
 
-/** Whether `held` grants `scope` (`admin` grants everything). */
+/** Whether `held` grants `scope` (`admin` grants everything; `tenant-admin` everything but `admin`). */
 export function grants (held: ReadonlySet<string>, scope: string): boolean {
-  return held.has('admin') || held.has(scope)
+  return held.has('admin') || held.has(scope) || (held.has('tenant-admin') && scope !== 'admin')
 }
 
 /** A route's key in {@link ROUTE_SCOPES}: `METHOD /pattern` (HEAD counts as GET). */

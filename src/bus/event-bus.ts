@@ -6,6 +6,7 @@ import { AH_ERR_BUS_DEAD_LETTER_NOT_FOUND, AH_ERR_BUS_EVENT_INVALID, AH_ERR_BUS_
 import { EventPublication, type EventPublication as Publication } from '../protocol/contract.js'
 import { COMMON_EVENT_DATA, lazySchema } from '../agents/json-schema.js'
 import type { BusEvent, BusStore, DeadLetter, SubscriptionRecord } from '../storage/bus.js'
+import type { Viewer } from '../storage/tenants.js'
 import { filterMatches, typeMatcher } from './match.js'
 
 type Json = Record<string, unknown>
@@ -168,7 +169,7 @@ export class EventBus {
     return await this.#o.store.subscriptions()
   }
 
-  async deadLetters (query: { after?: number, limit?: number, owner?: string }): Promise<DeadLetter[]> {
+  async deadLetters (query: { after?: number, limit?: number, viewer?: Viewer }): Promise<DeadLetter[]> {
     return await this.#o.store.deadLetters(query)
   }
 
@@ -176,8 +177,8 @@ export class EventBus {
    * Deliver a dead letter again (see `BusStore.redrive`).
    * @throws AH_ERR_BUS_DEAD_LETTER_NOT_FOUND (404), AH_ERR_BUS_REDRIVE_REFUSED (409) when its event expired or its subscription is gone
    */
-  async redrive (id: number, owner?: string): Promise<void> {
-    const outcome = await this.#o.write(() => this.#o.store.redrive(id, this.#now(), owner))
+  async redrive (id: number, viewer?: Viewer): Promise<void> {
+    const outcome = await this.#o.write(() => this.#o.store.redrive(id, this.#now(), viewer))
     if (outcome === 'missing') throw new AH_ERR_BUS_DEAD_LETTER_NOT_FOUND(id)
     if (outcome === 'expired') throw new AH_ERR_BUS_REDRIVE_REFUSED(id, 'its event is past its time to live')
     if (outcome === 'unsubscribed') throw new AH_ERR_BUS_REDRIVE_REFUSED(id, 'its subscription was removed')
@@ -185,8 +186,8 @@ export class EventBus {
   }
 
   /** A page of live `a2a` events after the cursor matching `patterns`, and the cursor to go on from. */
-  async feed (query: { after: number, patterns: readonly string[], owner?: string, limit?: number }): Promise<{ events: BusEvent[], next: number }> {
-    const page = await this.#o.store.feed({ after: query.after, now: this.#now(), limit: query.limit ?? 500, ...(query.owner !== undefined ? { owner: query.owner } : {}) })
+  async feed (query: { after: number, patterns: readonly string[], viewer?: Viewer, limit?: number }): Promise<{ events: BusEvent[], next: number }> {
+    const page = await this.#o.store.feed({ after: query.after, now: this.#now(), limit: query.limit ?? 500, ...(query.viewer !== undefined ? { viewer: query.viewer } : {}) })
     const wanted = typeMatcher(query.patterns)
     return { events: page.events.filter((e) => wanted(e.type)), next: page.next }
   }

@@ -5,6 +5,7 @@ import { openCommandStores, table, type CommandIo } from './shared.js'
 import { loadAgents } from '../agents/loader.js'
 import { type ApiKeyRecord } from '../storage/api-keys.js'
 import { SCOPES } from '../auth/scopes.js'
+import { DEFAULT_TENANT, TENANT_NAME } from '../storage/tenants.js'
 import { AH_ERR_KEY_NAME_AMBIGUOUS, AH_ERR_KEY_NAME_TAKEN } from '../errors.js'
 
 /** Whether a key works at `now`: revoked (whatever its expiry), expired, or active. */
@@ -14,8 +15,8 @@ function keyState (k: ApiKeyRecord, now: Date): 'active' | 'expired' | 'revoked'
 }
 
 /** A key as `keys list --json` prints it: the record's fields, named, and its state, never its hash. */
-function keyJson (k: ApiKeyRecord, now: Date): Pick<ApiKeyRecord, 'id' | 'name' | 'scopes' | 'agents' | 'created_at' | 'expires_at' | 'revoked_at'> & { state: ReturnType<typeof keyState> } {
-  return { id: k.id, name: k.name, scopes: k.scopes, agents: k.agents, created_at: k.created_at, expires_at: k.expires_at, revoked_at: k.revoked_at, state: keyState(k, now) }
+function keyJson (k: ApiKeyRecord, now: Date): Pick<ApiKeyRecord, 'id' | 'name' | 'tenant' | 'scopes' | 'agents' | 'created_at' | 'expires_at' | 'revoked_at'> & { state: ReturnType<typeof keyState> } {
+  return { id: k.id, name: k.name, tenant: k.tenant, scopes: k.scopes, agents: k.agents, created_at: k.created_at, expires_at: k.expires_at, revoked_at: k.revoked_at, state: keyState(k, now) }
 }
 
 /** `30d`, `12h`, `45m` from now, or an ISO date. */
@@ -28,12 +29,14 @@ function expiry (text: string): Date | undefined {
 
 /**
  * `keys create|list|revoke`: the keys of DATABASE_URL's PostgreSQL database when it is set (shared
- * by every instance), else of DATA_DIR's SQLite database; each change is audited.
+ * by every instance), else of DATA_DIR's SQLite database; each change is audited. `--tenant` makes
+ * a key of that tenant (create) or lists only that tenant's keys (list).
  */
-export async function keys (sub: string | undefined, target: string | undefined, values: { name?: string, scopes?: string, agents?: string, expires?: string, json?: boolean }, env: Record<string, string | undefined>, io: CommandIo): Promise<number> {
+export async function keys (sub: string | undefined, target: string | undefined, values: { name?: string, scopes?: string, agents?: string, expires?: string, tenant?: string, json?: boolean }, env: Record<string, string | undefined>, io: CommandIo): Promise<number> {
   const list = (v: string | undefined): string[] => (v ?? '').split(',').map((s) => s.trim()).filter((s) => s !== '')
   if (sub !== 'create' && sub !== 'list' && sub !== 'revoke') { io.err(`keys needs create, list or revoke\n\n${USAGE}`); return 2 }
   let expiresAt: Date | undefined
+  if (values.tenant !== undefined && !TENANT_NAME.test(values.tenant)) { io.err(`--tenant "${values.tenant}" is not a tenant's name: 1 to 63 of a-z 0-9 -, starting with a letter or digit`); return 2 }
   if (sub === 'create') {
     const unknown = list(values.scopes).filter((s) => !(SCOPES as readonly string[]).includes(s))
     if (values.name === undefined || values.name === '' || list(values.scopes).length === 0) { io.err('keys create needs --name and --scopes'); return 2 }
@@ -58,17 +61,17 @@ export async function keys (sub: string | undefined, target: string | undefined,
   const store = stores.keys
   try {
     if (sub === 'create') {
-      const { key, record } = await store.create({ name: values.name as string, scopes: list(values.scopes), ...(agents.length > 0 ? { agents } : {}), ...(expiresAt !== undefined ? { expiresAt } : {}) }, actor)
+      const { key, record } = await store.create({ name: values.name as string, scopes: list(values.scopes), ...(agents.length > 0 ? { agents } : {}), ...(values.tenant !== undefined ? { tenant: values.tenant } : {}), ...(expiresAt !== undefined ? { expiresAt } : {}) }, actor)
       io.out(key)
-      io.err(`key ${record.id} "${record.name}" made; it is shown only now`)
+      io.err(`key ${record.id} "${record.name}"${record.tenant === DEFAULT_TENANT ? '' : ` of tenant ${record.tenant}`} made; it is shown only now`)
       return 0
     }
     if (sub === 'list') {
-      const listed = await store.list()
+      const listed = (await store.list()).filter((k) => values.tenant === undefined || k.tenant === values.tenant)
       const now = new Date()
       if (values.json === true) { io.out(JSON.stringify(listed.map((k) => keyJson(k, now)))); return 0 }
-      table(['ID', 'NAME', 'SCOPES', 'AGENTS', 'CREATED', 'EXPIRES', 'STATE'], listed.map((k) => [
-        k.id, k.name, k.scopes.join(','), k.agents?.join(',') ?? '*', k.created_at, k.expires_at ?? 'never', k.revoked_at === null ? keyState(k, now) : `revoked ${k.revoked_at}`
+      table(['ID', 'NAME', 'TENANT', 'SCOPES', 'AGENTS', 'CREATED', 'EXPIRES', 'STATE'], listed.map((k) => [
+        k.id, k.name, k.tenant, k.scopes.join(','), k.agents?.join(',') ?? '*', k.created_at, k.expires_at ?? 'never', k.revoked_at === null ? keyState(k, now) : `revoked ${k.revoked_at}`
       ]), io)
       return 0
     }

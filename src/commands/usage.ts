@@ -21,9 +21,10 @@ commands:
                                                 (docs/backups.md)
   worker --type T [--concurrency N] [--data-dir DIR]
                                                 work the task graph as task agent T until SIGTERM/SIGINT
-  keys create --name N --scopes s1,s2 [--agents a,b] [--expires 30d|ISO date]
-                                                make an API key and print it (once: only its hash is kept)
-  keys list [--json]                            the keys, under a header: id, name, scopes, agents, created,
+  keys create --name N --scopes s1,s2 [--agents a,b] [--tenant T] [--expires 30d|ISO date]
+                                                make an API key and print it (once: only its hash is kept);
+                                                --tenant: the key belongs to tenant T (default: default)
+  keys list [--tenant T] [--json]               the keys, under a header: id, name, tenant, scopes, agents, created,
                                                 expiry, state (active, expired, or revoked and when; never
                                                 the key); columns aligned on a terminal, tab-separated when
                                                 piped; --json: one JSON array

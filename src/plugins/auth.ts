@@ -5,6 +5,7 @@ import { ANONYMOUS, BOOTSTRAP_KEY_NAME, type Identity, type KeyStore as KeyStore
 import { grants, isPublic, ROUTE_SCOPES, routeKey } from '../auth/scopes.js'
 import { AH_ERR_AUTH_REQUIRED, AH_ERR_FORBIDDEN, AH_ERR_REQUEST_INVALID } from '../errors.js'
 import { ErrorBody } from '../protocol/response.js'
+import { DEFAULT_TENANT } from '../storage/tenants.js'
 
 declare module 'fastify' {
   interface FastifyInstance {
@@ -18,7 +19,7 @@ declare module 'fastify' {
 }
 
 /** No caller yet (public routes, unknown routes). */
-const NOBODY: Identity = { id: 'none', name: 'none', scopes: new Set(), agents: null, anonymous: true }
+const NOBODY: Identity = { id: 'none', name: 'none', tenant: DEFAULT_TENANT, scopes: new Set(), agents: null, anonymous: true }
 
 /**
  * Authentication and authorisation. AUTH_MODE `apikey`: every route but the public ones needs
@@ -100,7 +101,7 @@ async function auth (app: FastifyInstance): Promise<void> {
   if (config.AUTH_MODE === 'jwt') await app.register((await import('@fastify/jwt')).default, jwtOptions(config))
   const verifyToken = async (request: FastifyRequest): Promise<Identity | Refusal> => {
     try {
-      return identityOf(await request.jwtVerify<Record<string, unknown>>())
+      return identityOf(await request.jwtVerify<Record<string, unknown>>(), config.JWT_TENANT_CLAIM)
     } catch (err) {
       if (typeof (err as { code?: unknown }).code !== 'string') request.log.warn({ err }, 'a token broke the JWT verifier')
       return refusalOf(err as Error)

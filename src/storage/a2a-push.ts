@@ -1,4 +1,5 @@
 import type { Awaitable } from './awaitable.js'
+import type { Viewer } from './tenants.js'
 import type { AuditInput } from './audit.js'
 
 /** Where a config's delivery stands: pushing (`active`), the task's final status pushed (`done`), or given up (`failed`). */
@@ -120,7 +121,7 @@ export interface A2APushStore {
    * The delivery state of configs after `after` (by seq), oldest first, at most `limit` (100): only
    * those of `owner`'s tasks when given, of one task (its A2A task id) or in one state when asked.
    */
-  deliveries(query: { after?: number, limit?: number, owner?: string, taskId?: string, state?: PushState }): Awaitable<PushDeliveryRow[]>
+  deliveries(query: { after?: number, limit?: number, viewer?: Viewer, taskId?: string, state?: PushState }): Awaitable<PushDeliveryRow[]>
 }
 
 /**

@@ -2,6 +2,7 @@ import { createHash, createHmac, randomBytes, timingSafeEqual } from 'node:crypt
 import type { AuditInput } from './audit.js'
 import type { Awaitable } from './awaitable.js'
 import { AH_ERR_KEY_NAME_AMBIGUOUS, AH_ERR_KEY_NAME_TAKEN } from '../errors.js'
+import { DEFAULT_TENANT, principalId } from './tenants.js'
 
 /** A key as listed: never the key itself, which is shown once when it is made. */
 export interface ApiKeyRecord {
@@ -11,6 +12,8 @@ export interface ApiKeyRecord {
   scopes: string[]
   /** Agents (ids or names) the key may invoke; null for any. */
   agents: string[] | null
+  /** The tenant the key belongs to (`default` unless it was made for another). */
+  tenant: string
   created_at: string
   expires_at: string | null
   revoked_at: string | null
@@ -20,15 +23,21 @@ export interface ApiKeyRecord {
 
 /** Who is calling, as the routes see it. */
 export interface Identity {
-  /** The key's id, or `anonymous` when AUTH_MODE is off. */
+  /**
+   * The principal: the key's id (`config:<name>` for a key of API_KEYS, `jwt:<sub>` for a token,
+   * `anonymous` when AUTH_MODE is off), as `tenant:<tenant>/<id>` in a tenant other than the default
+   * (`storage/tenants.ts:principalId`). What the caller makes is stored under it.
+   */
   id: string
   name: string
+  /** The tenant the caller belongs to. */
+  tenant: string
   scopes: ReadonlySet<string>
   agents: ReadonlySet<string> | null
   anonymous: boolean
 }
 /** The caller when AUTH_MODE is off: anonymous, holding every scope. */
-export const ANONYMOUS: Identity = { id: 'anonymous', name: 'anonymous', scopes: new Set(['admin']), agents: null, anonymous: true }
+export const ANONYMOUS: Identity = { id: 'anonymous', name: 'anonymous', tenant: DEFAULT_TENANT, scopes: new Set(['admin']), agents: null, anonymous: true }
 
 /** A key from the API_KEYS setting. */
 export interface ConfigKey {
@@ -36,6 +45,7 @@ export interface ConfigKey {
   key: string
   scopes: string[]
   agents?: string[]
+  tenant?: string
 }
 
 /** What {@link KeyStore.create} is given. */
@@ -43,6 +53,8 @@ export interface NewKey {
   name: string
   scopes: string[]
   agents?: string[]
+  /** Its tenant; `default` when absent. */
+  tenant?: string
   expiresAt?: Date
   /** A key the operator chose (BOOTSTRAP_ADMIN_KEY), stored instead of a new one. */
   key?: string
@@ -94,6 +106,7 @@ export interface KeyRow {
   hash: string
   scopes: string
   agents: string | null
+  tenant: string
   created_at: string
   expires_at: string | null
   revoked_at: string | null
@@ -137,6 +150,7 @@ export function newKeyRow (options: NewKey): { key: string, row: KeyRow } {
     hash: keyDigest(salt, secret).toString('hex'),
     scopes: JSON.stringify(options.scopes),
     agents: options.agents === undefined ? null : JSON.stringify(options.agents),
+    tenant: options.tenant ?? DEFAULT_TENANT,
     created_at: new Date().toISOString(),
     expires_at: options.expiresAt?.toISOString() ?? null,
     revoked_at: null
@@ -158,7 +172,7 @@ export class ConfigKeys {
       return {
         salt,
         hash: keyDigest(salt, k.key),
-        record: { id: `config:${k.name}`, name: k.name, scopes: k.scopes, agents: k.agents ?? null, created_at: new Date(0).toISOString(), expires_at: null, revoked_at: null, source: 'config' }
+        record: { id: `config:${k.name}`, name: k.name, scopes: k.scopes, agents: k.agents ?? null, tenant: k.tenant ?? DEFAULT_TENANT, created_at: new Date(0).toISOString(), expires_at: null, revoked_at: null, source: 'config' }
       }
     })
   }
@@ -190,6 +204,7 @@ export function toRecord (row: KeyRow): ApiKeyRecord {
     name: row.name,
     scopes: JSON.parse(row.scopes) as string[],
     agents: row.agents === null ? null : JSON.parse(row.agents) as string[],
+    tenant: row.tenant,
     created_at: row.created_at,
     expires_at: row.expires_at,
     revoked_at: row.revoked_at,
@@ -198,12 +213,12 @@ export function toRecord (row: KeyRow): ApiKeyRecord {
 }
 
 function identity (record: ApiKeyRecord): Identity {
-  return { id: record.id, name: record.name, scopes: new Set(record.scopes), agents: record.agents === null ? null : new Set(record.agents), anonymous: false }
+  return { id: principalId(record.tenant, record.id), name: record.name, tenant: record.tenant, scopes: new Set(record.scopes), agents: record.agents === null ? null : new Set(record.agents), anonymous: false }
 }
 
 /** The audit row of a key made by `actor`. */
 export function keyCreated (record: ApiKeyRecord, actor: string): AuditInput {
-  return { actor, action: 'key.create', resource: record.id, success: true, details: { name: record.name, scopes: record.scopes, agents: record.agents, expires_at: record.expires_at } }
+  return { actor, action: 'key.create', resource: record.id, success: true, details: { name: record.name, tenant: record.tenant, scopes: record.scopes, agents: record.agents, expires_at: record.expires_at } }
 }
 
 /** The audit row of `count` keys revoked by `actor`, named as they asked (`target`: an id or a name). */

@@ -3,6 +3,7 @@ import type { AuditCheckpoint, FoundCheckpoint } from './audit-checkpoints.js'
 import { AuditKeyring } from './audit-key.js'
 import type { Awaitable } from './awaitable.js'
 import { canonicalJson } from './canonical-json.js'
+import type { Viewer } from './tenants.js'
 import { auditDetails, auditText, cutText } from './audit-text.js'
 
 /** The `previous_hash` of the first row. */
@@ -87,6 +88,12 @@ export interface AuditVerification {
 
 export interface AuditQuery {
   actor?: string
+  /**
+   * Only rows whose actor this viewer sees (by principal: `storage/tenants.ts`). Exact for one owner
+   * and for a tenant other than the default; for the default tenant the rows of the host's own
+   * actors remain, which `seesActor` removes.
+   */
+  viewer?: Viewer
   action?: string
   resource?: string
   request_id?: string

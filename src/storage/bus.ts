@@ -1,4 +1,5 @@
 import type { Awaitable } from './awaitable.js'
+import type { Viewer } from './tenants.js'
 
 type Json = Record<string, unknown>
 
@@ -140,22 +141,22 @@ export interface BusStore {
   fail(subscriptionId: string, seq: number, owner: string, error: string, now: number): Awaitable<'retry' | 'dead' | 'lost'>
   /** When the next delivery of these subscriptions falls due (its retry, or its lease's end), if any waits. */
   nextDue(subscriptionIds: readonly string[]): Awaitable<number | undefined>
-  /** Dead letters after `after` (by id), oldest first, at most `limit` (100); only `owner`'s when given. */
-  deadLetters(query: { after?: number, limit?: number, owner?: string }): Awaitable<DeadLetter[]>
+  /** Dead letters after `after` (by id), oldest first, at most `limit` (100); only those `viewer` sees when given. */
+  deadLetters(query: { after?: number, limit?: number, viewer?: Viewer }): Awaitable<DeadLetter[]>
   /**
    * Deliver a dead letter again: its delivery is back, due now, with no attempt counted, and the
-   * letter is gone. Only `owner`'s when given.
-   * @returns `missing` (no such letter, or another owner's), `expired` (its event is past its TTL or
+   * letter is gone. Only one `viewer` sees when given.
+   * @returns `missing` (no such letter, or one the viewer does not see), `expired` (its event is past its TTL or
    *   pruned: it would never be delivered), `unsubscribed` (its subscription was removed), or `retried`
    */
-  redrive(id: number, now: number, owner?: string): Awaitable<'retried' | 'missing' | 'expired' | 'unsubscribed'>
+  redrive(id: number, now: number, viewer?: Viewer): Awaitable<'retried' | 'missing' | 'expired' | 'unsubscribed'>
   /**
    * Live `a2a` events after the cursor, oldest first, one page of at most `limit` events looked at:
    * `next` is the last seq looked at (a page may hold none of the caller's events and still move
    * the cursor). A cursor never passes an event that commits later: tailing from any process sees
    * every event once.
    */
-  feed(query: { after: number, now: number, limit: number, owner?: string }): Awaitable<{ events: BusEvent[], next: number }>
+  feed(query: { after: number, now: number, limit: number, viewer?: Viewer }): Awaitable<{ events: BusEvent[], next: number }>
   /** The newest event's seq (0 when none): where a feed without a cursor starts. */
   head(): Awaitable<number>
   /** Delete up to `limit` expired events (their deliveries go with them; dead letters keep their copy); how many. */

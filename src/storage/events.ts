@@ -2,6 +2,7 @@ import { EventEmitter } from 'node:events'
 import { AH_ERR_POLICY_VIOLATION } from '../errors.js'
 import type { StoredEvent } from '../protocol/events.js'
 import type { Awaitable } from './awaitable.js'
+import type { Viewer } from './tenants.js'
 
 /** An event to append, with what ties it to a request. */
 export interface EventInput {
@@ -30,6 +31,8 @@ export interface EventQuery {
   visibility?: StoredEvent['visibility']
   /** Only this principal's events (null: only the host's own, whose is none). */
   owner_key?: string | null
+  /** Only the events this viewer sees (by `owner_key`: `storage/tenants.ts`). */
+  viewer?: Viewer
   /** Events whose time is at or after this. */
   since?: string
   /** Events after this seq (cursor). */

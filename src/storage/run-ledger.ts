@@ -3,6 +3,7 @@ import type { Awaitable } from './awaitable.js'
 import type { AuditInput } from './audit.js'
 import type { EventInput } from './events.js'
 import type { JournalRow, MarkFilter, NewRun, Renewal, RunCursor, RunFilter, RunRecord } from './runs.js'
+import type { Viewer } from './tenants.js'
 
 /** Reading runs and their journals: the engine, the A2A binding and the push sender. */
 export interface RunReader {
@@ -19,8 +20,8 @@ export interface RunReader {
    * last page's last run).
    */
   marked(filter: MarkFilter, page: { limit: number, before?: RunCursor }): Awaitable<RunRecord[]>
-  /** The newest run of an agent whose envelope carries this request id, whoever sent it. */
-  byWireId(agentId: string, wireId: string): Awaitable<RunRecord | undefined>
+  /** The newest run of an agent whose envelope carries this request id, whoever sent it, or among the runs `viewer` sees. */
+  byWireId(agentId: string, wireId: string, viewer?: Viewer): Awaitable<RunRecord | undefined>
   /** The running runs whose envelope carries this request id (one per principal that sent it). */
   runningByRequestId(wireId: string): Awaitable<RunRecord[]>
   /** Running runs whose lease lapsed before `now`: orphans, whoever owned them. */

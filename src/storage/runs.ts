@@ -1,4 +1,5 @@
 import type { Awaitable } from './awaitable.js'
+import type { Viewer } from './tenants.js'
 
 /** A run as stored: its envelope's hash, who runs it under which lease, and (once ended) its JSON answer. */
 export interface RunRecord {
@@ -82,8 +83,8 @@ export function batchOf (rows: readonly JournalRow[]): StoredBatch {
 /** Which runs {@link SqliteRunStore.list} returns. */
 export interface RunFilter {
   agentId: string
-  /** Only this principal's runs. */
-  ownerKey?: string
+  /** Only the runs this viewer sees (by owner: `storage/tenants.ts`). */
+  viewer?: Viewer
   sessionId?: string
   /** Only runs in one of these states (an ended one with one of the end reasons, when given). */
   states?: Array<{ state: 'running' | 'ended', endReason?: string[] }>

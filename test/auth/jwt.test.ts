@@ -106,6 +106,21 @@ t.test('JWT identity: scopes from scope or scp, agents from agents, sessions own
   t.equal((await app.inject({ url, headers: bearer(mint(claims({ iat: now() - 10 }))) })).statusCode, 200, 'a new token of the same subject still owns it')
 })
 
+t.test('JWT tenants: the tenant claim (JWT_TENANT_CLAIM) makes the subject a principal of that tenant, whose things another tenant\'s same subject never sees', async (t) => {
+  const app = await build(t, { ...JWT_ENV, JWT_TENANT_CLAIM: 'org' })
+  const acme = bearer(mint(claims({ org: 'acme' })))
+  const body = envelope(AGENTS.echo, { query: 'mine' })
+  t.equal((await app.inject({ method: 'POST', url: '/v1/assist', headers: { ...acme, accept: 'application/json' }, payload: body })).statusCode, 200)
+  t.match(await app.audit.list({ action: 'assist', request_id: body.request_id }), [{ actor: 'tenant:acme/jwt:alice' }], 'the principal names its tenant')
+  const url = `/v1/sessions/${body.context.session_id}/history`
+  t.equal((await app.inject({ url, headers: acme })).statusCode, 200)
+  t.equal((await app.inject({ url, headers: bearer(mint(claims({ org: 'globex' }))) })).statusCode, 404, 'the same subject in another tenant is another principal')
+  t.equal((await app.inject({ url, headers: bearer(mint(claims())) })).statusCode, 404, 'and in the default tenant (no claim)')
+  t.equal((await app.inject({ url, headers: bearer(mint(claims({ sub: 'carol', org: 'acme', scope: 'tenant-admin' }))) })).statusCode, 200, 'the tenant\'s admin sees it')
+  t.equal((await app.inject({ url, headers: bearer(mint(claims({ sub: 'carol', org: 'globex', scope: 'tenant-admin' }))) })).statusCode, 404, 'another tenant\'s admin does not')
+  t.equal((await app.inject({ url: '/metrics', headers: bearer(mint(claims({ sub: 'carol', org: 'acme', scope: 'tenant-admin' }))) })).statusCode, 403, 'a tenant\'s admin is not the host\'s')
+})
+
 t.test('JWT claim types are enforced: a claim of the wrong type is a 401 naming it, never a guess (issue 16, fault 5)', async (t) => {
   const app = await build(t, JWT_ENV)
   const cases: Array<[string, Record<string, unknown>, RegExp]> = [
@@ -116,7 +131,9 @@ t.test('JWT claim types are enforced: a claim of the wrong type is a 401 naming 
     ['sub blank', { sub: '   ' }, /sub must be a non-empty string/],
     ['sub a number', { sub: 42 }, /sub must be a non-empty string/],
     ['sub too long', { sub: 'x'.repeat(257) }, /at most 256/],
-    ['scp not a list', { scope: undefined, scp: 'admin' }, /scp must be an array/]
+    ['scp not a list', { scope: undefined, scp: 'admin' }, /scp must be an array/],
+    ['tenant not a name', { tenant: 'Acme Corp' }, /tenant must be a tenant's name/],
+    ['tenant a list', { tenant: ['acme'] }, /tenant must be a tenant's name/]
   ]
   for (const [name, over, message] of cases) {
     const res = await app.inject({ url: '/v1/agents', headers: bearer(mint(claims(over))) })

@@ -66,7 +66,11 @@ for (const [kind, make] of Object.entries(stores)) {
       t.same(listed[0], record)
       t.match(listed[1], { id: 'config:from-config', name: 'from-config', scopes: ['agents:read'], agents: ['echo'], created_at: new Date(0).toISOString(), expires_at: null, revoked_at: null })
       const identity = await store.verify(key) as Identity
-      t.same({ ...identity, scopes: [...identity.scopes] }, { id: record.id, name: 'ci', scopes: ['agents:read', 'assist:invoke'], agents: null, anonymous: false })
+      t.same({ ...identity, scopes: [...identity.scopes] }, { id: record.id, name: 'ci', tenant: 'default', scopes: ['agents:read', 'assist:invoke'], agents: null, anonymous: false })
+      const { key: acmeKey, record: acmeRecord } = await store.create({ name: 'acme-ci', scopes: ['assist:invoke'], tenant: 'acme' })
+      t.match(acmeRecord, { tenant: 'acme' })
+      t.match(await store.verify(acmeKey), { id: `tenant:acme/${acmeRecord.id}`, tenant: 'acme' }, 'a key of another tenant: its principal names the tenant')
+      t.match((await store.list()).find((k) => k.name === 'acme-ci'), { id: acmeRecord.id, tenant: 'acme' })
       const configured = await store.verify(CONFIG_KEY) as Identity
       t.match(configured, { id: 'config:from-config', name: 'from-config', anonymous: false })
       t.same([...configured.agents ?? []], ['echo'])
@@ -180,7 +184,7 @@ for (const [kind, make] of Object.entries(stores)) {
       const rows = async (): Promise<Array<{ actor: string, action: string, resource: string, details: unknown }>> =>
         (await audit.list()).map((r) => ({ actor: r.actor, action: r.action, resource: r.resource, details: r.details }))
       const { record } = await store.create({ name: 'ci', scopes: ['agents:read'], agents: ['echo'] }, 'cli:ops')
-      t.same(await rows(), [{ actor: 'cli:ops', action: 'key.create', resource: record.id, details: { name: 'ci', scopes: ['agents:read'], agents: ['echo'], expires_at: null } }])
+      t.same(await rows(), [{ actor: 'cli:ops', action: 'key.create', resource: record.id, details: { name: 'ci', tenant: 'default', scopes: ['agents:read'], agents: ['echo'], expires_at: null } }])
       await t.rejects(Promise.resolve().then(async () => await store.create({ name: 'ci', scopes: ['agents:read'] }, 'cli:ops')), AH_ERR_KEY_NAME_TAKEN)
       t.equal((await rows()).length, 1, 'the refused create wrote no row')
       t.equal(await store.revoke('nobody', 'cli:ops'), 0)

@@ -8,7 +8,7 @@ import { open, until } from '../socket.js'
 // read, follow, cancel or erase: every such route answers as if it were not there (404, or an empty
 // list), never 403, so ids cannot be probed. An admin sees everything.
 
-const TENANT_SCOPES = SCOPES.filter((s) => s !== 'admin')
+const TENANT_SCOPES = SCOPES.filter((s) => s !== 'admin' && s !== 'tenant-admin')
 
 interface Owned { session: string, conversation: string, task: string, plan: string, run: string }
 

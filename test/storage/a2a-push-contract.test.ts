@@ -266,9 +266,9 @@ for (const [kind, make] of Object.entries(stores)) {
       ], 'pending: packets after the cursor, and the task itself while not pushed; none once done; no secrets')
       t.same((await store.deliveries({ after: a.seq })).map((r) => r.id), ['b', 'c'])
       t.same((await store.deliveries({ limit: 1 })).map((r) => r.id), ['a'])
-      t.same((await store.deliveries({ owner: 'k2' })).map((r) => r.id), ['b'])
+      t.same((await store.deliveries({ viewer: { owner: 'k2' } })).map((r) => r.id), ['b'])
       t.same((await store.deliveries({ taskId: 'task-r2' })).map((r) => r.id), ['c'])
-      t.same((await store.deliveries({ state: 'active', owner: 'k1' })).map((r) => r.id), ['a'])
+      t.same((await store.deliveries({ state: 'active', viewer: { owner: 'k1' } })).map((r) => r.id), ['a'])
       t.same(await store.deliveries({ state: 'failed' }), [])
     })
 

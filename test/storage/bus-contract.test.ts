@@ -219,7 +219,7 @@ for (const [kind, make] of Object.entries(stores)) {
       const store = await make(t)
       if (store === undefined) return
       await store.saveSubscription(sub('s', { max_attempts: 1 }), T)
-      for (const [key, owner] of [['a', 'k1'], ['b', 'k2'], ['c', 'k1']] as const) {
+      for (const [key, owner] of [['a', 'k1'], ['b', 'tenant:acme/k2'], ['c', 'k1']] as const) {
         const { event } = await store.publish(ev(key, { owner_key: owner }), all)
         await store.claim(['s'], 'me', 1000, T, 1)
         t.equal(await store.fail('s', event.seq, 'me', `bad ${key}`, T), 'dead')
@@ -228,8 +228,11 @@ for (const [kind, make] of Object.entries(stores)) {
       t.same(letters.map((l) => [l.event.key, l.last_error]), [['a', 'bad a'], ['b', 'bad b'], ['c', 'bad c']])
       t.same((await store.deadLetters({ after: letters[0]?.id })).map((l) => l.event.key), ['b', 'c'])
       t.same((await store.deadLetters({ limit: 1 })).map((l) => l.event.key), ['a'])
-      t.same((await store.deadLetters({ owner: 'k1' })).map((l) => l.event.key), ['a', 'c'])
-      t.same(await store.deadLetters({ owner: 'nobody' }), [])
+      t.same((await store.deadLetters({ viewer: { owner: 'k1' } })).map((l) => l.event.key), ['a', 'c'])
+      t.same(await store.deadLetters({ viewer: { owner: 'nobody' } }), [])
+      t.same((await store.deadLetters({ viewer: { tenant: 'default' } })).map((l) => l.event.key), ['a', 'c'], 'a tenant\'s admin sees its tenant\'s letters')
+      t.same((await store.deadLetters({ viewer: { tenant: 'acme' } })).map((l) => l.event.key), ['b'])
+      t.same(await store.deadLetters({ viewer: { tenant: 'acm' } }), [])
     })
 
     t.test('a dead letter delivered again: due at once, attempts from zero, the letter gone; refused once its event expired or its subscription went', async (t) => {
@@ -242,10 +245,10 @@ for (const [kind, make] of Object.entries(stores)) {
         await store.fail('s', event.seq, 'me', 'broken', T)
       }
       const [one, two] = await store.deadLetters({})
-      t.equal(await store.redrive(one?.id as number, T + 10, 'k2'), 'missing', 'another owner\'s letter is not found')
+      t.equal(await store.redrive(one?.id as number, T + 10, { owner: 'k2' }), 'missing', 'another owner\'s letter is not found')
       t.equal(await store.redrive(999_999, T + 10), 'missing')
-      t.equal(await store.redrive(one?.id as number, T + 10, 'k1'), 'retried')
-      t.equal(await store.redrive(one?.id as number, T + 10, 'k1'), 'missing', 'the letter is gone')
+      t.equal(await store.redrive(one?.id as number, T + 10, { owner: 'k1' }), 'retried')
+      t.equal(await store.redrive(one?.id as number, T + 10, { owner: 'k1' }), 'missing', 'the letter is gone')
       t.equal(await store.nextDue(['s']), T + 10, 'due at once')
       t.same((await store.claim(['s'], 'me', 1000, T + 10, 10)).deliveries.map((d) => [d.event.key, d.attempts]), [['one', 0]], 'delivered again, as a first attempt')
       t.same((await store.deadLetters({})).map((l) => l.id), [two?.id])
@@ -269,7 +272,7 @@ for (const [kind, make] of Object.entries(stores)) {
       const d = await store.publish(ev('d', { owner_key: 'k1', expires_at: T + 1000 }), all)
       const now = T + 1500
       t.same((await store.feed({ after: 0, now, limit: 10 })).events.map((e) => e.key), ['a', 'c'], 'not internal, not expired')
-      t.same((await store.feed({ after: 0, now, limit: 10, owner: 'k2' })).events.map((e) => e.key), ['c'])
+      t.same((await store.feed({ after: 0, now, limit: 10, viewer: { owner: 'k2' } })).events.map((e) => e.key), ['c'])
       const page = await store.feed({ after: 0, now, limit: 2 })
       t.same(page.events.map((e) => e.key), ['a'])
       t.equal(page.next, b.event.seq, 'the cursor moves past what the caller may not see')

@@ -1,6 +1,6 @@
 import type { FastifyPluginAsyncTypebox } from '@fastify/type-provider-typebox'
 import { Type } from 'typebox'
-import { visibleOwner } from '../../auth/scopes.js'
+import { viewerOf } from '../../auth/scopes.js'
 import { PushDeliveryPage, PushDeliveryState, type PushDelivery } from '../../protocol/a2a-push.js'
 import { errorResponse, validationError } from '../../protocol/openapi.js'
 import type { PushDeliveryRow } from '../../storage/a2a-push.js'
@@ -46,8 +46,7 @@ const a2aPushRoutes: FastifyPluginAsyncTypebox = async (app) => {
     }
   }, async (request) => {
     const { task_id: taskId, state, after = 0, limit } = request.query
-    const owner = visibleOwner(request.identity)
-    const rows = await app.a2aPush.store.deliveries({ after, limit, ...(owner !== undefined ? { owner } : {}), ...(taskId !== undefined ? { taskId: taskId.toLowerCase() } : {}), ...(state !== undefined ? { state } : {}) })
+    const rows = await app.a2aPush.store.deliveries({ after, limit, viewer: viewerOf(request.identity), ...(taskId !== undefined ? { taskId: taskId.toLowerCase() } : {}), ...(state !== undefined ? { state } : {}) })
     return { deliveries: rows.map(pushDelivery), next: rows.at(-1)?.seq ?? after }
   })
 }

@@ -1,6 +1,6 @@
 import type { FastifyPluginAsyncTypebox } from '@fastify/type-provider-typebox'
 import { Type } from 'typebox'
-import { visibleOwner } from '../../auth/scopes.js'
+import { viewerOf } from '../../auth/scopes.js'
 import { AH_ERR_BUS_DEAD_LETTER_NOT_FOUND, AH_ERR_BUS_EVENT_INVALID, AH_ERR_BUS_REDRIVE_REFUSED } from '../../errors.js'
 import { followsLog, tailAsSse } from '../tail.js'
 import { BusDeadLetterPage, BusEventPage, BusPublished, BusSubscriptionRecord, type BusEventRecord } from '../../protocol/bus.js'
@@ -59,11 +59,11 @@ const busRoutes: FastifyPluginAsyncTypebox = async (app) => {
   }, async (request, reply) => {
     const { pattern, limit } = request.query
     const follow = followsLog(request, request.query.follow)
-    const owner = visibleOwner(request.identity)
+    const viewer = viewerOf(request.identity)
     const resumeAt = request.headers['last-event-id']
     let after = resumeAt !== undefined ? Number(resumeAt) : request.query.after ?? (follow ? await app.bus.head() : 0)
     if (!follow) {
-      const page = await app.bus.feed({ after, patterns: pattern, limit, ...(owner !== undefined ? { owner } : {}) })
+      const page = await app.bus.feed({ after, patterns: pattern, limit, viewer })
       return { events: page.events.map(busEventRecord), next: page.next }
     }
     return await tailAsSse(app, request, reply, {
@@ -72,7 +72,7 @@ const busRoutes: FastifyPluginAsyncTypebox = async (app) => {
       pollMs: app.config.BUS_POLL_MS,
       pump: async (writer) => {
         for (;;) {
-          const page = await app.bus.feed({ after, patterns: pattern, limit: 500, ...(owner !== undefined ? { owner } : {}) })
+          const page = await app.bus.feed({ after, patterns: pattern, limit: 500, viewer })
           for (const event of page.events) await writer.send('bus.event', String(event.seq), JSON.stringify(busEventRecord(event)))
           if (page.next === after) break
           after = page.next
@@ -104,7 +104,7 @@ const busRoutes: FastifyPluginAsyncTypebox = async (app) => {
       }
     }
   }, async (request, reply) => {
-    await app.bus.redrive(request.params.id, visibleOwner(request.identity))
+    await app.bus.redrive(request.params.id, viewerOf(request.identity))
     await app.audit.append({ actor: request.identity.id, action: 'bus.redrive', resource: `dead-letter:${request.params.id}`, success: true, trace_id: request.traceId })
     return await reply.code(202).send({ retried: request.params.id })
   })
@@ -122,9 +122,8 @@ const busRoutes: FastifyPluginAsyncTypebox = async (app) => {
       response: { 200: BusDeadLetterPage }
     }
   }, async (request) => {
-    const owner = visibleOwner(request.identity)
     const { limit } = request.query
-    const letters = await app.bus.deadLetters({ limit, ...(request.query.after !== undefined ? { after: request.query.after } : {}), ...(owner !== undefined ? { owner } : {}) })
+    const letters = await app.bus.deadLetters({ limit, ...(request.query.after !== undefined ? { after: request.query.after } : {}), viewer: viewerOf(request.identity) })
     const last = letters.at(-1)
     return {
       dead_letters: letters.map((d) => ({ ...d, event: busEventRecord(d.event), dead_at: new Date(d.dead_at).toISOString() })),

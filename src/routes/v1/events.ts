@@ -1,7 +1,7 @@
 import type { FastifyPluginAsyncTypebox } from '@fastify/type-provider-typebox'
 import { Type } from 'typebox'
 import { followsLog, tailAsSse } from '../tail.js'
-import { visibleOwner } from '../../auth/scopes.js'
+import { viewerOf } from '../../auth/scopes.js'
 import { EventPage, PageQuery } from '../../protocol/records.js'
 import { errorResponse, validationError } from '../../protocol/openapi.js'
 import type { EventQuery } from '../../storage/events.js'
@@ -32,8 +32,7 @@ const eventRoutes: FastifyPluginAsyncTypebox = async (app) => {
   }, async (request, reply) => {
     const { follow: asked, limit = 100, ...filters } = request.query
     const follow = followsLog(request, asked)
-    const owner = visibleOwner(request.identity)
-    const query: EventQuery = { ...filters, limit, ...(owner !== undefined ? { owner_key: owner } : {}) }
+    const query: EventQuery = { ...filters, limit, viewer: viewerOf(request.identity) }
     if (!follow) {
       const events = await app.events.list(query)
       const last = events.at(-1)

@@ -6,7 +6,7 @@ import { errorResponse } from '../../protocol/openapi.js'
 import { PlanCreated, PlanProgress } from '../../protocol/plans.js'
 import { ownedBy, TASK_STATUSES, type TaskNode } from '../../storage/tasks/task.js'
 import { criticalPath, planTasks } from '../../storage/tasks/plans.js'
-import { visibleOwner } from '../../auth/scopes.js'
+import { viewerOf } from '../../auth/scopes.js'
 
 /** The critical path of a plan's stored tasks, by their plan task ids. */
 function pathOf (tasks: TaskNode[]): { path: string[], hours: number } {
@@ -54,8 +54,7 @@ const planRoutes: FastifyPluginAsyncTypebox = async (app) => {
       response: { 200: PlanProgress, 404: errorResponse('No plan with this id', new AH_ERR_PLAN_NOT_FOUND('plan-1')) }
     }
   }, async (request) => {
-    const owner = visibleOwner(request.identity)
-    const tasks = (await app.tasks.list({ limit: 1_000_000, ...(owner !== undefined ? { owner } : {}) })).filter((t) => t.metadata.plan_id === request.params.id)
+    const tasks = (await app.tasks.list({ limit: 1_000_000, viewer: viewerOf(request.identity) })).filter((t) => t.metadata.plan_id === request.params.id)
     if (tasks.length === 0) throw new AH_ERR_PLAN_NOT_FOUND(request.params.id)
     const path = pathOf(tasks)
     const status = new Map(tasks.map((t) => [String(t.metadata.plan_task_id), t]))

@@ -1,7 +1,8 @@
 import type { FastifyPluginAsyncTypebox } from '@fastify/type-provider-typebox'
 import { Type } from 'typebox'
 import type { FastifyRequest } from 'fastify'
-import { grants } from '../../auth/scopes.js'
+import { viewerOf } from '../../auth/scopes.js'
+import { sees } from '../../storage/tenants.js'
 import { AH_ERR_SESSION_NOT_FOUND } from '../../errors.js'
 import { Uuid } from '../../protocol/common.js'
 import { EXAMPLE_SESSION_ID, documented, errorResponse, validationError } from '../../protocol/openapi.js'
@@ -13,10 +14,10 @@ const notFound = errorResponse('No stored session has this id, or it is another 
 
 /** `GET /v1/sessions/:session_id/history` and `DELETE /v1/sessions/:session_id`. */
 const sessionRoutes: FastifyPluginAsyncTypebox = async (app) => {
-  /** A session exists and is the caller's (or the caller is admin); another key's is as good as missing. */
+  /** A session exists and the caller sees it (`auth/scopes.ts:viewerOf`); another's is as good as missing. */
   const visible = async (request: FastifyRequest, sessionId: string): Promise<boolean> => {
     const key = await app.sessions.keyOf(sessionId)
-    return key !== undefined && (grants(request.identity.scopes, 'admin') || key === request.identity.id)
+    return key !== undefined && sees(viewerOf(request.identity), key)
   }
   app.get('/v1/sessions/:session_id/history', {
     schema: {

@@ -7,7 +7,8 @@ import { EventPage } from '../../protocol/records.js'
 import { CreateTasksBody, Task, TaskList, TaskStatus } from '../../protocol/tasks.js'
 import type { FastifyRequest } from 'fastify'
 import { ownedBy, ownerOf, type NewTask, type TaskNode } from '../../storage/tasks/task.js'
-import { visibleOwner } from '../../auth/scopes.js'
+import { viewerOf } from '../../auth/scopes.js'
+import { sees, type Viewer } from '../../storage/tenants.js'
 
 function invalid (path: string, message: string): Error {
   return withDetails(new AH_ERR_VALIDATION(`Invalid request: ${path} ${message}`), { errors: [{ path, message }] })
@@ -34,23 +35,22 @@ const Page = {
  * narrator made user-visible unless `internal=true`).
  */
 const taskRoutes: FastifyPluginAsyncTypebox = async (app) => {
-  /** The task, if the caller may see it (its own, or any for an admin); another's is not found. */
+  /** The task, if the caller may see it (`auth/scopes.ts:viewerOf`); another's is not found. */
   const visibleTask = async (id: string, identity: FastifyRequest['identity']): Promise<TaskNode> => {
     const task = await app.tasks.get(id)
-    const owner = visibleOwner(identity)
-    if (task === undefined || (owner !== undefined && ownerOf(task) !== owner)) throw new AH_ERR_TASK_NOT_FOUND(id)
+    if (task === undefined || !sees(viewerOf(identity), ownerOf(task))) throw new AH_ERR_TASK_NOT_FOUND(id)
     return task
   }
 
   /** Refuse a batch that names (as dependency or parent) a task the caller may not see, as if it did not exist. */
-  const refuseOthers = async (batch: NewTask[], owner: string | undefined): Promise<void> => {
-    if (owner === undefined) return
+  const refuseOthers = async (batch: NewTask[], viewer: Viewer): Promise<void> => {
+    if ('all' in viewer) return
     const inBatch = new Set(batch.map((t) => t.id).filter((id): id is string => id !== undefined))
     for (const task of batch) {
       for (const id of [...(task.dependency_ids ?? []), ...(task.parent_id != null ? [task.parent_id] : [])]) {
         if (inBatch.has(id)) continue
         const named = await app.tasks.get(id)
-        if (named === undefined || ownerOf(named) !== owner) throw new AH_ERR_TASK_INVALID(`task ${task.id ?? '(new)'} depends on unknown task "${id}"`)
+        if (named === undefined || !sees(viewer, ownerOf(named))) throw new AH_ERR_TASK_INVALID(`task ${task.id ?? '(new)'} depends on unknown task "${id}"`)
       }
     }
   }
@@ -75,7 +75,7 @@ const taskRoutes: FastifyPluginAsyncTypebox = async (app) => {
     if (many === undefined && one.type === undefined) throw invalid('/type', 'is required')
     // a task is its creator's, whatever the body says, held to its creator's agent list; it may name only its creator's tasks
     const batch = ((many ?? [one]) as NewTask[]).map((task) => ({ ...task, metadata: ownedBy(request.identity, task.metadata) }))
-    await refuseOthers(batch, visibleOwner(request.identity))
+    await refuseOthers(batch, viewerOf(request.identity))
     const tasks = await app.tasks.create(batch)
     request.log.info({ tasks: tasks.map((t) => t.id) }, 'tasks created')
     await app.audit.append({ actor: request.identity.id, action: 'task.create', resource: tasks.map((t) => t.id).join(',').slice(0, 1024), success: true, trace_id: request.traceId, details: { count: tasks.length, types: [...new Set(tasks.map((t) => t.type))] } })
@@ -104,9 +104,8 @@ const taskRoutes: FastifyPluginAsyncTypebox = async (app) => {
     }
   }, async (request) => {
     const now = Date.now()
-    const owner = visibleOwner(request.identity)
     return {
-      tasks: (await app.tasks.list({ ...request.query, ...(owner !== undefined ? { owner } : {}) })).map((task) => task.status === 'PENDING'
+      tasks: (await app.tasks.list({ ...request.query, viewer: viewerOf(request.identity) })).map((task) => task.status === 'PENDING'
         ? { ...task, waiting_ms: Math.max(0, now - Date.parse(task.available_at)) }
         : task)
     }
@@ -163,8 +162,7 @@ const taskRoutes: FastifyPluginAsyncTypebox = async (app) => {
     }
   }, async (request) => {
     const { internal, after, limit } = request.query
-    const owner = visibleOwner(request.identity)
-    return page(await app.events.list({ session_id: request.params.id, ...(internal ? {} : { visibility: 'user' as const }), ...(owner !== undefined ? { owner_key: owner } : {}), after: after ?? 0, limit }), limit)
+    return page(await app.events.list({ session_id: request.params.id, ...(internal ? {} : { visibility: 'user' as const }), viewer: viewerOf(request.identity), after: after ?? 0, limit }), limit)
   })
 }
 

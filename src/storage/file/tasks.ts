@@ -1,5 +1,6 @@
 import { mkdirSync } from 'node:fs'
 import { dirname, join } from 'node:path'
+import { sees } from '../tenants.js'
 import { AH_ERR_TASK_LOCK_COMPROMISED, AH_ERR_TASK_NOT_FOUND } from '../../errors.js'
 import { GraphFile } from './graph-file.js'
 import { GraphLock } from './graph-lock.js'
@@ -27,7 +28,7 @@ function filter (tasks: TaskNode[], query: TaskQuery): TaskNode[] {
   const found = tasks.filter((t) => (query.status === undefined || t.status === query.status) &&
     (query.type === undefined || t.type === query.type) &&
     (query.conversation_id === undefined || t.metadata.conversation_id === query.conversation_id) &&
-    (query.owner === undefined || ownerOf(t) === query.owner))
+    (query.viewer === undefined || sees(query.viewer, ownerOf(t))))
   const offset = query.offset ?? 0
   return found.slice(offset, offset + (query.limit ?? 100))
 }

@@ -2,6 +2,7 @@ import type pg from 'pg'
 import type { A2APushStore, ClaimedPushConfig, NewPushConfig, PushConfigChanges, PushConfigRecord, PushDeliveryRow, PushState } from '../a2a-push.js'
 import type { AuditInput } from '../audit.js'
 import { inTransaction, PG_LOCKS } from './database.js'
+import { viewerSql, type Viewer } from '../tenants.js'
 
 /** A pool, or one client (inside a transaction or not): what a single statement runs on. */
 type Queryable = pg.Pool | pg.ClientBase
@@ -155,12 +156,14 @@ export class PgPushStore implements A2APushStore {
     return rows[0]?.due ?? undefined
   }
 
-  async deliveries (query: { after?: number, limit?: number, owner?: string, taskId?: string, state?: PushState }): Promise<PushDeliveryRow[]> {
+  async deliveries (query: { after?: number, limit?: number, viewer?: Viewer, taskId?: string, state?: PushState }): Promise<PushDeliveryRow[]> {
+    const values: unknown[] = [query.after ?? 0, query.limit ?? 100, query.taskId ?? null, query.state ?? null]
+    const seen = viewerSql(query.viewer ?? { all: true }, 'c.owner_key', (value) => `$${values.push(value)}`)
     const { rows } = await this.#pool.query<PushDeliveryRow>(`SELECT c.seq, c.id, c.task_id, c.agent_id, c.url, c.state, c.delivered, c.attempts, c.last_status, c.last_error, c.next_attempt_at, c.created_at,
         CASE WHEN c.state = 'done' THEN 0 ELSE greatest(coalesce((SELECT max(j.ord) FROM journal j WHERE j.run_id = r.run_id), 0) - c.cursor, 0) + (c.delivered = 0)::integer END AS pending
       FROM a2a_push_configs c JOIN runs r ON r.request_id = c.run_key
-      WHERE c.seq > $1 AND ($3::text IS NULL OR c.owner_key = $3) AND ($4::text IS NULL OR c.task_id = $4) AND ($5::text IS NULL OR c.state = $5)
-      ORDER BY c.seq LIMIT $2`, [query.after ?? 0, query.limit ?? 100, query.owner ?? null, query.taskId ?? null, query.state ?? null])
+      WHERE c.seq > $1 AND ${seen} AND ($3::text IS NULL OR c.task_id = $3) AND ($4::text IS NULL OR c.state = $4)
+      ORDER BY c.seq LIMIT $2`, values)
     return rows
   }
 }

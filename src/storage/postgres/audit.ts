@@ -7,6 +7,7 @@ import {
   type AuditInput, type AuditQuery, type AuditRawRow, type AuditRow, type AuditStore, type AuditVerification, type AuditVerifyOptions
 } from '../audit.js'
 import { inTransaction, loadedPg, loadPg, PG_LOCKS, PG_TYPES } from './database.js'
+import { viewerSql } from '../tenants.js'
 
 /** Rows fetched per round trip while verifying: memory stays constant whatever the log's size. */
 const VERIFY_PAGE_ROWS = 1000
@@ -139,6 +140,7 @@ export class PgAuditLog implements AuditStore {
       // byte order, as SQLite compares text
       where.push(`timestamp >= $${values.length} COLLATE "C"`)
     }
+    if (query.viewer !== undefined) where.push(viewerSql(query.viewer, 'actor', (value) => `$${values.push(value)}`))
     values.push(query.limit ?? 100)
     const { rows } = await this.#pool.query<AuditRawRow>(`SELECT * FROM audit_log WHERE ${where.join(' AND ')} ORDER BY audit_id LIMIT $${values.length}`, values)
     return rows.map(auditRowFromRaw)

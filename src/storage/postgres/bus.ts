@@ -1,6 +1,7 @@
 import type pg from 'pg'
 import { listText, toDeadLetter, toEvent, toSubscription, type BusEvent, type BusStore, type DeadLetter, type DeadRow, type Delivery, type EventRow, type NewBusEvent, type SubscriptionRecord, type SubscriptionRow } from '../bus.js'
 import { inTransaction, PG_LOCKS } from './database.js'
+import { sees, viewerSql, type Viewer } from '../tenants.js'
 
 /** A pool, or one client (inside a transaction or not): what a single statement runs on. */
 type Queryable = pg.Pool | pg.ClientBase
@@ -163,22 +164,23 @@ export class PgBusStore implements BusStore {
     return rows[0]?.due ?? undefined
   }
 
-  async deadLetters (query: { after?: number, limit?: number, owner?: string }): Promise<DeadLetter[]> {
+  async deadLetters (query: { after?: number, limit?: number, viewer?: Viewer }): Promise<DeadLetter[]> {
+    const values: unknown[] = [query.after ?? 0, query.limit ?? 100]
     const { rows } = await this.#pool.query<DeadRow>(`SELECT id, subscription_id, event, attempts, last_error, dead_at FROM bus_dead_letters
-      WHERE id > $1 AND ($3::text IS NULL OR owner_key = $3) ORDER BY id LIMIT $2`, [query.after ?? 0, query.limit ?? 100, query.owner ?? null])
+      WHERE id > $1 AND ${viewerSql(query.viewer ?? { all: true }, 'owner_key', (value) => `$${values.push(value)}`)} ORDER BY id LIMIT $2`, values)
     return rows.map(toDeadLetter)
   }
 
-  async redrive (id: number, now: number, owner?: string): Promise<'retried' | 'missing' | 'expired' | 'unsubscribed'> {
-    return await inTransaction(this.#pool, async (client) => await this.redriveIn(client, id, now, owner))
+  async redrive (id: number, now: number, viewer?: Viewer): Promise<'retried' | 'missing' | 'expired' | 'unsubscribed'> {
+    return await inTransaction(this.#pool, async (client) => await this.redriveIn(client, id, now, viewer))
   }
 
   /** {@link redrive} inside the caller's transaction on `client`. */
-  async redriveIn (client: pg.ClientBase, id: number, now: number, owner?: string): Promise<'retried' | 'missing' | 'expired' | 'unsubscribed'> {
+  async redriveIn (client: pg.ClientBase, id: number, now: number, viewer?: Viewer): Promise<'retried' | 'missing' | 'expired' | 'unsubscribed'> {
     // locked: of two redrives of one letter at once, the second finds it gone
     const { rows } = await client.query<{ subscription_id: string, event_seq: number, owner_key: string | null }>('SELECT subscription_id, event_seq, owner_key FROM bus_dead_letters WHERE id = $1 FOR UPDATE', [id])
     const letter = rows[0]
-    if (letter === undefined || (owner !== undefined && letter.owner_key !== owner)) return 'missing'
+    if (letter === undefined || (viewer !== undefined && !sees(viewer, letter.owner_key))) return 'missing'
     const event = await eventOn(client, letter.event_seq)
     if (event === undefined || event.expires_at <= now) return 'expired'
     if ((await client.query('SELECT 1 FROM bus_subscriptions WHERE id = $1', [letter.subscription_id])).rowCount === 0) return 'unsubscribed'
@@ -188,12 +190,12 @@ export class PgBusStore implements BusStore {
     return 'retried'
   }
 
-  async feed (query: { after: number, now: number, limit: number, owner?: string }): Promise<{ events: BusEvent[], next: number }> {
+  async feed (query: { after: number, now: number, limit: number, viewer?: Viewer }): Promise<{ events: BusEvent[], next: number }> {
     // every event below a committed seq is committed too (publications commit in seq order), so
     // the cursor may move past all this page saw
     const { rows } = await this.#pool.query<EventRow>(`SELECT ${EVENT_COLUMNS} FROM bus_events e WHERE e.seq > $1 ORDER BY e.seq LIMIT $2`, [query.after, query.limit])
     const next = rows.at(-1)?.seq ?? query.after
-    const events = rows.filter((r) => r.visibility === 'a2a' && r.expires_at > query.now && (query.owner === undefined || r.owner_key === query.owner)).map(toEvent)
+    const events = rows.filter((r) => r.visibility === 'a2a' && r.expires_at > query.now && (query.viewer === undefined || sees(query.viewer, r.owner_key))).map(toEvent)
     return { events, next }
   }
 

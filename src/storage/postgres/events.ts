@@ -3,6 +3,7 @@ import type pg from 'pg'
 import type { StoredEvent } from '../../protocol/events.js'
 import { appendedEvent, EVENT_FILTERS, eventWrite, toStored, type AppendedEvent, type EventAuthor, type EventInput, type EventLog, type EventQuery, type EventRow } from '../events.js'
 import { inTransaction, PG_LOCKS } from './database.js'
+import { viewerSql } from '../tenants.js'
 
 /*
  * Followers tail the log by seq (`list({ after })`), from any instance. An identity value is taken
@@ -83,6 +84,7 @@ export class PgEventStore implements EventLog {
       values.push(query.since)
       where.push(`time >= $${values.length}`)
     }
+    if (query.viewer !== undefined) where.push(viewerSql(query.viewer, 'owner_key', (value) => `$${values.push(value)}`))
     // as in SQLite, a negative limit is no limit
     const limit = query.limit ?? 100
     values.push(limit < 0 ? null : limit)

@@ -17,7 +17,7 @@ export interface PgKeyStoreOptions {
   audit?: { appendIn: (client: pg.ClientBase, input: AuditInput) => Promise<unknown> }
 }
 
-const COLUMNS = 'id, name, salt, hash, scopes, agents, created_at, expires_at, revoked_at'
+const COLUMNS = 'id, name, salt, hash, scopes, agents, created_at, expires_at, revoked_at, tenant'
 
 /**
  * API keys in PostgreSQL (the {@link KeyStore} contract), shared by every instance: the same rows,
@@ -67,7 +67,7 @@ export class PgKeyStore implements KeyStore {
   async createIn (client: pg.ClientBase, options: NewKey): Promise<{ key: string, record: ApiKeyRecord }> {
     const { key, row } = newKeyRow(options)
     nameFree(row.name, await holders(client, row.name))
-    await client.query(`INSERT INTO api_keys (${COLUMNS}) VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9)`, values(row))
+    await client.query(`INSERT INTO api_keys (${COLUMNS}) VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10)`, values(row))
     return { key, record: toRecord(row) }
   }
 
@@ -82,7 +82,7 @@ export class PgKeyStore implements KeyStore {
   async bootstrapIn (client: pg.ClientBase | pg.Pool, key: string): Promise<ApiKeyRecord | undefined> {
     const { row } = newKeyRow({ name: BOOTSTRAP_KEY_NAME, scopes: ['admin'], key })
     const made = await client.query(`INSERT INTO api_keys (${COLUMNS})
-      SELECT $1, $2, $3, $4, $5, $6, $7, $8, $9 WHERE NOT EXISTS (SELECT 1 FROM api_keys WHERE name = $2)
+      SELECT $1, $2, $3, $4, $5, $6, $7, $8, $9, $10 WHERE NOT EXISTS (SELECT 1 FROM api_keys WHERE name = $2)
       ON CONFLICT (id) DO NOTHING`, values(row))
     return made.rowCount === 1 ? toRecord(row) : undefined
   }
@@ -156,5 +156,5 @@ async function holders (client: pg.ClientBase, name: string): Promise<string[]> 
 }
 
 function values (row: KeyRow): unknown[] {
-  return [row.id, row.name, row.salt, row.hash, row.scopes, row.agents, row.created_at, row.expires_at, row.revoked_at]
+  return [row.id, row.name, row.salt, row.hash, row.scopes, row.agents, row.created_at, row.expires_at, row.revoked_at, row.tenant]
 }

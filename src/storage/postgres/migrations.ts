@@ -358,5 +358,13 @@ CREATE TABLE mcp_events (
 CREATE INDEX mcp_events_by_stream ON mcp_events(session_id, stream_id, seq);
 CREATE INDEX mcp_events_by_time ON mcp_events(created_at);
 `
+  },
+  {
+    version: 7,
+    description: 'tenants: the tenant each API key belongs to (what a key makes is stored under its principal id, which names a tenant other than the default)',
+    sql: `
+ALTER TABLE api_keys ADD COLUMN tenant text NOT NULL DEFAULT 'default';
+CREATE INDEX api_keys_by_tenant ON api_keys(tenant, created_at);
+`
   }
 ]

@@ -10,6 +10,7 @@ import { WRITE_RANK, type PgGroupWriter } from './group-writer.js'
 import { CHANNELS, notifyIn, type PgNotifications } from './notifications.js'
 import { PgReadBatch } from './read-batch.js'
 import { claimingCte, INTERACTION_ARRAYS, interactionArrays, recordingCtes } from './sessions.js'
+import { viewerSql, type Viewer } from '../tenants.js'
 
 /** The columns of a {@link RunRecord} (the table has more: `wire_id`). */
 const RUN = 'run_id, request_id, envelope_hash, envelope, session_id, agent_id, main_stream_id, state, end_reason, owner_instance, owner_pid, owner_key, lease_token, lease_expires_at, cancel_requested, started_at, ended_at, response_status, response'
@@ -172,7 +173,7 @@ export class PgRunLedger implements RunLedger {
     const params: unknown[] = [filter.agentId]
     const where = ['agent_id = $1']
     const param = (value: unknown): string => { params.push(value); return `$${params.length}` }
-    if (filter.ownerKey !== undefined) where.push(`owner_key = ${param(filter.ownerKey)}`)
+    if (filter.viewer !== undefined) where.push(viewerSql(filter.viewer, 'owner_key', param))
     if (filter.sessionId !== undefined) where.push(`session_id = ${param(filter.sessionId)}`)
     if (filter.states !== undefined) {
       const states = filter.states.map((state) => state.endReason === undefined
@@ -199,8 +200,10 @@ export class PgRunLedger implements RunLedger {
       [[...filter.agentIds], filter.ownerKey, needle, limit, ...(before === undefined ? [] : [before.startedAt, before.runId])])).rows)
   }
 
-  async byWireId (agentId: string, wireId: string): Promise<RunRecord | undefined> {
-    return (await this.#o.pool.query<RunRecord>(`SELECT ${RUN} FROM runs WHERE agent_id = $1 AND wire_id = $2 ORDER BY started_at DESC LIMIT 1`, [agentId, wireId])).rows[0]
+  async byWireId (agentId: string, wireId: string, viewer: Viewer = { all: true }): Promise<RunRecord | undefined> {
+    const values: unknown[] = [agentId, wireId]
+    const seen = viewerSql(viewer, 'owner_key', (value) => `$${values.push(value)}`)
+    return (await this.#o.pool.query<RunRecord>(`SELECT ${RUN} FROM runs WHERE agent_id = $1 AND wire_id = $2 AND ${seen} ORDER BY started_at DESC LIMIT 1`, values)).rows[0]
   }
 
   async runningByRequestId (wireId: string): Promise<RunRecord[]> {

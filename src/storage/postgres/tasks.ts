@@ -1,6 +1,7 @@
 import type pg from 'pg'
 import { isDeepStrictEqual } from 'node:util'
 import { AH_ERR_TASK_INVALID, AH_ERR_TASK_NOT_FOUND } from '../../errors.js'
+import { viewerSql } from '../tenants.js'
 import { inTransaction, PG_LOCKS } from './database.js'
 import {
   claimable, claimNode, cancelNode, completeNode, createNodes, failNode, heartbeatNode, releaseNode, retryOrFail
@@ -147,7 +148,7 @@ export class PgTaskStore implements TaskStore {
     filter('status', query.status)
     filter('type', query.type)
     filter('conversation_id', query.conversation_id)
-    filter('owner_key', query.owner)
+    if (query.viewer !== undefined) where.push(viewerSql(query.viewer, 'owner_key', (value) => `$${values.push(value)}`))
     values.push(query.limit ?? 100, query.offset ?? 0)
     const sql = `SELECT node FROM tasks ${where.length > 0 ? `WHERE ${where.join(' AND ')}` : ''}
       ORDER BY created_at, created_seq LIMIT $${values.length - 1} OFFSET $${values.length}`

@@ -1,4 +1,5 @@
 import type { Db } from './database.js'
+import { sees, viewerSql, type Viewer } from '../tenants.js'
 import { listText, toDeadLetter, toEvent, toSubscription, type BusEvent, type BusStore, type DeadLetter, type DeadRow, type Delivery, type DeliveryRow, type EventRow, type NewBusEvent, type SubscriptionRecord, type SubscriptionRow } from '../bus.js'
 
 const EVENT_COLUMNS = 'e.seq, e.id, e.type, e.key, e.visibility, e.priority, e.target_agents, e.data, e.source, e.owner_key, e.owner_agents, e.trace_id, e.published_at, e.expires_at'
@@ -125,11 +126,12 @@ export class SqliteBusStore implements BusStore {
     return row.due ?? undefined
   }
 
-  /** Dead letters after `after` (by id), oldest first; only `owner`'s when given. */
-  deadLetters (query: { after?: number, limit?: number, owner?: string }): DeadLetter[] {
+  /** Dead letters after `after` (by id), oldest first; only those `viewer` sees when given. */
+  deadLetters (query: { after?: number, limit?: number, viewer?: Viewer }): DeadLetter[] {
+    const values: string[] = []
     const rows = this.#db.prepare(`SELECT id, subscription_id, event, attempts, last_error, dead_at FROM bus_dead_letters
-      WHERE id > @after ${query.owner !== undefined ? 'AND owner_key = @owner' : ''} ORDER BY id LIMIT @limit`)
-      .all({ after: query.after ?? 0, limit: query.limit ?? 100, owner: query.owner ?? null }) as DeadRow[]
+      WHERE id > ? AND ${viewerSql(query.viewer ?? { all: true }, 'owner_key', (value) => { values.push(value); return '?' })} ORDER BY id LIMIT ?`)
+      .all(query.after ?? 0, ...values, query.limit ?? 100) as DeadRow[]
     return rows.map(toDeadLetter)
   }
 
@@ -139,10 +141,10 @@ export class SqliteBusStore implements BusStore {
    * @returns `missing` (no such letter, or another owner's), `expired` (its event is past its TTL or
    *   pruned: it would never be delivered), `unsubscribed` (its subscription was removed), or `retried`
    */
-  redrive (id: number, now: number, owner?: string): 'retried' | 'missing' | 'expired' | 'unsubscribed' {
+  redrive (id: number, now: number, viewer?: Viewer): 'retried' | 'missing' | 'expired' | 'unsubscribed' {
     return this.#db.transaction(() => {
       const letter = this.#db.prepare('SELECT subscription_id, event_seq, owner_key FROM bus_dead_letters WHERE id = ?').get(id) as { subscription_id: string, event_seq: number, owner_key: string | null } | undefined
-      if (letter === undefined || (owner !== undefined && letter.owner_key !== owner)) return 'missing'
+      if (letter === undefined || (viewer !== undefined && !sees(viewer, letter.owner_key))) return 'missing'
       const event = this.event(letter.event_seq)
       if (event === undefined || event.expires_at <= now) return 'expired'
       if (this.#db.prepare('SELECT 1 FROM bus_subscriptions WHERE id = ?').get(letter.subscription_id) === undefined) return 'unsubscribed'
@@ -157,11 +159,11 @@ export class SqliteBusStore implements BusStore {
    * Live `a2a` events after the cursor, oldest first, one page: `next` is the last seq looked at (a
    * page may hold none of the caller's events and still move the cursor).
    */
-  feed (query: { after: number, now: number, limit: number, owner?: string }): { events: BusEvent[], next: number } {
+  feed (query: { after: number, now: number, limit: number, viewer?: Viewer }): { events: BusEvent[], next: number } {
     const rows = this.#db.prepare(`SELECT ${EVENT_COLUMNS} FROM bus_events e WHERE seq > @after ORDER BY seq LIMIT @limit`)
       .all({ after: query.after, limit: query.limit }) as EventRow[]
     const next = rows.at(-1)?.seq ?? query.after
-    const events = rows.filter((r) => r.visibility === 'a2a' && r.expires_at > query.now && (query.owner === undefined || r.owner_key === query.owner)).map(toEvent)
+    const events = rows.filter((r) => r.visibility === 'a2a' && r.expires_at > query.now && (query.viewer === undefined || sees(query.viewer, r.owner_key))).map(toEvent)
     return { events, next }
   }
 

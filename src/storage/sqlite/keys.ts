@@ -28,8 +28,8 @@ export class SqliteKeyStore implements KeyStoreContract {
     // immediate: another process's create of the same name waits for this one's commit
     this.#db.transaction(() => {
       nameFree(row.name, this.#holders(row.name))
-      this.#db.prepare(`INSERT INTO api_keys (id, name, salt, hash, scopes, agents, created_at, expires_at, revoked_at)
-        VALUES (@id, @name, @salt, @hash, @scopes, @agents, @created_at, @expires_at, @revoked_at)`).run(row)
+      this.#db.prepare(`INSERT INTO api_keys (id, name, salt, hash, scopes, agents, tenant, created_at, expires_at, revoked_at)
+        VALUES (@id, @name, @salt, @hash, @scopes, @agents, @tenant, @created_at, @expires_at, @revoked_at)`).run(row)
       if (by !== undefined) this.#audited().append(keyCreated(record, by))
     }).immediate()
     return { key, record }

@@ -8,6 +8,7 @@ import type { SqliteEventStore } from './events.js'
 import type { SqliteSessionStore } from './sessions.js'
 import type { SqliteGroupWriter } from './group-writer.js'
 import { type Recovery, type RunEnd, type RunLedger } from '../run-ledger.js'
+import type { Viewer } from '../tenants.js'
 
 /** The SQLite stores a {@link SqliteRunLedger} writes, all on one database. */
 export interface SqliteLedgerStores {
@@ -38,7 +39,7 @@ export class SqliteRunLedger implements RunLedger {
     return await markedRuns(filter.mark, page, (before, limit) => this.#o.store.markCandidates(filter, before, limit))
   }
 
-  byWireId (agentId: string, wireId: string): RunRecord | undefined { return this.#o.store.byWireId(agentId, wireId) }
+  byWireId (agentId: string, wireId: string, viewer?: Viewer): RunRecord | undefined { return this.#o.store.byWireId(agentId, wireId, viewer) }
   runningByRequestId (wireId: string): RunRecord[] { return this.#o.store.runningByRequestId(wireId) }
   expired (now: number): RunRecord[] { return this.#o.store.expired(now) }
   sessionKey (sessionId: string): string | null | undefined { return this.#o.sessions.keyOf(sessionId) }

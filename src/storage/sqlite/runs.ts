@@ -1,5 +1,6 @@
 import type { Db } from './database.js'
 import { type JournalRow, type MarkFilter, type NewRun, type Renewal, type RunCursor, type RunFilter, type RunRecord, type StoredBatch, batchOf, frameHead, journalRows, markNeedle, ordIn } from '../runs.js'
+import { viewerSql, type Viewer } from '../tenants.js'
 
 /**
  * Runs and their stream journal (CAP.md §5 "Resuming"): every packet a run produces, in order and
@@ -62,9 +63,11 @@ export class SqliteRunStore {
     return this.#db.prepare("SELECT * FROM runs WHERE state = 'running' AND json_extract(envelope, '$.request_id') = ?").all(wireId) as RunRecord[]
   }
 
-  /** The newest run of an agent whose envelope carries this request id, whoever sent it (an admin's lookup). */
-  byWireId (agentId: string, wireId: string): RunRecord | undefined {
-    return this.#db.prepare("SELECT * FROM runs WHERE agent_id = ? AND json_extract(envelope, '$.request_id') = ? ORDER BY started_at DESC LIMIT 1").get(agentId, wireId) as RunRecord | undefined
+  /** The newest run of an agent whose envelope carries this request id, whoever sent it, or among the runs `viewer` sees (an admin's lookup). */
+  byWireId (agentId: string, wireId: string, viewer: Viewer = { all: true }): RunRecord | undefined {
+    const values: string[] = []
+    const seen = viewerSql(viewer, 'owner_key', (value) => { values.push(value); return '?' })
+    return this.#db.prepare(`SELECT * FROM runs WHERE agent_id = ? AND json_extract(envelope, '$.request_id') = ? AND ${seen} ORDER BY started_at DESC LIMIT 1`).get(agentId, wireId, ...values) as RunRecord | undefined
   }
 
   /** Record a new run. Returns false (and changes nothing) when the request id is taken. */
@@ -114,7 +117,7 @@ export class SqliteRunStore {
   list (filter: RunFilter, page: { limit: number, before?: { startedAt: number, runId: number } }): { runs: RunRecord[], total: number } {
     const where = ['agent_id = @agentId']
     const params: Record<string, unknown> = { agentId: filter.agentId }
-    if (filter.ownerKey !== undefined) { where.push('owner_key = @ownerKey'); params.ownerKey = filter.ownerKey }
+    if (filter.viewer !== undefined) where.push(viewerSql(filter.viewer, 'owner_key', (value) => { const name = `v${Object.keys(params).length}`; params[name] = value; return `@${name}` }))
     if (filter.sessionId !== undefined) { where.push('session_id = @sessionId'); params.sessionId = filter.sessionId }
     if (filter.states !== undefined) {
       const states = filter.states.map((state, i) => {

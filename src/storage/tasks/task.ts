@@ -1,4 +1,5 @@
 import { randomUUID } from 'node:crypto'
+import type { Viewer } from '../tenants.js'
 
 /** Where a task is in its life. */
 export const TASK_STATUSES = ['PENDING', 'IN_PROGRESS', 'COMPLETED', 'FAILED', 'CANCELLED'] as const
@@ -70,8 +71,8 @@ export interface TaskQuery {
   status?: TaskStatus
   type?: string
   conversation_id?: string
-  /** Only the tasks of this principal (`metadata.owner_key`). */
-  owner?: string
+  /** Only the tasks this viewer sees (by `metadata.owner_key`: `storage/tenants.ts`). */
+  viewer?: Viewer
   limit?: number
   offset?: number
 }
