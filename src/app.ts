@@ -27,6 +27,7 @@ import backends from './plugins/backends.js'
 import tools from './plugins/tools.js'
 import bus from './plugins/bus.js'
 import a2aClient from './plugins/a2a-client.js'
+import budgets from './plugins/budgets.js'
 import runs from './plugins/runs.js'
 import tasks from './plugins/tasks.js'
 import a2aPush from './plugins/a2a-push.js'
@@ -35,6 +36,7 @@ import healthRoutes from './routes/health.js'
 import metricsRoutes from './routes/metrics.js'
 import agentRoutes from './routes/v1/agents.js'
 import backendRoutes from './routes/v1/backends.js'
+import usageRoutes from './routes/v1/usage.js'
 import toolRoutes from './routes/v1/tools.js'
 import assistRoutes from './routes/v1/assist.js'
 import auditRoutes from './routes/v1/audit.js'
@@ -143,6 +145,7 @@ async function register (app: FastifyInstance, config: Config, tracerProvider: T
   await app.register(tools)
   await app.register(bus)
   await app.register(a2aClient)
+  await app.register(budgets)
   await app.register(runs)
   await app.register(tasks)
   await app.register(a2aPush)
@@ -152,6 +155,7 @@ async function register (app: FastifyInstance, config: Config, tracerProvider: T
   await app.register(metricsRoutes)
   await app.register(agentRoutes)
   await app.register(backendRoutes)
+  await app.register(usageRoutes)
   await app.register(toolRoutes)
   await app.register(assistRoutes)
   await app.register(sessionRoutes)

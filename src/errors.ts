@@ -77,6 +77,27 @@ export const AH_ERR_RATE_LIMITED = define('AH_ERR_RATE_LIMITED', 429, 'Rate limi
 export const AH_ERR_TOO_MANY_STREAMS = define('AH_ERR_TOO_MANY_STREAMS', 429, 'Too many open streams: %s',
   'The caller already holds `MAX_STREAMS_PER_CALLER` SSE responses (429), or the server holds `MAX_STREAMS` (503); `Retry-After` is set, and `details.limit` says which (`caller_streams` or `total_streams`): close a stream, or come back later.',
   { otherStatusCode: 503 })
+/**
+ * A model budget (BUDGETS_FILE) is used up: the tenant's or the key's tokens or cost for the day or
+ * the month. Raised before the run starts (429, with `details`), and to agent code by a backend
+ * call it refuses: an agent that lets it propagate ends its response with ERROR `budget_exceeded`
+ * (TRANSIENT: the budget comes back when its period resets, `details.resets_at`).
+ */
+export const AH_ERR_BUDGET_EXCEEDED = class BudgetExceededError extends define('AH_ERR_BUDGET_EXCEEDED', 429, 'Budget exceeded: %s',
+  'A model budget of `BUDGETS_FILE` is used up: the tenant\'s or the key\'s tokens or cost (`LLM_PRICES`) for the day or the month (UTC). A new run of an agent that calls a model backend is refused before it starts; a backend call of a running run is refused, and a run that does not catch it ends with ERROR `budget_exceeded`. `details` names the limit (`subject`, `period`, `measure`, `limit`, `used`) and `resets_at`; `Retry-After` is the seconds until then.') {
+  readonly expose = true
+  readonly streamCode = 'budget_exceeded'
+  readonly severity = 'TRANSIENT'
+  readonly details: Record<string, unknown>
+  /** Seconds until the period resets: the answer's `Retry-After`. */
+  readonly retryAfter: number
+  constructor (message: string, details: Record<string, unknown> & { resets_at: string }, retryAfter: number) {
+    super(message)
+    this.name = 'BudgetExceededError'
+    this.details = details
+    this.retryAfter = retryAfter
+  }
+}
 export const AH_ERR_MEDIA_TYPE_UNSUPPORTED = define('AH_ERR_MEDIA_TYPE_UNSUPPORTED', 415, 'Content-Type "%s" is not supported: send application/json',
   'The body is not `application/json`.')
 export const AH_ERR_INTERNAL = define('AH_ERR_INTERNAL', 500, 'Internal server error',
@@ -259,6 +280,7 @@ export const STREAM_ERROR_CODES = {
   run_timeout: 'The run passed its timeout (`RUN_TIMEOUT_MS`, or the shorter `payload.metadata.timeout_ms` the request asked for) and was stopped; the agent\'s signal fires with kind `timeout` (TRANSIENT).',
   backend_unavailable: 'The agent\'s backend (LLM provider or local agent) is not configured or cannot be reached (FATAL).',
   backend_timeout: 'The backend sent nothing for `LLM_TIMEOUT_MS` / `CLI_AGENT_TIMEOUT_MS`; the provider request or the subprocess was stopped (TRANSIENT).',
+  budget_exceeded: 'A backend call was refused because a model budget (`BUDGETS_FILE`) is used up; `details` names the limit and when it resets (TRANSIENT: the budget comes back then).',
   backend_failed: 'The provider answered with an error or the local agent died mid-stream: TRANSIENT when a retry may help (429, 5xx, a crash), else FATAL (`details` has the status or exit code).'
 } as const
 export type StreamErrorCode = keyof typeof STREAM_ERROR_CODES

@@ -3,6 +3,7 @@ import type { RunObserver } from './assist/run-observers.js'
 import { AH_ERR_TASK_STALE_CLAIM, ERROR_CATALOGUE, STREAM_ERROR_CODES } from './errors.js'
 import type { TaskStore } from './storage/tasks/task-store.js'
 import { TASK_STATUSES } from './storage/tasks/task.js'
+import { DEFAULT_TENANT } from './storage/tenants.js'
 
 /** What an SSE response reports about itself (see `SseWriter`'s `metrics` option). */
 export interface SseMetrics {
@@ -47,8 +48,8 @@ export class HostMetrics {
     registers: [this.registry]
   })
 
-  readonly tokens = new Counter({ name: `${METRIC_PREFIX}tokens_total`, help: 'Tokens used by /v1/assist runs, by agent, model and direction (input, output); model "unknown" when the agent reported them itself or its backend names none', labelNames: ['agent', 'model', 'direction'], registers: [this.registry] })
-  readonly cost = new Counter({ name: `${METRIC_PREFIX}cost_usd_total`, help: 'Cost of the tokens of /v1/assist runs in US dollars (LLM_PRICES, or as the agent reported it), by agent and model', labelNames: ['agent', 'model'], registers: [this.registry] })
+  readonly tokens = new Counter({ name: `${METRIC_PREFIX}tokens_total`, help: 'Tokens used by /v1/assist runs, by tenant (of the caller), agent, model and direction (input, output); model "unknown" when the agent reported them itself or its backend names none', labelNames: ['tenant', 'agent', 'model', 'direction'], registers: [this.registry] })
+  readonly cost = new Counter({ name: `${METRIC_PREFIX}cost_usd_total`, help: 'Cost of the tokens of /v1/assist runs in US dollars (LLM_PRICES, or as the agent reported it), by tenant (of the caller), agent and model', labelNames: ['tenant', 'agent', 'model'], registers: [this.registry] })
   readonly errors = new Counter({ name: `${METRIC_PREFIX}errors_total`, help: 'Errors by code: AH_ERR_* answers over HTTP (source http) and runs that ended with an ERROR packet, by its stream error code (source run)', labelNames: ['code', 'source'], registers: [this.registry] })
 
   readonly runs = new Counter({ name: `${METRIC_PREFIX}assist_runs_total`, help: 'Runs of /v1/assist by agent, mode and how they ended', labelNames: ['agent', 'mode', 'end'], registers: [this.registry] })
@@ -81,11 +82,11 @@ export class HostMetrics {
   /** The run engine's side (`AssistEngine.observe`): time to first packet, tokens and cost, errors runs ended with. */
   readonly runObserver: RunObserver = {
     firstPacket: ({ agent, mode, seconds }) => { this.firstPacket.observe({ agent, mode }, seconds) },
-    usage: ({ agent, model, input, output, cost }) => {
+    usage: ({ agent, tenant = DEFAULT_TENANT, model, input, output, cost }) => {
       const label = this.#model(model)
-      this.tokens.inc({ agent, model: label, direction: 'input' }, input)
-      this.tokens.inc({ agent, model: label, direction: 'output' }, output)
-      if (cost !== undefined) this.cost.inc({ agent, model: label }, cost)
+      this.tokens.inc({ tenant, agent, model: label, direction: 'input' }, input)
+      this.tokens.inc({ tenant, agent, model: label, direction: 'output' }, output)
+      if (cost !== undefined) this.cost.inc({ tenant, agent, model: label }, cost)
     },
     failed: ({ code }) => {
       if (Object.hasOwn(STREAM_ERROR_CODES, code)) this.errors.inc({ code, source: 'run' })

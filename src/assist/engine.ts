@@ -31,7 +31,9 @@ import { RunRegistry } from './run-registry.js'
 import { endRunSpan, startRunSpan, type RunTrace } from './run-span.js'
 import { tracedBackend } from './traced-backend.js'
 import { meteredBackend, repeatsBackendUsage } from './metered-backend.js'
-import { sees } from '../storage/tenants.js'
+import { budgetedBackend } from './budgeted-backend.js'
+import type { Budgets } from './budgets.js'
+import { sees, tenantOf } from '../storage/tenants.js'
 import { RunObservers, UNKNOWN_MODEL, type RunObserver } from './run-observers.js'
 import type { A2ACallers } from '../a2a-client/remote-agents.js'
 import type { ToolCallers } from '../tools/tool-caller.js'
@@ -87,6 +89,8 @@ export interface EngineOptions {
   tools?: ToolCallers
   /** Where runs that stopped to ask wait for their answers (human in the loop). None: `response.interrupt()` is refused. */
   interrupts?: InterruptStore
+  /** Model budgets (BUDGETS_FILE): a run of an agent with configured backends is refused once its caller's are used up, and each call of them is held to them. None: no budgets. */
+  budgets?: Budgets
   instanceId: string
   log: RunLogger
   /** OpenTelemetry: each run is an `assist.run` span, each backend call of its agent a `backend.call` child. None: no spans. */
@@ -371,6 +375,8 @@ export class AssistEngine {
       if (lent === undefined) await this.#o.backends.require([name])
       else if (!await lent.available()) throw new AH_ERR_BACKEND_UNAVAILABLE(lent.unavailableReason())
     }
+    // only an agent that calls the host's models can spend a budget (a lent backend is its lender's model)
+    if (backends.some((name) => options.lend?.get(name) === undefined)) await this.#o.budgets?.admit(who.id)
     const prepared: PreparedRun = { requestId, mode, outcome: 'start', agent }
     this.#prepared.set(prepared, { envelope, resolved: agentRequest, hosted, capability, metadata, hash, who, admin, ...(resume !== undefined ? { resume } : {}), ...(options.lend !== undefined ? { lend: options.lend } : {}) })
     return prepared
@@ -473,7 +479,7 @@ export class AssistEngine {
       onFirstPacket: (seconds) => { this.#observers.tell('firstPacket', { agent: agent.name, mode, seconds }) },
       onUsage: (usage, cost) => {
         // the usage a metered backend is handing over was told with its model already
-        if (!repeatsBackendUsage()) this.#observers.tell('usage', { agent: agent.name, model: UNKNOWN_MODEL, input: usage.input_tokens, output: usage.output_tokens, ...(cost !== undefined ? { cost } : {}) })
+        if (!repeatsBackendUsage()) this.#observers.tell('usage', { agent: agent.name, tenant: tenantOf(who.id), model: UNKNOWN_MODEL, input: usage.input_tokens, output: usage.output_tokens, ...(cost !== undefined ? { cost } : {}) })
       },
       recorder: this.#recorder(requestId, envelope.request_id, resolved, agent.name, envelope.context.trace.trace_id, who.id)
     })
@@ -519,14 +525,21 @@ export class AssistEngine {
    * `RunReplay.host` makes once a person approved them. Backends its caller lent (`lend`) come first.
    */
   #host (agent: string, owner: string, ownerAgents: ReadonlySet<string> | null, traceId: string, span: Span | undefined, run: { requestId: string, rootRequestId: string, sessionId: string, user: string, signal: AbortSignal }, lend: PreparedStart['lend']): { host: AgentHost, gates: Omit<HostApprovals, 'ask'> } {
-    const { backends, bus, tracer } = this.#o
+    const { backends, bus, tracer, budgets } = this.#o
+    const tenant = tenantOf(owner)
+    const hold = budgets?.enabled === true ? budgets.holder(owner) : undefined
     // every call's tokens are told with the model it used, whether or not the agent reports them
-    const metered = (name: string): AgentProtocol => meteredBackend(lend?.get(name) ?? backends.backend(name), (usage, cost, model) => {
-      this.#observers.tell('usage', { agent, model: model ?? UNKNOWN_MODEL, input: usage.input, output: usage.output, cost })
-    })
+    const metered = (name: string): AgentProtocol => {
+      const lent = lend?.get(name)
+      const protocol = meteredBackend(lent ?? backends.backend(name), (usage, cost, model) => {
+        this.#observers.tell('usage', { agent, tenant, model: model ?? UNKNOWN_MODEL, input: usage.input, output: usage.output, cost })
+      })
+      // the host's models are held to the caller's budgets; a lent one is its lender's
+      return lent !== undefined || hold === undefined ? protocol : budgetedBackend(protocol, hold)
+    }
     const backend = span === undefined || tracer === undefined ? metered : (name: string): AgentProtocol => tracedBackend(metered(name), tracer, span)
     // what the host lends this run: calls made on behalf of its caller, recorded in its events and given up with it
-    const a2a = this.#o.a2a?.caller({ agent, owner, traceId, ...run, usage: (usage) => { this.#observers.tell('usage', { agent, ...usage }) } })
+    const a2a = this.#o.a2a?.caller({ agent, owner, traceId, ...run, usage: (usage) => { this.#observers.tell('usage', { agent, tenant, ...usage }) } })
     const tools = this.#o.tools?.caller({ agent, owner, traceId, ...run })
     const gates = { ...(a2a !== undefined ? { a2a } : {}), ...(tools !== undefined ? { tools } : {}) }
     const lent = {

@@ -8,6 +8,8 @@ export const UNKNOWN_MODEL = 'unknown'
 export interface RunUsage {
   /** The agent's manifest name. */
   agent: string
+  /** The tenant of the run's caller or the task's owner (`storage/tenants.ts:tenantOf`); absent: the default tenant. */
+  tenant?: string
   /** The model the backend called, or {@link UNKNOWN_MODEL}. */
   model: string
   input: number

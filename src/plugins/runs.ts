@@ -30,6 +30,7 @@ async function runs (app: FastifyInstance): Promise<void> {
     a2a: app.a2aAgents,
     tools: app.tools,
     interrupts: app.stores.interrupts,
+    budgets: app.budgets,
     instanceId: app.instanceId,
     log: app.log,
     tracer: app.tracer,
@@ -81,4 +82,4 @@ async function runs (app: FastifyInstance): Promise<void> {
   })
 }
 
-export default fp(runs, { name: 'runs', fastify: '5.x', dependencies: ['config', 'storage', 'agents', 'backends', 'bus', 'metrics', 'telemetry', 'a2a-client', 'tools'] })
+export default fp(runs, { name: 'runs', fastify: '5.x', dependencies: ['config', 'storage', 'agents', 'backends', 'bus', 'metrics', 'telemetry', 'a2a-client', 'tools', 'budgets'] })

@@ -3,6 +3,7 @@ import { AgentMetrics } from './agent-metrics.js'
 import { PlanCreated, PlanProgress } from './plans.js'
 import { BusDeadLetter, BusDeadLetterPage, BusEventPage, BusEventRecord, BusPublished, BusSubscriptionRecord } from './bus.js'
 import { Backend, BackendList, BackendUsage } from './backends.js'
+import { BudgetUsage, BudgetUsageList } from './budgets.js'
 import { CancelAccepted } from './cancel.js'
 import {
   A2ARequest, A2AResponse, AgentInput, AgentOutput, AgentStatus, Artifact, ChangedFile, ContractEvent, DiffStats, EvaluationReport, EvaluatorAgentInput,
@@ -43,6 +44,8 @@ export const COMPONENT_SCHEMAS = {
   Transcript,
   TranscriptStream,
   CancelAccepted,
+  BudgetUsage,
+  BudgetUsageList,
   StreamPacket,
   DeltaPacket,
   EventPacket,

@@ -4,6 +4,7 @@ import type { A2APushStore, PushConfigChanges } from './a2a-push.js'
 import type { KeyStore } from './api-keys.js'
 import type { AuditStore } from './audit.js'
 import type { Awaitable } from './awaitable.js'
+import type { BudgetStore } from './budgets.js'
 import type { BusStore } from './bus.js'
 import type { EventLog } from './events.js'
 import type { RunLedger } from './run-ledger.js'
@@ -85,6 +86,8 @@ export interface Stores {
   readonly interrupts: InterruptStore
   /** MCP sessions and their streams' events, and the signals instances exchange about them. */
   readonly mcp: McpSessionStore
+  /** Model budgets' counters and the reservations of backend calls in flight, shared by every instance. */
+  readonly budgets: BudgetStore
   /** The rate limits' counts shared by every instance, for @fastify/rate-limit; undefined: kept in this process. */
   readonly rateLimits: FastifyRateLimitStoreCtor | undefined
   /** The SSE slots shared by every instance; undefined: counted in this process. */

@@ -104,6 +104,7 @@ t.test('every operation has an operationId, and they are unique and stable', asy
     'POST /v1/plans': 'createPlan',
     'GET /v1/plans/{id}': 'getPlan',
     'GET /v1/backends': 'listBackends',
+    'GET /v1/usage': 'listBudgetUsage',
     'POST /v1/assist': 'assist',
     'POST /v1/assist/{request_id}/cancel': 'cancelAssist',
     'GET /v1/sessions/{session_id}/history': 'getSessionHistory',

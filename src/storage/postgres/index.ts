@@ -7,6 +7,7 @@ import { Lazy, runOnce, type AuditReader, type Stores, type StoresOptions } from
 import { openFileTaskStore } from '../file/index.js'
 import { pgPushChanges, PgPushStore } from './a2a-push.js'
 import { databaseName, openAuditReader, PgAuditLog } from './audit.js'
+import { PgBudgetStore } from './budgets.js'
 import { PgBusStore } from './bus.js'
 import { openPostgres } from './database.js'
 import { PgEventStore } from './events.js'
@@ -87,6 +88,7 @@ export async function openPgStores (config: Config, options: StoresOptions): Pro
   const narrator = new Lazy(() => new PgNarrator(pool, events))
   const interrupts = new Lazy(() => new PgInterruptStore(pool, audit))
   const mcp = new Lazy(() => new PgMcpSessionStore(pool, notifications, options.instanceId))
+  const budgets = new Lazy(() => new PgBudgetStore(pool))
   const push = new Lazy(() => {
     const store = new PgPushStore(pool)
     return { store, changes: pgPushChanges(pool, store, audit) }
@@ -117,6 +119,7 @@ export async function openPgStores (config: Config, options: StoresOptions): Pro
     get push () { return push.value },
     get interrupts () { return interrupts.value },
     get mcp () { return mcp.value },
+    get budgets () { return budgets.value },
     get rateLimits () { return rateLimits.value },
     streams,
     get connected () { return listening?.connected ?? true },

@@ -9,6 +9,7 @@ import { Lazy, runOnce, type AuditReader, type Stores, type StoresOptions } from
 import { openFileTaskStore } from '../file/index.js'
 import { sqlitePushChanges, SqlitePushStore } from './a2a-push.js'
 import { SqliteAuditLog } from './audit.js'
+import { SqliteBudgetStore } from './budgets.js'
 import { SqliteBusStore } from './bus.js'
 import { SqliteCheckpointer } from './checkpointer.js'
 import { DB_FILE, openDatabase, type Db } from './database.js'
@@ -88,6 +89,7 @@ export function openSqliteStores (config: Config, options: StoresOptions): Sqlit
   const narrator = new Lazy(() => new SqliteNarrator(events, db))
   const interrupts = new Lazy(() => new SqliteInterruptStore(db, audit, write))
   const mcp = new Lazy(() => new SqliteMcpSessionStore(db, write))
+  const budgets = new Lazy(() => new SqliteBudgetStore(db, write))
   const push = new Lazy(() => {
     const store = new SqlitePushStore(db)
     return { store, changes: sqlitePushChanges(store, audit, write) }
@@ -131,6 +133,7 @@ export function openSqliteStores (config: Config, options: StoresOptions): Sqlit
     get push () { return push.value },
     get interrupts () { return interrupts.value },
     get mcp () { return mcp.value },
+    get budgets () { return budgets.value },
     rateLimits: undefined,
     streams: undefined,
     connected: true,

@@ -456,5 +456,31 @@ CREATE INDEX mcp_events_by_time ON mcp_events(created_at);
 ALTER TABLE api_keys ADD COLUMN tenant TEXT NOT NULL DEFAULT 'default';
 CREATE INDEX api_keys_by_tenant ON api_keys(tenant, created_at);
 `
+  },
+  {
+    version: 19,
+    description: 'model budgets: usage per tenant or key and UTC day or month, and the reservations of backend calls in flight (each with its lease)',
+    sql: `
+CREATE TABLE budget_counters (
+  subject TEXT NOT NULL,
+  period TEXT NOT NULL,
+  period_start INTEGER NOT NULL,
+  tokens INTEGER NOT NULL,
+  cost_usd REAL NOT NULL,
+  PRIMARY KEY (subject, period, period_start)
+);
+CREATE INDEX budget_counters_by_period ON budget_counters(period, period_start);
+CREATE TABLE budget_reservations (
+  id TEXT NOT NULL,
+  subject TEXT NOT NULL,
+  period TEXT NOT NULL,
+  period_start INTEGER NOT NULL,
+  tokens INTEGER NOT NULL,
+  cost_usd REAL NOT NULL,
+  expires_at INTEGER NOT NULL,
+  PRIMARY KEY (id, subject, period, period_start)
+);
+CREATE INDEX budget_reservations_by_counter ON budget_reservations(subject, period, period_start, expires_at);
+`
   }
 ]

@@ -1,0 +1,36 @@
+import { readFileSync } from 'node:fs'
+import { AH_ERR_CONFIG_INVALID } from '../errors.js'
+import { lazySchema, toIssues } from '../agents/json-schema.js'
+import { BudgetsFile } from '../protocol/budgets.js'
+
+const checkFile = lazySchema<BudgetsFile>(BudgetsFile)
+
+/**
+ * Read BUDGETS_FILE: the model budgets of tenants (`default` for those it does not list) and keys.
+ * Every problem is reported, one line each, naming its place in the file.
+ * @param path the file; empty: no budgets (an empty object)
+ * @throws AH_ERR_CONFIG_INVALID naming the file and each problem
+ */
+export function loadBudgets (path: string): BudgetsFile {
+  if (path === '') return {}
+  const fail = (problems: string[]): never => {
+    throw new AH_ERR_CONFIG_INVALID(`env/BUDGETS_FILE ${path}:\n${problems.map((p) => `  - ${p}`).join('\n')}`)
+  }
+  let parsed: unknown
+  try {
+    parsed = JSON.parse(readFileSync(path, 'utf8'))
+  } catch (err) {
+    fail([`cannot be read as JSON: ${(err as Error).message}`])
+  }
+  if (!checkFile(parsed)) fail(toIssues(checkFile.errors).map(readable))
+  return parsed as BudgetsFile
+}
+
+/** A schema issue as a line of the boot error; a tenant name the pattern refuses is said as such (the validator calls it an additional property). */
+function readable (issue: { path: string, message: string }): string {
+  if (issue.message === 'must NOT have additional properties' && /^\/tenants\/[^/]+$/.test(issue.path)) {
+    return `${issue.path}: a tenant's name is 1 to 63 of a-z, 0-9 and "-", starting with a letter or digit`
+  }
+  if (issue.message === 'must NOT have fewer than 1 properties') return `${issue.path}: give at least one of ${/\/(day|month)$/.test(issue.path) ? 'tokens and cost_usd' : 'day and month'}`
+  return `${issue.path}: ${issue.message}`
+}

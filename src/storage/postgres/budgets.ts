@@ -1,0 +1,114 @@
+import type pg from 'pg'
+import { inTransaction } from './database.js'
+import { counterOrder, refusal, type Admission, type BudgetCounter, type BudgetPeriod, type BudgetStore, type CounterLimit, type CounterState, type Spend } from '../budgets.js'
+
+interface StateRow {
+  subject: string
+  period: BudgetPeriod
+  period_start: number
+  tokens: number
+  cost_usd: number
+  reserved_tokens: number
+  reserved_cost: number
+  calls: number
+}
+
+const RESERVED = `COALESCE((SELECT SUM(r.tokens) FROM budget_reservations r WHERE r.subject = c.subject AND r.period = c.period AND r.period_start = c.period_start AND r.expires_at > $1), 0)::bigint AS reserved_tokens,
+  COALESCE((SELECT SUM(r.cost_usd) FROM budget_reservations r WHERE r.subject = c.subject AND r.period = c.period AND r.period_start = c.period_start AND r.expires_at > $1), 0)::double precision AS reserved_cost,
+  (SELECT COUNT(*) FROM budget_reservations r WHERE r.subject = c.subject AND r.period = c.period AND r.period_start = c.period_start AND r.expires_at > $1) AS calls`
+
+function stateOf (row: StateRow): CounterState {
+  return {
+    subject: row.subject,
+    period: row.period,
+    start: row.period_start,
+    used: { tokens: row.tokens, cost_usd: row.cost_usd },
+    reserved: { tokens: row.reserved_tokens, cost_usd: row.reserved_cost, calls: row.calls }
+  }
+}
+
+/** `counters` as the arrays of one `unnest`: subjects, periods, starts. */
+function columns (counters: readonly BudgetCounter[]): [string[], string[], number[]] {
+  return [counters.map((c) => c.subject), counters.map((c) => c.period), counters.map((c) => c.start)]
+}
+
+/**
+ * {@link BudgetStore} on PostgreSQL, shared by every instance. A reservation locks its counters'
+ * rows (`SELECT ... FOR UPDATE`, in {@link counterOrder}) before it reads their reservations and
+ * adds its own, so two instances reserving against the same counter take turns: the second sees
+ * the first's reservation.
+ */
+export class PgBudgetStore implements BudgetStore {
+  readonly #pool: pg.Pool
+
+  constructor (pool: pg.Pool) {
+    this.#pool = pool
+  }
+
+  async reserve (id: string, limits: readonly CounterLimit[], estimate: Spend, now: number, expiresAt: number): Promise<Admission> {
+    const ordered = [...limits].sort(counterOrder)
+    await this.#ensure(ordered)
+    return await inTransaction(this.#pool, async (client) => {
+      await this.#lock(client, ordered)
+      // a statement of its own, after the locks: at READ COMMITTED its snapshot is taken once they are
+      // held, so it sees what the holder before committed (a statement that waited for a lock still
+      // reads other rows as they were when it began)
+      const states = await this.#read(client, ordered, now)
+      const answer = refusal(ordered, states, estimate)
+      if (!answer.admitted) return answer
+      const [subjects, periods, starts] = columns(ordered)
+      await client.query(`INSERT INTO budget_reservations (id, subject, period, period_start, tokens, cost_usd, expires_at)
+        SELECT $1, s, p, t, $5, $6, $7 FROM unnest($2::text[], $3::text[], $4::bigint[]) AS u(s, p, t)`, [id, subjects, periods, starts, estimate.tokens, estimate.cost_usd, expiresAt])
+      await client.query(`DELETE FROM budget_reservations r USING unnest($1::text[], $2::text[], $3::bigint[]) AS u(s, p, t)
+        WHERE r.subject = u.s AND r.period = u.p AND r.period_start = u.t AND r.expires_at <= $4`, [subjects, periods, starts, now])
+      return answer
+    })
+  }
+
+  async settle (id: string, counters: readonly BudgetCounter[], used: Spend): Promise<void> {
+    const ordered = [...counters].sort(counterOrder)
+    await this.#ensure(ordered)
+    await inTransaction(this.#pool, async (client) => {
+      await this.#lock(client, ordered)
+      const [subjects, periods, starts] = columns(ordered)
+      await client.query(`UPDATE budget_counters c SET tokens = c.tokens + $4, cost_usd = c.cost_usd + $5
+        FROM unnest($1::text[], $2::text[], $3::bigint[]) AS u(s, p, t) WHERE c.subject = u.s AND c.period = u.p AND c.period_start = u.t`,
+      [subjects, periods, starts, used.tokens, used.cost_usd])
+      await client.query('DELETE FROM budget_reservations WHERE id = $1', [id])
+    })
+  }
+
+  async read (counters: readonly BudgetCounter[], now: number): Promise<CounterState[]> {
+    return await this.#read(this.#pool, counters, now)
+  }
+
+  async #read (client: pg.Pool | pg.ClientBase, counters: readonly BudgetCounter[], now: number): Promise<CounterState[]> {
+    const [subjects, periods, starts] = columns(counters)
+    const { rows } = await client.query<StateRow>(`SELECT c.subject, c.period, c.period_start, c.tokens, c.cost_usd, ${RESERVED}
+      FROM budget_counters c JOIN unnest($2::text[], $3::text[], $4::bigint[]) AS u(s, p, t) ON c.subject = u.s AND c.period = u.p AND c.period_start = u.t`,
+    [now, subjects, periods, starts])
+    const found = new Map(rows.map((r) => [`${r.subject}\n${r.period}\n${r.period_start}`, stateOf(r)]))
+    return counters.map((c) => found.get(`${c.subject}\n${c.period}\n${c.start}`) ?? { ...c, used: { tokens: 0, cost_usd: 0 }, reserved: { tokens: 0, cost_usd: 0, calls: 0 } })
+  }
+
+  async current (dayStart: number, monthStart: number, now: number): Promise<CounterState[]> {
+    const { rows } = await this.#pool.query<StateRow>(`SELECT c.subject, c.period, c.period_start, c.tokens, c.cost_usd, ${RESERVED}
+      FROM budget_counters c WHERE (c.period = 'day' AND c.period_start = $2) OR (c.period = 'month' AND c.period_start = $3) ORDER BY c.subject, c.period`,
+    [now, dayStart, monthStart])
+    return rows.map(stateOf)
+  }
+
+  /** Make the counters that do not exist yet, committed on their own: the transaction that follows only locks rows that are there. */
+  async #ensure (counters: readonly BudgetCounter[]): Promise<void> {
+    const [subjects, periods, starts] = columns(counters)
+    await this.#pool.query(`INSERT INTO budget_counters (subject, period, period_start, tokens, cost_usd)
+      SELECT s, p, t, 0, 0 FROM unnest($1::text[], $2::text[], $3::bigint[]) WITH ORDINALITY AS u(s, p, t, n) ORDER BY n ON CONFLICT DO NOTHING`, [subjects, periods, starts])
+  }
+
+  /** Lock `counters` (already in {@link counterOrder}), in that order: one row a statement, whatever plan a join would get. */
+  async #lock (client: pg.ClientBase, counters: readonly BudgetCounter[]): Promise<void> {
+    for (const c of counters) {
+      await client.query('SELECT 1 FROM budget_counters WHERE subject = $1 AND period = $2 AND period_start = $3 FOR UPDATE', [c.subject, c.period, c.start])
+    }
+  }
+}
