@@ -7,6 +7,7 @@ import { CHECKPOINT_FILE } from './storage/audit-checkpoints.js'
 import type { Awaitable } from './storage/awaitable.js'
 import { TASK_GRAPH_FILE } from './storage/file/tasks.js'
 import { GraphLock } from './storage/file/graph-lock.js'
+import { DEFAULT_KEY_FILE } from './storage/secret-keyring.js'
 
 // This is the `backup` command's logic, beside commands.ts (as scaffold.ts is `new agent`'s); it takes
 // the task graph's lock (storage/file/graph-lock.ts). (Issue 29 may move it into storage/ in a later step.)
@@ -190,6 +191,7 @@ function leftOutOnPurpose (name: string, database: BackupOptions['database']): s
   if (name === `${TASK_GRAPH_FILE}.lock`) return 'the task store\'s lock: a copy must not hold it'
   if (name.startsWith(`${TASK_GRAPH_FILE}.lock-stale-`) || (name.startsWith(`${TASK_GRAPH_FILE}.`) && name.endsWith('.tmp'))) return 'what a crashed writer left, which the task store removes'
   if (name === BACKUP_MANIFEST) return 'the manifest of the backup this DATA_DIR was restored from'
+  if (name === DEFAULT_KEY_FILE) return 'the key that seals the stored secrets: keep it apart from the data (a restore needs it; docs/security.md#secrets-at-rest)'
   return undefined
 }
 

@@ -56,6 +56,7 @@ export async function main (argv: string[], env: Record<string, string | undefin
   if (command === 'backup') return await (await import('./commands/backup.js')).backup(parsed.values, scoped, io)
   if (command === 'new') return await (await import('./scaffold.js')).newAgent(parsed.positionals.slice(1), parsed.values, { root: io.cwd ?? process.cwd(), env }, io)
   if (command === 'keys') return await (await import('./commands/keys.js')).keys(sub, parsed.positionals[2], parsed.values, scoped, io)
+  if (command === 'secrets') return await (await import('./commands/secrets.js')).secrets(sub, scoped, io)
   if (command === 'worker') {
     const concurrency = Number(parsed.values.concurrency)
     if (!Number.isInteger(concurrency) || concurrency < 1) { io.err('--concurrency must be a positive integer'); return 2 }

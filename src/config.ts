@@ -74,6 +74,9 @@ export const ConfigSchema = Type.Object({
   JWT_CLOCK_TOLERANCE_MS: Type.Integer({ default: 5000, minimum: 0, description: '`AUTH_MODE=jwt`: clock skew allowed on `exp`, `nbf` and `iat`' }),
   AUDIT_KEY: Type.String({ default: '', description: 'the audit chain\'s key (32+ characters, e.g. `openssl rand -hex 32`): every row is an HMAC with it, so nobody without it can rewrite the log unseen. Keep it outside `DATA_DIR`. Empty: a plain hash chain that shows accidental damage only (the server warns at boot)' }),
   AUDIT_KEYS_RETIRED: Type.String({ default: '', description: 'audit keys used before a rotation, comma-separated: the rows and checkpoints they signed still verify' }),
+  SECRETS_KEY: Type.String({ default: '', description: 'the key that seals stored secrets (A2A push tokens and credentials) with AES-256-GCM: 32 random bytes as base64 (`openssl rand -base64 32`), base64url or 64 hex digits. Keep it outside `DATA_DIR` and its backups. Empty, with no `SECRETS_KEY_FILE`: on SQLite the server makes `DATA_DIR/secrets.key` when it first stores a secret (mode 0600; used after); with `DATABASE_URL` there is none (instances must share one), and storing a secret is refused' }),
+  SECRETS_KEY_FILE: Type.String({ default: '', description: 'a file holding the secrets key (as `SECRETS_KEY` takes it), read at boot: a mounted secret; set this or `SECRETS_KEY`, not both' }),
+  SECRETS_KEYS_RETIRED: Type.String({ default: '', description: 'secrets keys used before a rotation, comma-separated: values they sealed still open, until `agent-host secrets rotate` seals them again with `SECRETS_KEY`' }),
   AUDIT_RUNS: Type.Union([Type.Literal('all'), Type.Literal('failed')], { default: 'all', description: 'which runs get an `assist` row in the audit chain: `all` (who called which agent, and how it ended, for every run); `failed`, only the runs that did not end `done` (errors, cancellations, timeouts, and runs that stopped to ask a person), for a deployment whose successful calls are read-only and need no record (less CPU and disk per request: see BENCHMARKS.md). Denials, cancel requests, keys, erasures and the rest are always audited' }),
   AUDIT_CHECKPOINT_INTERVAL_MS: Type.Integer({ default: 60000, minimum: 0, description: 'how often the audit log\'s signed checkpoint (rows and head) is appended to `DATA_DIR/audit-checkpoints.jsonl` when the log grew (0: at boot and shutdown only)' }),
   RATE_LIMIT_MAX: Type.Integer({ default: 600, minimum: 0, description: 'requests one caller (a key, a token\'s subject, or an address when auth is off) may make per `RATE_LIMIT_WINDOW_MS`; then 429 `AH_ERR_RATE_LIMITED` (0: no limit)' }),
@@ -174,6 +177,7 @@ export function loadConfig (env: Record<string, string | undefined>, dotenv = fa
   for (const key of [raw.AUDIT_KEY, ...auditKeysRetired(raw)].filter((k) => k !== '')) {
     if (key.length < 32) throw new AH_ERR_CONFIG_INVALID('env/AUDIT_KEY and each of env/AUDIT_KEYS_RETIRED must be 32 or more characters (for example `openssl rand -hex 32`)')
   }
+  checkSecretKeys(raw)
   if (raw.BOOTSTRAP_ADMIN_KEY !== '' && raw.BOOTSTRAP_ADMIN_KEY.length < 32) {
     throw new AH_ERR_CONFIG_INVALID('env/BOOTSTRAP_ADMIN_KEY must be 32 or more characters (for example `openssl rand -hex 32`)')
   }
@@ -239,6 +243,29 @@ function settingErrors (err: unknown, data: Record<string, string | undefined>):
     lines.set(key, choices !== undefined ? `${given}: it must be one of ${choices.join(', ')}` : `${given}: it ${e.message ?? 'is invalid'}`)
   }
   return lines.size === 0 ? (err as Error).message : [...lines.values()].join('; ')
+}
+
+/** How to make a secrets key, for the messages that refuse one. */
+export const SECRET_KEY_HOWTO = 'a secrets key is 32 random bytes as base64 (make one with `openssl rand -base64 32`), base64url, or 64 hex digits'
+
+/** The 32 bytes of a secrets key written as 64 hex digits, base64 or base64url; undefined for anything else. */
+export function secretKeyBytes (text: string): Buffer | undefined {
+  if (/^[0-9a-fA-F]{64}$/.test(text)) return Buffer.from(text, 'hex')
+  if (!/^[A-Za-z0-9+/_-]{43}=?$/.test(text)) return undefined
+  const key = Buffer.from(text, 'base64')
+  return key.length === 32 ? key : undefined
+}
+
+/** `SECRETS_KEYS_RETIRED` as a list. */
+export function secretKeysRetired (config: Pick<Config, 'SECRETS_KEYS_RETIRED'>): string[] {
+  return config.SECRETS_KEYS_RETIRED.split(',').map((k) => k.trim()).filter((k) => k !== '')
+}
+
+/** SECRETS_KEY and SECRETS_KEYS_RETIRED hold keys, and at most one of SECRETS_KEY and SECRETS_KEY_FILE is set. */
+function checkSecretKeys (raw: Pick<Config, 'SECRETS_KEY' | 'SECRETS_KEY_FILE' | 'SECRETS_KEYS_RETIRED'>): void {
+  if (raw.SECRETS_KEY !== '' && raw.SECRETS_KEY_FILE !== '') throw new AH_ERR_CONFIG_INVALID('env/SECRETS_KEY and env/SECRETS_KEY_FILE are both set: set one of them')
+  if (raw.SECRETS_KEY !== '' && secretKeyBytes(raw.SECRETS_KEY) === undefined) throw new AH_ERR_CONFIG_INVALID(`env/SECRETS_KEY is not a key: ${SECRET_KEY_HOWTO}`)
+  if (secretKeysRetired(raw).some((k) => secretKeyBytes(k) === undefined)) throw new AH_ERR_CONFIG_INVALID(`env/SECRETS_KEYS_RETIRED holds something that is not a key: ${SECRET_KEY_HOWTO}; separate keys with commas`)
 }
 
 /** `AUDIT_KEYS_RETIRED` as a list. */

@@ -132,6 +132,8 @@ export const AH_ERR_STORAGE_BUSY = define('AH_ERR_STORAGE_BUSY', 503, 'The datab
   'Another process held the database\'s write lock for longer than `DB_WRITE_BUDGET_MS`; nothing was started or changed. `Retry-After` is set.')
 export const AH_ERR_STORAGE_UNAVAILABLE = define('AH_ERR_STORAGE_UNAVAILABLE', 503, 'The database cannot be reached; retry later',
   'PostgreSQL (`DATABASE_URL`) refused or dropped the connection (it is down, restarting, or out of connections); nothing was acknowledged that is not stored. `Retry-After` is set and `/health` says `degraded` while it lasts.')
+export const AH_ERR_SECRETS_KEY_UNSET = define('AH_ERR_SECRETS_KEY_UNSET', 503, 'No secrets key is set, so %s cannot be stored sealed: set SECRETS_KEY or SECRETS_KEY_FILE (the same key on every instance; make one with openssl rand -base64 32)',
+  'A secret (an A2A push config\'s token or credentials) would be stored, and the server holds no key to seal it with: with `DATABASE_URL` there is no default key (every instance must use the same one), so set `SECRETS_KEY` or `SECRETS_KEY_FILE`. Nothing is stored in plain text. Also at boot, when secrets an earlier version stored in plain text wait to be sealed.')
 export const AH_ERR_SHUTTING_DOWN = define('AH_ERR_SHUTTING_DOWN', 503, 'The server is shutting down',
   'The server is draining; retry against another instance (`Retry-After` is set).')
 export const AH_ERR_PLAYGROUND_UNBUILT = define('AH_ERR_PLAYGROUND_UNBUILT', 503, 'The playground is not built: run npm run build',
@@ -166,6 +168,10 @@ export const AH_ERR_STORAGE_SCHEMA_TOO_NEW = defineInternal('AH_ERR_STORAGE_SCHE
   'Boot: the database was written by a newer agent-host; this one refuses to open it.')
 export const AH_ERR_CONFIG_INVALID = defineInternal('AH_ERR_CONFIG_INVALID', 500, 'Invalid configuration: %s',
   'Boot: an environment setting is missing or malformed; the message names it.')
+export const AH_ERR_SECRETS_KEY_UNKNOWN = defineInternal('AH_ERR_SECRETS_KEY_UNKNOWN', 500, 'Stored secrets are sealed with key %s, which this server does not hold (it holds %s): %s',
+  'At boot (or `agent-host secrets rotate`): stored secrets are sealed with a key that is neither `SECRETS_KEY` (or `SECRETS_KEY_FILE`, or on SQLite `DATA_DIR/secrets.key`) nor in `SECRETS_KEYS_RETIRED`. Start with the key they were sealed with; to change keys, set the new one as `SECRETS_KEY`, the old one in `SECRETS_KEYS_RETIRED`, and run `agent-host secrets rotate`.')
+export const AH_ERR_SECRET_UNREADABLE = defineInternal('AH_ERR_SECRET_UNREADABLE', 500, 'A stored secret sealed with key %s cannot be opened: %s',
+  'A stored secret did not open: its key is not held, or it does not authenticate (it was changed, or copied from another row). Nothing falls back to plain text.')
 
 /** Why an agent's signal fired (`signal.reason.kind`). */
 export type AbortKind = 'client_disconnected' | 'slow_consumer' | 'cancelled' | 'shutdown' | 'timeout' | 'agent_error' | 'agent_failed' |

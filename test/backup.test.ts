@@ -125,6 +125,7 @@ t.test('refused, exit 2 and nothing written: no --to, a DIR that is not empty or
 
 t.test('with DATABASE_URL: DATA_DIR\'s own files copied, the database left to pg_dump, exit 3 (the database is never contacted)', async (t) => {
   const { dataDir } = await liveDataDir(t, 1, 1)
+  writeFileSync(join(dataDir, 'secrets.key'), 'a key', { mode: 0o600 })
   const to = target(t)
   const { io, out, err } = capture()
   t.equal(await main(['backup', '--to', to, '--json'], { DATA_DIR: dataDir, DATABASE_URL: 'postgres://nobody@127.0.0.1:1/agent_host' }, io), 3)
@@ -132,8 +133,8 @@ t.test('with DATABASE_URL: DATA_DIR\'s own files copied, the database left to pg
   const manifest = JSON.parse(out[0] as string) as BackupManifest
   t.match(manifest, { database: 'postgres', point_in_time: null })
   t.same(manifest.copied.map((c) => c.path), ['audit-checkpoints.jsonl', 'tasks.graph.json'])
-  t.match(manifest.left_out, [{ path: 'agent-host.db', why: /DATABASE_URL is set: this SQLite database is not the one in use/ }, { path: 'agent-host.db-shm' }, { path: 'agent-host.db-wal' }])
-  t.same(readdirSync(to).sort(), ['audit-checkpoints.jsonl', 'backup-manifest.json', 'tasks.graph.json'])
+  t.match(manifest.left_out, [{ path: 'agent-host.db', why: /DATABASE_URL is set: this SQLite database is not the one in use/ }, { path: 'agent-host.db-shm' }, { path: 'agent-host.db-wal' }, { path: 'secrets.key', why: /the key that seals the stored secrets: keep it apart/ }])
+  t.same(readdirSync(to).sort(), ['audit-checkpoints.jsonl', 'backup-manifest.json', 'tasks.graph.json'], 'the secrets key is not in the backup')
 })
 
 t.test('a writer of the task graph cannot write while the backup copies it: the backup holds the store\'s own lock', async (t) => {

@@ -32,6 +32,12 @@ commands:
                                                 among those not revoked: keys create refuses a name taken)
                                                 (keys live in DATABASE_URL's database when it is set, else
                                                 in DATA_DIR's; every change is audited)
+  secrets rotate                                seal every stored secret (A2A push tokens and credentials)
+                                                again with SECRETS_KEY, opening those of the old keys given
+                                                in SECRETS_KEYS_RETIRED, in one transaction; prints how many
+                                                it re-sealed; then the server needs SECRETS_KEY alone
+                                                (exit 0 when done, 1 when a value's key is not given and
+                                                nothing changed, 2 without SECRETS_KEY)
   new agent NAME [--stream | --task | --contract]
                                                 write a working agent, AGENTS_DIR/NAME/index.ts (default
                                                 agents/), and its test, test/agents/NAME.test.ts: a JSON

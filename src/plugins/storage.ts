@@ -7,6 +7,7 @@ import { type EventLog } from '../storage/events.js'
 import { type RunLedger } from '../storage/run-ledger.js'
 import { type HostSessionStore } from '../storage/sessions.js'
 import type { AuditReader, Driver, Stores, StoresOptions } from '../storage/stores.js'
+import { settleSecrets } from '../storage/secrets.js'
 import pkg from '../../package.json' with { type: 'json' }
 
 /** The driver a configuration uses: PostgreSQL when DATABASE_URL is set, else SQLite under DATA_DIR. */
@@ -20,12 +21,23 @@ export function driverOf (config: Pick<Config, 'DATABASE_URL'>): Driver {
  * the one in use.
  */
 export async function openStores (config: Config, options: StoresOptions): Promise<Stores> {
+  let stores: Stores
   if (driverOf(config) === 'postgres') {
     const { openPgStores } = await import('../storage/postgres/index.js')
-    return await openPgStores(config, options)
+    stores = await openPgStores(config, options)
+  } else {
+    const { openSqliteStores } = await import('../storage/sqlite/index.js')
+    stores = openSqliteStores(config, options)
   }
-  const { openSqliteStores } = await import('../storage/sqlite/index.js')
-  return openSqliteStores(config, options)
+  // a missing or wrong secrets key stops the boot here, not at the first push
+  try {
+    const sealed = await settleSecrets(stores.secrets)
+    if (sealed > 0) options.log.info({ sealed }, 'sealed the secrets an earlier version stored in plain text')
+  } catch (err) {
+    await stores.close()
+    throw err
+  }
+  return stores
 }
 
 /** The configured driver's audit log, read-only (`agent-host audit verify`), or why it cannot be read. */

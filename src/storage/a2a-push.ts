@@ -1,6 +1,8 @@
 import type { Awaitable } from './awaitable.js'
-import type { Viewer } from './tenants.js'
 import type { AuditInput } from './audit.js'
+import type { SecretKeyring } from './secret-keyring.js'
+import { secretContext } from './secrets.js'
+import type { Viewer } from './tenants.js'
 
 /** Where a config's delivery stands: pushing (`active`), the task's final status pushed (`done`), or given up (`failed`). */
 export type PushState = 'active' | 'done' | 'failed'
@@ -133,4 +135,50 @@ export interface PushConfigChanges {
   save(runKey: string, decide: (known: PushConfigRecord[]) => { config: NewPushConfig, audit: AuditInput }, from: 'start' | 'now', now: number): Promise<PushConfigRecord>
   /** Delete the task's config `id`, with `audit` when there was one; false when there was none. */
   delete(runKey: string, id: string, audit: AuditInput): Promise<boolean>
+}
+
+/** `fn` of `value`, at once when it is there, else when it comes (so a synchronous store stays synchronous). */
+function mapAwaitable<T, U> (value: Awaitable<T>, fn: (v: T) => U): Awaitable<U> {
+  return value instanceof Promise ? value.then(fn) : fn(value)
+}
+
+/**
+ * A driver's push stores with the configs' secrets (`token`, `auth_credentials`) sealed on the way
+ * in and opened on the way out, each bound to its config (`a2a_push_configs.<column>` of its run key
+ * and id): callers see plain values, the database holds none. Done here, at the stores' edge, so
+ * both drivers' SQL stays free of keys and contexts, and both seal alike.
+ */
+export function sealedPushStores (push: { store: A2APushStore, changes: PushConfigChanges }, keyring: SecretKeyring): { store: A2APushStore, changes: PushConfigChanges } {
+  const seal = (config: NewPushConfig): NewPushConfig => ({
+    ...config,
+    token: keyring.seal(config.token, secretContext('a2a_push_configs', 'token', [config.run_key, config.id])),
+    auth_credentials: config.auth_credentials === null ? null : keyring.seal(config.auth_credentials, secretContext('a2a_push_configs', 'auth_credentials', [config.run_key, config.id]))
+  })
+  const open = <R extends PushConfigRecord>(record: R): R => ({
+    ...record,
+    token: keyring.open(record.token, secretContext('a2a_push_configs', 'token', [record.run_key, record.id])),
+    auth_credentials: record.auth_credentials === null ? null : keyring.open(record.auth_credentials, secretContext('a2a_push_configs', 'auth_credentials', [record.run_key, record.id]))
+  })
+  const inner = push.store
+  const store: A2APushStore = {
+    save: (config, from, now) => mapAwaitable(inner.save(seal(config), from, now), open),
+    get: (runKey, id) => mapAwaitable(inner.get(runKey, id), (found) => found === undefined ? undefined : open(found)),
+    list: (runKey) => mapAwaitable(inner.list(runKey), (found) => found.map(open)),
+    delete: (runKey, id) => inner.delete(runKey, id),
+    claim: (now, leaseMs, limit) => mapAwaitable(inner.claim(now, leaseMs, limit), (found) => found.map(open)),
+    advance: (seq, token, progress, expiresAt) => inner.advance(seq, token, progress, expiresAt),
+    fail: (seq, token, failure) => inner.fail(seq, token, failure),
+    finish: (seq, token) => inner.finish(seq, token),
+    release: (seq, token) => inner.release(seq, token),
+    nextRetry: (now) => inner.nextRetry(now),
+    deliveries: (query) => inner.deliveries(query)
+  }
+  const changes: PushConfigChanges = {
+    save: async (runKey, decide, from, now) => open(await push.changes.save(runKey, (known) => {
+      const change = decide(known.map(open))
+      return { config: seal(change.config), audit: change.audit }
+    }, from, now)),
+    delete: async (runKey, id, audit) => await push.changes.delete(runKey, id, audit)
+  }
+  return { store, changes }
 }

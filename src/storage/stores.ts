@@ -1,6 +1,7 @@
 import type { FastifyRateLimitStoreCtor } from '@fastify/rate-limit'
 import type { Tracer } from '@opentelemetry/api'
 import type { A2APushStore, PushConfigChanges } from './a2a-push.js'
+import type { StoredSecrets } from './secrets.js'
 import type { KeyStore } from './api-keys.js'
 import type { AuditStore } from './audit.js'
 import type { Awaitable } from './awaitable.js'
@@ -82,6 +83,8 @@ export interface Stores {
   readonly narrator: TaskNarrator
   /** A2A push configs (each change with its audit row) and their delivery state. */
   readonly push: { store: A2APushStore, changes: PushConfigChanges }
+  /** The secrets stored sealed (the push configs' tokens and credentials), the keyring that seals them, and the keys in use. */
+  readonly secrets: StoredSecrets
   /** Runs waiting for a person's answer (human in the loop). */
   readonly interrupts: InterruptStore
   /** MCP sessions and their streams' events, and the signals instances exchange about them. */

@@ -6,6 +6,9 @@ import { PgInterruptStore } from './interrupts.js'
 import { Lazy, runOnce, type AuditReader, type Stores, type StoresOptions } from '../stores.js'
 import { openFileTaskStore } from '../file/index.js'
 import { pgPushChanges, PgPushStore } from './a2a-push.js'
+import { sealedPushStores } from '../a2a-push.js'
+import { loadSecretKeyring, type SecretKeyring } from '../secret-keyring.js'
+import { PgStoredSecrets } from './secrets.js'
 import { databaseName, openAuditReader, PgAuditLog } from './audit.js'
 import { PgBudgetStore } from './budgets.js'
 import { PgBusStore } from './bus.js'
@@ -62,9 +65,11 @@ export async function openPgStores (config: Config, options: StoresOptions): Pro
     onMigration: options.onMigration ?? ((step, index, pending) => { log.info({ version: step.version, step: index + 1, of: pending }, `migrating: ${step.description}`) })
   })
   let audit: PgAuditLog
+  let keyring: SecretKeyring
   let notifications: PgNotifications | undefined
   try {
     audit = await PgAuditLog.open(pool, configuredKeyring(config))
+    keyring = loadSecretKeyring(config, { defaultFile: false, log })
     if (options.serving) {
       notifications = new PgNotifications({ connectionString: config.DATABASE_URL, application_name: `agent-host ${options.instanceId} (listen)` }, log)
       await notifications.start()
@@ -91,7 +96,7 @@ export async function openPgStores (config: Config, options: StoresOptions): Pro
   const budgets = new Lazy(() => new PgBudgetStore(pool))
   const push = new Lazy(() => {
     const store = new PgPushStore(pool)
-    return { store, changes: pgPushChanges(pool, store, audit) }
+    return sealedPushStores({ store, changes: pgPushChanges(pool, store, audit) }, keyring)
   })
   // while the database is away, routes that need nothing of it go on answering, uncounted (the limits plugin skips on error)
   const rateLimits = new Lazy(() => pgRateLimitStore(pool, { onPruneError: (err) => { log.warn({ err }, 'pruning ended rate-limit windows failed; the next prune tries again') } }))
@@ -117,6 +122,7 @@ export async function openPgStores (config: Config, options: StoresOptions): Pro
     get tasks () { return tasks.value },
     get narrator () { return narrator.value },
     get push () { return push.value },
+    secrets: new PgStoredSecrets(pool, keyring, audit),
     get interrupts () { return interrupts.value },
     get mcp () { return mcp.value },
     get budgets () { return budgets.value },

@@ -392,5 +392,16 @@ CREATE TABLE budget_reservations (
 );
 CREATE INDEX budget_reservations_by_counter ON budget_reservations(subject, period, period_start, expires_at);
 `
+  },
+  {
+    version: 9,
+    description: 'stored secrets are sealed (AES-256-GCM, storage/secret-keyring.ts): the ids of the keys in use, which a boot compares with its keys; push configs stored before are marked to be sealed at the next boot (kid plain)',
+    sql: `
+CREATE TABLE secret_keys (
+  kid text PRIMARY KEY,
+  recorded_at bigint NOT NULL
+);
+INSERT INTO secret_keys (kid, recorded_at) SELECT 'plain', 0 WHERE EXISTS (SELECT 1 FROM a2a_push_configs);
+`
   }
 ]

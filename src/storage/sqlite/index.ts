@@ -8,6 +8,9 @@ import { SqliteInterruptStore } from './interrupts.js'
 import { Lazy, runOnce, type AuditReader, type Stores, type StoresOptions } from '../stores.js'
 import { openFileTaskStore } from '../file/index.js'
 import { sqlitePushChanges, SqlitePushStore } from './a2a-push.js'
+import { sealedPushStores } from '../a2a-push.js'
+import { loadSecretKeyring, type SecretKeyring } from '../secret-keyring.js'
+import { SqliteStoredSecrets } from './secrets.js'
 import { SqliteAuditLog } from './audit.js'
 import { SqliteBudgetStore } from './budgets.js'
 import { SqliteBusStore } from './bus.js'
@@ -66,8 +69,10 @@ export function openSqliteStores (config: Config, options: StoresOptions): Sqlit
     ...(options.onMigration !== undefined ? { onMigration: options.onMigration } : {})
   })
   let audit: SqliteAuditLog
+  let keyring: SecretKeyring
   try {
     audit = new SqliteAuditLog(db, configuredKeyring(config))
+    keyring = loadSecretKeyring(config, { defaultFile: true, log })
   } catch (err) {
     db.close()
     throw err
@@ -92,7 +97,7 @@ export function openSqliteStores (config: Config, options: StoresOptions): Sqlit
   const budgets = new Lazy(() => new SqliteBudgetStore(db, write))
   const push = new Lazy(() => {
     const store = new SqlitePushStore(db)
-    return { store, changes: sqlitePushChanges(store, audit, write) }
+    return sealedPushStores({ store, changes: sqlitePushChanges(store, audit, write) }, keyring)
   })
 
   // interactions join the search index in batches, off the request path; a full batch is followed at once by the next
@@ -131,6 +136,7 @@ export function openSqliteStores (config: Config, options: StoresOptions): Sqlit
     get tasks () { return tasks.value },
     get narrator () { return narrator.value },
     get push () { return push.value },
+    secrets: new SqliteStoredSecrets(db, keyring, audit),
     get interrupts () { return interrupts.value },
     get mcp () { return mcp.value },
     get budgets () { return budgets.value },
