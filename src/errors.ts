@@ -232,6 +232,8 @@ export const AH_ERR_BACKEND_CONFIG = defineInternal('AH_ERR_BACKEND_CONFIG', 500
   'Raised to agent code: a local agent setting is unusable (a workspace outside `DATA_DIR/workspaces`, a bad session id).')
 export const AH_ERR_REMOTE_CALL_INVALID = defineInternal('AH_ERR_REMOTE_CALL_INVALID', 500, 'Invalid A2A call: %s',
   'Raised to the agent: `host.a2a.call()` was called with something that is not a call (an agent or capability that is not a name, a payload that is not an object, a timeout that is not 1 to 86400 seconds, a bad `callback_url`, `signal` or `onUpdate`); refusals of a well-formed call are `failure` answers instead.')
+export const AH_ERR_REMOTE_CARD_UNVERIFIED = defineInternal('AH_ERR_REMOTE_CARD_UNVERIFIED', 502, 'its card at %s carries no valid signature by its card_key (AH_ERR_REMOTE_CARD_UNVERIFIED): %s',
+  'An external agent of `A2A_AGENTS_FILE` has a `card_key`, and the card fetched from its `card_url` is unsigned, or none of its `signatures` is a valid JWS by that key over the card as received (RFC 8785, without `signatures`): the card is not used, and the call is a `failure` answer whose `metadata.error` says so (docs/a2a.md, "Signed agent cards").')
 
 /** A failure a task agent reports on purpose (seed S34): why, and whether trying again may help. Agents import it as `AgentError`. */
 export const AH_ERR_TASK_AGENT_FAILED = class AgentError extends defineInternal('AH_ERR_TASK_AGENT_FAILED', 500, '%s',

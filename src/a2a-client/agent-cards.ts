@@ -1,7 +1,11 @@
-import { A2A_PROTOCOL_VERSION, A2A_VERSION_HEADER, type AgentCard } from '@a2a-js/sdk'
+import type { KeyObject } from 'node:crypto'
+import { A2A_PROTOCOL_VERSION, A2A_VERSION_HEADER, canonicalizeAgentCard, type AgentCard } from '@a2a-js/sdk'
 import {
   ClientFactory, DefaultAgentCardResolver, JsonRpcTransportFactory, RestTransportFactory, createAuthenticatingFetchWithRetry, type Client
 } from '@a2a-js/sdk/client'
+import { base64url, flattenedVerify } from 'jose'
+import { AH_ERR_REMOTE_CARD_UNVERIFIED } from '../errors.js'
+import { canonicalJson } from '../storage/canonical-json.js'
 import type { A2AAgentConfig } from './agents-file.js'
 import { interfaceRefusal } from './card-interfaces.js'
 
@@ -140,6 +144,7 @@ export class AgentCards {
       throw new Error(`its card at ${agent.cardUrl} is not JSON: ${reasonOf(err)}`, { cause: err })
     }
     if (typeof raw !== 'object' || raw === null || Array.isArray(raw)) throw new Error(`its card at ${agent.cardUrl} is not an agent card (not a JSON object)`)
+    if (agent.cardKey !== undefined) await checkCardSignature(raw as Record<string, unknown>, agent.cardKey, agent.cardUrl)
     const card = new DefaultAgentCardResolver().normalizeAgentCard(raw)
     const refusal = interfaceRefusal(card, agent.cardUrl, agent.allowedHosts)
     if (refusal !== undefined) throw new Error(refusal)
@@ -150,6 +155,43 @@ export class AgentCards {
     if (ttl > 0 || etag !== undefined) this.#entries.set(agent.name, { remote, etag, expiresAt: now + ttl })
     else this.#entries.delete(agent.name)
     return remote
+  }
+}
+
+/**
+ * Check that `card`, as received, carries a signature by `key` (A2A v1.0 §8.4): one of its `signatures`
+ * is a valid detached JWS over the card without `signatures` in RFC 8785 canonical JSON, or over the
+ * a2a SDKs' canonical form of it (default and empty values left out, as §8.4.1 asks: what a peer
+ * signing with those SDKs signs). Which `kid` or `jku` a signature names does not matter: the key is
+ * the operator's.
+ * @throws AH_ERR_REMOTE_CARD_UNVERIFIED saying why no signature is valid
+ */
+export async function checkCardSignature (card: Readonly<Record<string, unknown>>, key: KeyObject, cardUrl: string): Promise<void> {
+  const signatures: unknown[] = Array.isArray(card.signatures) ? card.signatures : []
+  if (signatures.length === 0) throw new AH_ERR_REMOTE_CARD_UNVERIFIED(cardUrl, 'it has no signatures')
+  const { signatures: _, ...unsigned } = card
+  const payloads = [...new Set([canonicalJson(unsigned), sdkCanonicalForm(unsigned)].filter((p) => p !== undefined))].map((p) => base64url.encode(p))
+  const failures = new Set<string>()
+  for (const entry of signatures) {
+    const { protected: header, signature } = (typeof entry === 'object' && entry !== null ? entry : {}) as { protected?: string, signature?: string }
+    for (const payload of payloads) {
+      try {
+        await flattenedVerify({ payload, protected: header, signature: signature as string }, key)
+        return
+      } catch (err) {
+        failures.add((err as Error).message)
+      }
+    }
+  }
+  throw new AH_ERR_REMOTE_CARD_UNVERIFIED(cardUrl, `none of its ${signatures.length} signature${signatures.length === 1 ? '' : 's'} is valid (${[...failures].join('; ')})`)
+}
+
+/** The a2a SDKs' canonical form of a card, or undefined for one their parser fails on (a `null` skill): only its plain canonical JSON can be signed then. */
+function sdkCanonicalForm (card: Readonly<Record<string, unknown>>): string | undefined {
+  try {
+    return canonicalizeAgentCard(card as unknown as AgentCard)
+  } catch {
+    return undefined
   }
 }
 

@@ -1,4 +1,6 @@
+import { createPublicKey, type JsonWebKey, type KeyObject } from 'node:crypto'
 import { readFileSync } from 'node:fs'
+import { dirname, resolve as resolvePath } from 'node:path'
 import { AH_ERR_CONFIG_INVALID } from '../errors.js'
 import { lazySchema, toIssues } from '../agents/json-schema.js'
 import { A2AAgentsFile, type A2AAgentEntry } from '../protocol/a2a-client.js'
@@ -22,6 +24,8 @@ export interface A2AAgentConfig {
   allowedHosts: readonly string[]
   /** true: every call waits for a person's approval before it reaches the agent; absent: none does. */
   requireApproval?: true
+  /** The public key its card must be signed by (its `card_key`); absent: its card is used signed or not. */
+  cardKey?: KeyObject
 }
 
 /** Whether a call of the external agent `config` waits for a person's approval (its `require_approval`). */
@@ -37,7 +41,8 @@ const checkFile = lazySchema<A2AAgentsFile>(A2AAgentsFile)
 /**
  * Read A2A_AGENTS_FILE: the external A2A agents agents may call. `${NAME}` in `card_url`,
  * `bearer_token` and header values is replaced by the environment variable NAME of `env` (the
- * server's, where `PORT` is the port it listens on, set or not), here, once. Every problem is reported, one line each, naming its place in the file.
+ * server's, where `PORT` is the port it listens on, set or not), here, once. A `card_key` (a public
+ * key file, PEM or JWK, relative to the file's folder) is read here too. Every problem is reported, one line each, naming its place in the file.
  * @param path the file; empty: no external agents
  * @throws AH_ERR_CONFIG_INVALID listing every problem of the file
  */
@@ -54,12 +59,12 @@ export function loadA2AAgents (path: string, env: Record<string, string | undefi
   }
   if (!checkFile(parsed)) fail(toIssues(checkFile.errors).map(readable))
   const problems: string[] = []
-  const agents = Object.entries((parsed as A2AAgentsFile).agents).map(([name, entry]) => agentOf(name, entry, env, (p) => { problems.push(`/agents/${name}/${p}`) }))
+  const agents = Object.entries((parsed as A2AAgentsFile).agents).map(([name, entry]) => agentOf(name, entry, env, dirname(path), (p) => { problems.push(`/agents/${name}/${p}`) }))
   if (problems.length > 0) fail(problems)
   return agents
 }
 
-function agentOf (name: string, entry: A2AAgentEntry, env: Record<string, string | undefined>, problem: (p: string) => void): A2AAgentConfig {
+function agentOf (name: string, entry: A2AAgentEntry, env: Record<string, string | undefined>, folder: string, problem: (p: string) => void): A2AAgentConfig {
   const resolve = (where: string, value: string): string => value.replace(REFERENCE, (_, variable: string) => {
     const found = env[variable]
     if (found === undefined || found === '') problem(`${where}: \${${variable}} is not set in the server's environment`)
@@ -83,6 +88,7 @@ function agentOf (name: string, entry: A2AAgentEntry, env: Record<string, string
     if (parsed === undefined) problem(`allowed_hosts/${i}: "${host}" must be a host name or address, with an optional :port`)
     return parsed?.host ?? host
   })
+  const cardKey = entry.card_key !== undefined ? publicKeyOf(resolvePath(folder, entry.card_key), problem) : undefined
   return {
     name,
     cardUrl,
@@ -91,7 +97,32 @@ function agentOf (name: string, entry: A2AAgentEntry, env: Record<string, string
     ...(entry.callers !== undefined ? { callers: entry.callers } : {}),
     timeoutS: entry.timeout ?? DEFAULT_CALL_TIMEOUT_S,
     allowedHosts,
-    ...(entry.require_approval === true ? { requireApproval: true as const } : {})
+    ...(entry.require_approval === true ? { requireApproval: true as const } : {}),
+    ...(cardKey !== undefined ? { cardKey } : {})
+  }
+}
+
+/** The public key in the file at `path` (PEM, or a JWK), or a problem saying why there is none. A private key is refused: the agents file should not hold a secret it does not need. */
+function publicKeyOf (path: string, problem: (p: string) => void): KeyObject | undefined {
+  let text: string
+  try {
+    text = readFileSync(path, 'utf8')
+  } catch (err) {
+    problem(`card_key: ${path} cannot be read: ${(err as Error).message}`)
+    return undefined
+  }
+  try {
+    if (text.trimStart().startsWith('-----BEGIN')) {
+      if (/-----BEGIN [A-Z ]*PRIVATE KEY-----/.test(text)) throw new Error('it holds a private key: give the public key (openssl pkey -pubout)')
+      return createPublicKey({ key: text, format: 'pem' })
+    }
+    const jwk = JSON.parse(text) as JsonWebKey
+    if (typeof jwk !== 'object' || jwk === null || Array.isArray(jwk) || 'keys' in jwk) throw new Error('neither a PEM public key nor one JWK object')
+    if ('d' in jwk) throw new Error('it holds a private key: give the public JWK (without "d")')
+    return createPublicKey({ key: jwk, format: 'jwk' })
+  } catch (err) {
+    problem(`card_key: ${path} is not a public key (PEM or JWK): ${(err as Error).message}`)
+    return undefined
   }
 }
 

@@ -107,7 +107,9 @@ export const A2AAgentEntry = Type.Object({
   /** Hosts (`host` or `host:port`) the card's interface URLs may point to besides the card URL's own host. */
   allowed_hosts: Type.Optional(Strings),
   /** true: every call waits for a person's approval (an `approval` interrupt of the run showing the call) before it reaches the agent; a rejected call is a `failure`. Default false. */
-  require_approval: Type.Optional(Type.Boolean())
+  require_approval: Type.Optional(Type.Boolean()),
+  /** A file holding the agent's public key (PEM, or a JWK); a relative path is from the agents file's folder. With it, its card is used only if one of its `signatures` is a valid JWS by this key (A2A v1.0 §8.4). */
+  card_key: Type.Optional(Type.String({ minLength: 1, maxLength: 4096 }))
 }, { additionalProperties: false, title: 'A2AAgentEntry' })
 export type A2AAgentEntry = Static<typeof A2AAgentEntry>
 

@@ -9,6 +9,7 @@ import { A2A_ERROR_CODE, A2AError } from '@a2a-js/sdk/errors'
 import { JsonRpcTransportHandler, type ServerCallContext } from '@a2a-js/sdk/server'
 import pkg from '../../package.json' with { type: 'json' }
 import { agentCard, hostCard } from '../a2a/agent-card.js'
+import { CardSigner } from '../a2a/card-signature.js'
 import { callContextOf, firstEvent, jsonRpcError, restError, restErrorFrame, restFrame, taskRef, unknownVerb } from '../a2a/http-binding.js'
 import { AgentA2AHandler, type A2ACall } from '../a2a/request-handler.js'
 import type { HostedAgent } from '../agents/hosted-agent.js'
@@ -53,6 +54,12 @@ const a2aRoutes: FastifyPluginAsyncTypebox = async (app) => {
   const config = app.config
   const handlers = new Map<string, { handler: AgentA2AHandler, jsonRpc: JsonRpcTransportHandler }>()
   const origin = (request: FastifyRequest): string => `${request.protocol}://${request.host}`
+  const signer = config.A2A_CARD_SIGNING_KEY_FILE === '' ? undefined : await CardSigner.load(config.A2A_CARD_SIGNING_KEY_FILE, config.A2A_CARD_SIGNING_KID)
+  /** A card as served: its JSON, signed when A2A_CARD_SIGNING_KEY_FILE is set. */
+  const served = async (card: AgentCard): Promise<Record<string, unknown>> => {
+    const json = AgentCard.toJSON(card) as Record<string, unknown>
+    return signer === undefined ? json : await signer.sign(json)
+  }
 
   const hostedAgent = (id: string): HostedAgent => {
     const hosted = app.agents.get(id)
@@ -113,7 +120,7 @@ const a2aRoutes: FastifyPluginAsyncTypebox = async (app) => {
       summary: 'The host\'s A2A agent card: a directory of its agents\' cards',
       response: { 200: A2AAnswer }
     }
-  }, async (request) => AgentCard.toJSON(hostCard(app.agents.list(), origin(request), config.AUTH_MODE, pkg.version)) as Record<string, unknown>)
+  }, async (request) => await served(hostCard(app.agents.list(), origin(request), config.AUTH_MODE, pkg.version)))
 
   app.get('/a2a/:agent_id/.well-known/agent-card.json', {
     schema: {
@@ -124,7 +131,7 @@ const a2aRoutes: FastifyPluginAsyncTypebox = async (app) => {
       params: AgentPathParams,
       response: { 200: A2AAnswer, 404: agentNotFound }
     }
-  }, async (request) => AgentCard.toJSON(agentCard(hostedAgent(request.params.agent_id), origin(request), config.AUTH_MODE)) as Record<string, unknown>)
+  }, async (request) => await served(agentCard(hostedAgent(request.params.agent_id), origin(request), config.AUTH_MODE)))
 
   // a body that is not JSON, or not an object, is JSON-RPC's parse error or invalid request (HTTP 200), as a JSON-RPC client expects
   const jsonRpcErrorHandler = (err: FastifyError, request: FastifyRequest, reply: FastifyReply): unknown => {
