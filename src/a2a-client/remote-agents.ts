@@ -82,9 +82,10 @@ function requestOf (agent: unknown, capability: unknown, payload: unknown, optio
  * The external A2A agents of A2A_AGENTS_FILE, called on behalf of runs (`host.a2a`). A call is
  * refused (`failure`, never a throw) when the agent is not in the file, the calling agent is not
  * among its `callers`, the capability is not among its `capabilities` or its card's skills, or its
- * card cannot be fetched or is refused. Every call, refused or made, is recorded: an `a2a.call`
- * CloudEvent in the run's events, an `a2a.call` audit row (resource `<agent>.<capability>`), and
- * the tokens and cost its billing reports in the run's usage metrics.
+ * card cannot be fetched or is refused (and, for a task whose owner may not have its agent call,
+ * `forbidden`). Every call, refused or made, is recorded: an `a2a.call` CloudEvent in the run's (or
+ * task's: its `task_id`) events, an `a2a.call` audit row (resource `<agent>.<capability>`; a task's
+ * in `details.task`), and the tokens and cost its billing reports in the run's usage metrics.
  */
 export class RemoteAgents implements A2ACallers {
   readonly #agents: ReadonlyMap<string, A2AAgentConfig>
@@ -148,6 +149,7 @@ export class RemoteAgents implements A2ACallers {
     const signal = AbortSignal.any([context.signal, this.#closing.signal, ...(options.signal !== undefined ? [options.signal] : [])])
     const refuse = async (reason: string): Promise<A2AResponse> => await this.#record(context, refusal(facts(), reason))
 
+    if (context.forbidden !== undefined) return await refuse(`forbidden: ${context.forbidden}`)
     const config = this.#agents.get(agent)
     if (config === undefined) {
       return await refuse(`no external agent "${agent}" is configured (A2A_AGENTS_FILE)${this.#agents.size > 0 ? `; there are: ${this.names.join(', ')}` : ''}`)
@@ -159,7 +161,7 @@ export class RemoteAgents implements A2ACallers {
       return await refuse(`"${capability}" is not a capability agents may ask of "${agent}" (A2A_AGENTS_FILE allows: ${config.capabilities.join(', ')})`)
     }
     if (approval === undefined && requiresApproval(config)) {
-      return await refuse(`approval_required: calls of "${agent}" wait for a person's approval (require_approval in A2A_AGENTS_FILE), which this run cannot ask`)
+      return await refuse(`approval_required: calls of "${agent}" wait for a person's approval (require_approval in A2A_AGENTS_FILE), which this ${context.taskId !== undefined ? 'task' : 'run'} cannot ask`)
     }
     const stopped = async (reason: unknown): Promise<never> => {
       await this.#record(context, refusal(facts(), `the call was stopped: ${reasonOf(reason)}`))
@@ -213,7 +215,8 @@ export class RemoteAgents implements A2ACallers {
       ...(metadata.error !== undefined ? { error: metadata.error } : {}),
       ...(response.billing != null ? { billing: response.billing } : {})
     }
-    this.#o.log.info({ requestId: context.requestId, a2a: data }, 'a2a call')
+    const ids = { requestId: context.requestId, taskId: context.taskId }
+    this.#o.log.info({ ...ids, a2a: data }, 'a2a call')
     const time = new Date().toISOString()
     try {
       await this.#o.ledger.record({
@@ -225,6 +228,7 @@ export class RemoteAgents implements A2ACallers {
         session_id: context.sessionId,
         request_id: context.requestId,
         trace_id: context.traceId,
+        task_id: context.taskId,
         owner_key: context.owner,
         event: { specversion: '1.0', id: response.request_id, source: 'agent-host/a2a-client', type: 'a2a.call', subject: resource, time, datacontenttype: 'application/json', data }
       }, {
@@ -233,13 +237,13 @@ export class RemoteAgents implements A2ACallers {
         resource,
         success: response.status === 'success',
         claimed_user: context.user ?? null,
-        request_id: context.requestId,
+        request_id: context.requestId ?? null,
         root_request_id: context.rootRequestId ?? null,
-        trace_id: context.traceId,
-        details: { by: `agent:${context.agent}`, call_id: response.request_id, status: response.status, ...(data.task_id !== undefined ? { task_id: data.task_id } : {}), ...(data.error !== undefined ? { error: cutText(data.error, 512) } : {}) }
+        trace_id: context.traceId ?? null,
+        details: { by: `agent:${context.agent}`, ...(context.taskId !== undefined ? { task: context.taskId } : {}), call_id: response.request_id, status: response.status, ...(data.task_id !== undefined ? { task_id: data.task_id } : {}), ...(data.error !== undefined ? { error: cutText(data.error, 512) } : {}) }
       })
     } catch (err) {
-      this.#o.log.warn({ err, requestId: context.requestId, a2a: data }, 'an A2A call could not be recorded')
+      this.#o.log.warn({ err, ...ids, a2a: data }, 'an A2A call could not be recorded')
     }
     const usage = usageOf(response.billing ?? undefined)
     if (usage !== undefined) context.usage?.({ model: `a2a:${response.agent_id}`, ...usage })

@@ -225,38 +225,49 @@ export interface AgentHost {
   readonly bus?: BusPublisher
   /**
    * The MCP tools the operator registered (MCP_SERVERS_FILE, `GET /v1/tools`), where the host lends
-   * them (runs of `/v1/assist`; not task workers): `host.tools.call({ tool, action, args, timeout,
+   * them (runs of `/v1/assist`, and tasks: a task agent's `context.host`): `host.tools.call({ tool, action, args, timeout,
    * retry_on_failure })` answers with the seed's `ToolResponse`. The rules hold before a call reaches
-   * a server; the run's signal aborts it; each call is recorded in the run's events and the audit log.
+   * a server; the run's (or task's) signal aborts it; each call is recorded in its events and the audit log.
    */
   readonly tools?: ToolCaller
   /**
    * External A2A agents the operator configured (A2A_AGENTS_FILE), where the host lends them (runs of
-   * `/v1/assist`; not task workers): `host.a2a.call(agent, capability, payload, { timeout, signal, onUpdate })`
+   * `/v1/assist`, and tasks): `host.a2a.call(agent, capability, payload, { timeout, signal, onUpdate })`
    * answers with the seed's `A2AResponse`. Calls are checked against the file, recorded in the run's
-   * events and the audit log, and given up (their remote tasks cancelled) when the run ends.
+   * (or task's) events and the audit log, and given up (their remote tasks cancelled) when it ends.
    */
   readonly a2a?: A2ACaller
 }
 
 /**
- * The run a call the host lends an agent serves (`host.tools`, `host.a2a`): who calls, on whose
- * behalf, and what stops it. Such calls are recorded in the run's events and audit rows.
+ * The run or task a call the host lends an agent serves (`host.tools`, `host.a2a`): who calls, on
+ * whose behalf, and what stops it. Such calls are recorded in its events and audit rows. A run's
+ * calls name its request and session; a task's name the task (`taskId`) instead.
  */
 export interface HostCallContext {
   /** The calling agent's manifest name (checked against the tool's `agents`, the remote's `callers`). */
   agent: string
-  /** The principal that called the run: the owner of its events, the actor of its audit rows. */
+  /** The principal that called the run or created the task: the owner of its events, the actor of its audit rows. */
   owner: string
-  /** The run's request id, as its caller sent it. */
-  requestId: string
+  /** The run's request id, as its caller sent it (a task's call has none: `taskId`). */
+  requestId?: string
   rootRequestId?: string
-  sessionId: string
-  traceId: string
+  /** The run's session (a task has none). */
+  sessionId?: string
+  /** The task whose agent calls (`context.host` of `handleTask`), where a run's call names its request. */
+  taskId?: string
+  /** The trace the calls belong to (a task has one only when it was made with `context.trace_id`). */
+  traceId?: string
   /** Who the run's envelope says it is for (a claim). */
   user?: string
-  /** The run's signal: calls in flight are given up when it fires (remote tasks cancelled), and none starts after. */
+  /** The run's (or task's) signal: calls in flight are given up when it fires (remote tasks cancelled), and none starts after. */
   signal: AbortSignal
+  /**
+   * Why the owner may not have this agent call on its behalf (a task whose owner lacks
+   * `assist:invoke`, or whose agent list leaves this agent out: `assist/task-host.ts`): every call is
+   * refused with it (`forbidden: <why>`) before anything else is checked, and recorded as every refusal.
+   */
+  forbidden?: string
 }
 
 /** Publishing to the event bus (seed 003 `EventPublication`); see `GET /v1/bus/events`. */

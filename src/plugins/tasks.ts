@@ -6,6 +6,7 @@ import { Reaper } from '../runtime/reaper.js'
 import { WorkerPool } from '../runtime/worker-pool.js'
 import { subscribeAgents } from '../bus/agent-subscriptions.js'
 import { TaskAccess } from '../auth/task-access.js'
+import { taskHosts } from '../assist/task-host.js'
 import type { TaskStore } from '../storage/tasks/task-store.js'
 
 declare module 'fastify' {
@@ -23,11 +24,13 @@ declare module 'fastify' {
  * The task-graph runtime inside the server: the store (TASK_STORE), the reaper (every lease/2),
  * the narrator (it follows the event log and narrates each task result of a conversation, from any
  * process), and WORKERS_PER_TYPE worker loops
- * per task agent. On close the workers are aborted and waited for before the database closes.
+ * per task agent, whose agents each get a host bound to their task (`assist/task-host.ts`: the backends,
+ * the MCP tools and the external A2A agents, on behalf of the task's owner). On close the workers are aborted and waited for before the database closes.
  */
 async function tasks (app: FastifyInstance): Promise<void> {
   const config = app.config
-  const access = new TaskAccess(app.taskAgents.map((loaded) => ({ type: loaded.agent.agentType, id: loaded.id })), app.audit)
+  const names = app.taskAgents.map((loaded) => ({ type: loaded.agent.agentType, id: loaded.id }))
+  const access = new TaskAccess(names, app.audit)
   // every task made here (routes, plans, the bus, agents' follow-ups) is held to its owner's agent list
   const store: TaskStore = access.guard(app.metrics.instrument(app.stores.tasks))
   const narrator = app.stores.narrator
@@ -42,6 +45,8 @@ async function tasks (app: FastifyInstance): Promise<void> {
     pollMs: config.TASK_POLL_MS,
     log: app.log,
     host: app.backends,
+    // each task's agent gets the host a run's does, bound to the task: its owner, its signal, its trace
+    hostFor: taskHosts({ backends: app.backends, tools: app.tools, a2a: app.a2aAgents, budgets: app.budgets, agents: names, usage: (usage) => { app.metrics.runObserver.usage?.(usage) } }),
     bus: app.bus
   })
   app.decorate('tasks', store)
@@ -83,4 +88,4 @@ async function tasks (app: FastifyInstance): Promise<void> {
   })
 }
 
-export default fp(tasks, { name: 'tasks', fastify: '5.x', dependencies: ['config', 'storage', 'metrics', 'agents', 'backends', 'bus'] })
+export default fp(tasks, { name: 'tasks', fastify: '5.x', dependencies: ['config', 'storage', 'metrics', 'agents', 'backends', 'bus', 'tools', 'a2a-client', 'budgets'] })

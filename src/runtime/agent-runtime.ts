@@ -32,9 +32,17 @@ export interface AgentRuntimeOptions {
   now?: () => Date
   /** The backends task agents may use (`context.host`); none when the worker has no configuration for them. */
   host?: AgentHost
+  /**
+   * The host one task's agent gets (`context.host`), bound to that task: its owner, its signal, its
+   * trace (`assist/task-host.ts:taskHosts`); {@link host} is lent as it is when there is none.
+   */
+  hostFor?: TaskHostFactory
   /** The event bus task agents publish to (`context.bus`). */
   bus?: TaskBus
 }
+
+/** Makes the host one task's agent gets, bound to the task and given up when `signal` fires. */
+export type TaskHostFactory = (task: TaskNode, signal: AbortSignal) => AgentHost
 
 /** The event bus as a task sees it: a publication says whose it is (the task's creator) and its trace. */
 export interface TaskBus {
@@ -79,6 +87,11 @@ export class AgentRuntime {
     this.#now = options.now ?? (() => new Date())
     this.host = options.host
     this.bus = options.bus
+  }
+
+  /** The host `task`'s agent gets (`TaskContext.host`): its own, made for it, when the worker makes one per task; else this worker's. */
+  hostOf (task: TaskNode, signal: AbortSignal): AgentHost | undefined {
+    return this.#o.hostFor?.(task, signal) ?? this.host
   }
 
   /** The claim held on a task (its fencing token), if any. */
@@ -202,8 +215,8 @@ export class AgentRuntime {
       await this.#resultEvent(task, { outcome: 'completed', result: outputs })
       if ((result.next_actions ?? []).length > 0) {
         await this.#o.store.create((result.next_actions ?? []).map((action) => {
-          // a child is its parent's owner's, held to the owner's agent list: an agent can neither hand a task to someone else nor widen the list
-          const { owner_key: _claimed, owner_agents: _widened, ...asked } = action.metadata ?? {}
+          // a child is its parent's owner's, held to the owner's agent list and scopes: an agent can neither hand a task to someone else nor widen either
+          const { owner_key: _claimed, owner_agents: _widened, owner_scopes: _raised, ...asked } = action.metadata ?? {}
           return { type: action.type, inputs: action.inputs ?? {}, priority: action.priority ?? task.priority, metadata: { ...task.metadata, ...asked }, parent_id: task.id }
         }))
       }

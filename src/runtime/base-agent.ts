@@ -10,7 +10,13 @@ export interface TaskContext {
   signal: AbortSignal
   /** Report progress (AGENT_UPDATE, and a heartbeat). */
   progress(message: string, fraction?: number): Promise<void>
-  /** The backends (`host.backend('llm')`), when the worker was given them. */
+  /**
+   * What the host lends this task, when the worker was given it: the backends (`host.backend('llm')`,
+   * metered as the task's owner's), and where the worker has them the MCP tools (`host.tools`) and
+   * external A2A agents (`host.a2a`), called on behalf of the task's owner (`metadata.owner_key`),
+   * held to its scopes and agent list, stopped by {@link signal}, and recorded in the task's events
+   * and the audit log (agents/README.md, "Task agents").
+   */
   host?: AgentHost
   /** The event bus, when the worker was given it. */
   bus?: TaskBus
@@ -51,6 +57,7 @@ export abstract class BaseAgent {
     if (task === undefined) return null
     const controller = new AbortController()
     const forget = onClaimed?.(task, controller)
+    const host = runtime.hostOf(task, controller.signal)
     const abort = (): void => { controller.abort(signal?.reason) }
     if (signal?.aborted === true) abort()
     signal?.addEventListener('abort', abort, { once: true })
@@ -70,7 +77,7 @@ export abstract class BaseAgent {
         runtime,
         signal: controller.signal,
         progress: async (message, fraction) => { await this.onProgress(task, runtime, message, fraction) },
-        ...(runtime.host !== undefined ? { host: runtime.host } : {}),
+        ...(host !== undefined ? { host } : {}),
         ...(runtime.bus !== undefined ? { bus: runtime.bus } : {})
       })
       // a result the policy refuses is the agent's failure, found before onComplete is told otherwise
@@ -95,6 +102,8 @@ export abstract class BaseAgent {
       await stopBeating()
       signal?.removeEventListener('abort', abort)
       forget?.()
+      // what the agent left running with the task's host (an A2A call it did not await) is given up with the task, as a run's is
+      controller.abort(new Error('task ended'))
     }
   }
 }

@@ -3,7 +3,7 @@ import { setTimeout as sleep } from 'node:timers/promises'
 import { AH_ERR_TASK_STALE_CLAIM } from '../errors.js'
 import type { Awaitable } from '../storage/awaitable.js'
 import type { AuditInput } from '../storage/audit.js'
-import { AgentRuntime, type TaskBus, type TaskEventSink } from './agent-runtime.js'
+import { AgentRuntime, type TaskBus, type TaskEventSink, type TaskHostFactory } from './agent-runtime.js'
 import type { BaseAgent } from './base-agent.js'
 import type { TaskStore } from '../storage/tasks/task-store.js'
 import type { AgentHost } from '../backends/protocol.js'
@@ -19,8 +19,10 @@ export interface WorkerPoolOptions {
   /** Idle wait between polls when there is no work. */
   pollMs: number
   log: { info(obj: object, msg?: string): void, error(obj: object, msg?: string): void }
-  /** The backends the agents may use (`TaskContext.host`). */
+  /** The backends the agents may use (`TaskContext.host`), when no {@link hostFor} makes each task's. */
   host?: AgentHost
+  /** The host each task's agent gets (`TaskContext.host`), bound to that task (`assist/task-host.ts:taskHosts`). */
+  hostFor?: TaskHostFactory
   /** The event bus the agents publish to (`TaskContext.bus`). */
   bus?: TaskBus
 }
@@ -55,6 +57,7 @@ export class WorkerPool {
           heartbeatMs: this.#o.heartbeatMs,
           leaseMs: this.#o.leaseMs,
           ...(this.#o.host !== undefined ? { host: this.#o.host } : {}),
+          ...(this.#o.hostFor !== undefined ? { hostFor: this.#o.hostFor } : {}),
           ...(this.#o.bus !== undefined ? { bus: this.#o.bus } : {})
         })
         this.#loops.push(this.#loop(agent, runtime))

@@ -12,13 +12,13 @@ import { requiresApproval } from './servers-file.js'
 
 /**
  * Why a call failed, the first word of `ToolResponse.error`. Refused before the server is asked:
- * `unknown_tool`, `agent_not_allowed`, `action_not_allowed`, `approval_rejected` (a person said no),
+ * `forbidden` (the task's owner may not have this agent call on its behalf: `HostCallContext.forbidden`), `unknown_tool`, `agent_not_allowed`, `action_not_allowed`, `approval_rejected` (a person said no),
  * `approval_required` (the action waits for an approval this run cannot ask), `scope_violation`, `aborted`. Failed
  * on the way: `timeout`, `server_unavailable` (it could not be started or reached), `server_exited`
  * (its process exited during the call), `connection_lost`, `server_error` (it answered with a
  * protocol error), `tool_error` (the tool ran and reported an error: `result` holds what it said).
  */
-export type ToolFailure = 'unknown_tool' | 'agent_not_allowed' | 'action_not_allowed' | 'approval_rejected' | 'approval_required' | 'scope_violation' | 'aborted' | 'timeout' |
+export type ToolFailure = 'forbidden' | 'unknown_tool' | 'agent_not_allowed' | 'action_not_allowed' | 'approval_rejected' | 'approval_required' | 'scope_violation' | 'aborted' | 'timeout' |
   'server_unavailable' | 'server_exited' | 'connection_lost' | 'server_error' | 'tool_error'
 
 /** A registered tool as a call needs it: its server and the scopes that hold before the server is asked. */
@@ -34,7 +34,7 @@ export interface ToolLookup {
   names(): string[]
 }
 
-/** The run a caller serves (`HostCallContext`). */
+/** The run or task a caller serves (`HostCallContext`). */
 export type ToolRunContext = HostCallContext
 
 /**
@@ -153,6 +153,7 @@ async function scopeCheck (tool: RegisteredTool, args: ToolCall['args']): Promis
 
 async function perform ({ tools, log }: ToolCallerOptions, run: ToolRunContext, call: ToolCall, approval: Approval | undefined): Promise<Outcome> {
   const refuse = (failure: ToolFailure, message: string, serverTool?: string): Outcome => ({ ok: false, failure, message, attempts: 0, ...(serverTool !== undefined ? { serverTool } : {}) })
+  if (run.forbidden !== undefined) return refuse('forbidden', run.forbidden)
   const tool = tools.get(call.tool)
   if (tool === undefined) {
     const names = tools.names()
@@ -169,7 +170,7 @@ async function perform ({ tools, log }: ToolCallerOptions, run: ToolRunContext, 
   const args = scoped.args
   if (approval?.approved === false) return refuse('approval_rejected', approval.reason, serverTool)
   if (approval === undefined && requiresApproval(spec, call.action)) {
-    return refuse('approval_required', `calls of "${call.action}" of tool "${call.tool}" wait for a person's approval (require_approval), which this run cannot ask`, serverTool)
+    return refuse('approval_required', `calls of "${call.action}" of tool "${call.tool}" wait for a person's approval (require_approval), which this ${run.taskId !== undefined ? 'task' : 'run'} cannot ask`, serverTool)
   }
 
   const timeoutS = call.timeout ?? spec.timeoutS
@@ -181,7 +182,7 @@ async function perform ({ tools, log }: ToolCallerOptions, run: ToolRunContext, 
   let again = false
   let attempt: Attempt
   do {
-    if (again) log.info({ requestId: run.requestId, tool: call.tool, action: call.action, attempt: attempts }, 'tool call failed in transport: trying again')
+    if (again) log.info({ requestId: run.requestId, taskId: run.taskId, tool: call.tool, action: call.action, attempt: attempts }, 'tool call failed in transport: trying again')
     attempts++
     attempt = await once(tool.connection, serverTool, args, { run: run.signal, deadline, signal, remainingMs: end - performance.now(), timeoutS })
     if (attempt.ok) return { ok: true, result: attempt.result, serverTool, attempts }

@@ -83,12 +83,24 @@ export function ownerOf (task: Pick<TaskNode, 'metadata'>): string | null {
 }
 
 /**
- * `metadata` of a task `who` creates: it is theirs (`owner_key`) and held to their agent list
- * (`owner_agents`, absent when they may use any agent), whatever `metadata` said of either.
+ * `metadata` of a task `who` creates: it is theirs (`owner_key`), held to their agent list
+ * (`owner_agents`, absent when they may use any agent) and to their scopes (`owner_scopes`: what
+ * its agent's host calls are held to, as a run's are to its caller's), whatever `metadata` said of any.
  */
-export function ownedBy (who: { id: string, agents: ReadonlySet<string> | null }, metadata: JsonObject = {}): JsonObject {
-  const { owner_agents: _claimed, ...rest } = metadata
-  return { ...rest, owner_key: who.id, ...(who.agents !== null ? { owner_agents: [...who.agents] } : {}) }
+export function ownedBy (who: { id: string, agents: ReadonlySet<string> | null, scopes: ReadonlySet<string> }, metadata: JsonObject = {}): JsonObject {
+  const { owner_agents: _claimed, owner_scopes: _widened, ...rest } = metadata
+  return { ...rest, owner_key: who.id, ...(who.agents !== null ? { owner_agents: [...who.agents] } : {}), owner_scopes: [...who.scopes] }
+}
+
+/**
+ * The scopes of the key or token that created the task (its plan, the task whose follow-up it is),
+ * `metadata.owner_scopes`, set where the task is made and carried to its follow-ups, which cannot
+ * widen them. Absent (a task made before they were recorded, or started by a bus event, which does
+ * not carry them) or not a list of strings: none.
+ */
+export function ownerScopesOf (task: Pick<TaskNode, 'metadata'>): string[] {
+  const scopes = task.metadata.owner_scopes
+  return Array.isArray(scopes) && scopes.every((s) => typeof s === 'string') ? scopes as string[] : []
 }
 
 /**
