@@ -3,6 +3,9 @@ import { randomUUID } from 'node:crypto'
 import { SCOPES } from '../../src/auth/scopes.js'
 import { AGENTS, envelope, listen } from '../helper.js'
 import { open, until } from '../socket.js'
+import { post } from '../mcp/client.js'
+import { createServer } from 'node:http'
+import type { AddressInfo } from 'node:net'
 
 // Issue 36: tenants. Alice (a member of tenant acme) makes things on every path; then each caller
 // asks for each of them on every route and binding. Her tenant's admin and the host's admin see
@@ -18,7 +21,10 @@ const A2A = { 'a2a-version': '1.0' }
 interface Reply { statusCode: number, body: string, json: () => any }
 
 t.test('what a member of one tenant makes: her tenant\'s admin and the host\'s see it, another member and another tenant\'s admin find nothing', async (t) => {
-  const { app, url } = await listen(t, { AUTH_MODE: 'apikey', WORKERS_PER_TYPE: '1', TASK_POLL_MS: '20' })
+  const { app, url } = await listen(t, { AUTH_MODE: 'apikey', WORKERS_PER_TYPE: '1', TASK_POLL_MS: '20', A2A_PUSH_ALLOW_PRIVATE: 'true', A2A_PUSH_POLL_MS: '20' })
+  const receiver = createServer((req, res) => { req.resume().on('end', () => res.writeHead(200).end()) })
+  await new Promise<void>((resolve) => receiver.listen(0, '127.0.0.1', resolve))
+  t.teardown(() => { receiver.closeAllConnections(); receiver.close() })
   const key = async (name: string, tenant: string, scopes: string[]): Promise<string> => (await app.keys.create({ name, tenant, scopes })).key
   const keys: Record<Caller, string> = {
     alice: await key('alice', 'acme', MEMBER),
@@ -47,13 +53,26 @@ t.test('what a member of one tenant makes: her tenant\'s admin and the host\'s s
   const resume = async (who: Caller): Promise<Reply> => {
     const opened = await open(url, long, 'text/event-stream', { authorization: `Bearer ${keys[who]}`, 'last-event-id': `${long.request_id}:1` })
     let ended = false
-    opened.res.once('end', () => { ended = true })
+    opened.ended.then(() => { ended = true }, () => { ended = true })
     await until('a packet or the end', () => ended || opened.text().includes('DELTA'), 10_000)
     opened.req.destroy()
     const body = opened.text()
     return { statusCode: opened.res.statusCode as number, body, json: () => JSON.parse(body) }
   }
   const rpc = (method: string, params: Record<string, unknown>): Record<string, unknown> => ({ jsonrpc: '2.0', id: 1, method, params })
+  // her A2A task's push config, and an MCP session of hers
+  const hook = `http://127.0.0.1:${(receiver.address() as AddressInfo).port}/alice-hook`
+  const pushed = (await as('alice', 'POST', `/a2a/${AGENTS.echo}`, rpc('CreateTaskPushNotificationConfig', { taskId: call.request_id, url: hook, token: 'alice-token-1234' }), A2A)).json()
+  t.match(pushed, { result: { taskId: call.request_id, url: hook } }, 'her push config')
+  const init = await post(url, { jsonrpc: '2.0', id: 0, method: 'initialize', params: { protocolVersion: '2025-11-25', capabilities: {}, clientInfo: { name: 'alice', version: '1' } } }, { authorization: `Bearer ${keys.alice}` })
+  const mcpSession = init.headers.get('mcp-session-id') as string
+  await init.text()
+  await (await post(url, { jsonrpc: '2.0', method: 'notifications/initialized' }, { authorization: `Bearer ${keys.alice}`, 'mcp-session-id': mcpSession })).text()
+  const mcp = async (who: Caller): Promise<Reply> => {
+    const res = await post(url, { jsonrpc: '2.0', id: 1, method: 'tools/list' }, { authorization: `Bearer ${keys[who]}`, 'mcp-session-id': mcpSession })
+    const body = await res.text()
+    return { statusCode: res.status, body, json: () => JSON.parse(body) }
+  }
 
   // each thing, asked for by each caller: [what, request, is it there in the answer, who sees it (SEES unless said)]
   const table: Array<[string, (who: Caller) => Promise<Reply>, (reply: Reply) => boolean, Partial<Record<Caller, boolean>>?]> = [
@@ -70,6 +89,10 @@ t.test('what a member of one tenant makes: her tenant\'s admin and the host\'s s
     ['A2A GetTask, HTTP+JSON', async (who) => await as(who, 'GET', `/a2a/${AGENTS.echo}/rest/tasks/${call.request_id}`, undefined, A2A), (r) => r.statusCode === 200],
     ['A2A ListTasks', async (who) => await as(who, 'POST', `/a2a/${AGENTS.echo}`, rpc('ListTasks', { contextId: call.context.session_id }), A2A), (r) => r.json().result?.totalSize === 1],
     ['A2A ListTasks, HTTP+JSON', async (who) => await as(who, 'GET', `/a2a/${AGENTS.echo}/rest/tasks?contextId=${call.context.session_id}`, undefined, A2A), (r) => r.json().totalSize === 1],
+    ['the push deliveries', async (who) => await as(who, 'GET', '/v1/a2a/push-deliveries'), (r) => r.body.includes('alice-hook')],
+    ['A2A ListTaskPushNotificationConfigs', async (who) => await as(who, 'POST', `/a2a/${AGENTS.echo}`, rpc('ListTaskPushNotificationConfigs', { taskId: call.request_id }), A2A), (r) => r.body.includes('alice-hook')],
+    // an MCP session is its client's alone: no admin takes one over
+    ['her MCP session', mcp, (r) => r.statusCode === 200 && r.body.includes('"tools"'), { acmeAdmin: false, root: false }],
     // a request id is its caller's: re-sending her envelope is someone else's request, even for an admin (who follows her run with A2A's SubscribeToTask)
     ['a resume of the running stream (SSE, Last-Event-ID)', resume, (r) => r.statusCode === 200 && r.body.includes('DELTA'), { acmeAdmin: false, root: false }]
   ]
