@@ -10,7 +10,7 @@ import type { ValidateFunction } from 'ajv'
 import { AH_ERR_TASK_AGENT_FAILED as AgentError } from '../errors.js'
 import type { BaseAgent, TaskContext } from '../runtime/base-agent.js'
 import type { AgentResult } from '../runtime/agent-runtime.js'
-import { ownerAgentsOf, ownerOf, type TaskNode } from '../storage/tasks/task.js'
+import { ownerAgentsOf, ownerOf, ownerScopesOf, type TaskNode } from '../storage/tasks/task.js'
 
 /** One capability of a contract agent: what it is asked (`intent`) and the arguments it takes. */
 export interface ContractCapability {
@@ -147,7 +147,7 @@ async function runTask (spec: ContractAgentSpec, capabilities: ReadonlyArray<{ c
   const timeoutMs = timeoutOf(capability, input.constraints)
   const signal = callSignal(context.signal, timeoutMs)
   await context.runtime.emitUpdate(task.id, 'contract.started')
-  const origin = { source: `agent:${spec.metadata.name}`, owner_key: ownerOf(task), owner_agents: ownerAgentsOf(task), trace_id: traceId }
+  const origin = { source: `agent:${spec.metadata.name}`, owner_key: ownerOf(task), owner_agents: ownerAgentsOf(task), owner_scopes: ownerScopesOf(task), trace_id: traceId }
   const publish = async (publication: EventPublication): Promise<void> => { await context.bus?.publish(publication, origin) }
   let output: AgentOutput
   try {

@@ -82,7 +82,7 @@ export interface EngineOptions {
   /** What agents get as their fourth argument, and the check that an agent's backends are there. */
   backends: AgentHost & { require(names: readonly string[]): Promise<void> }
   /** The event bus agents publish to (`host.bus`), their events owned by the run's caller and held to its agent list. */
-  bus?: { publish(publication: EventPublication, origin: { source: string, owner_key: string, owner_agents: readonly string[] | null, trace_id: string }): ReturnType<BusPublisher['publish']> }
+  bus?: { publish(publication: EventPublication, origin: { source: string, owner_key: string, owner_agents: readonly string[] | null, owner_scopes: readonly string[], trace_id: string }): ReturnType<BusPublisher['publish']> }
   /** External A2A agents (`host.a2a`), called on behalf of the run's caller and given up when the run ends. None: no `host.a2a`. */
   a2a?: A2ACallers
   /** MCP tools (`host.tools`), called on behalf of the run's caller: each call checked, recorded, and aborted with the run. None: no `host.tools`. */
@@ -524,7 +524,7 @@ export class AssistEngine {
    * (never lent to the agent), those callers' ends for calls marked `require_approval`, which only
    * `RunReplay.host` makes once a person approved them. Backends its caller lent (`lend`) come first.
    */
-  #host (agent: string, owner: string, ownerAgents: ReadonlySet<string> | null, traceId: string, span: Span | undefined, run: { requestId: string, rootRequestId: string, sessionId: string, user: string, signal: AbortSignal }, lend: PreparedStart['lend']): { host: AgentHost, gates: Omit<HostApprovals, 'ask'> } {
+  #host (agent: string, owner: string, ownerAgents: ReadonlySet<string> | null, ownerScopes: ReadonlySet<string>, traceId: string, span: Span | undefined, run: { requestId: string, rootRequestId: string, sessionId: string, user: string, signal: AbortSignal }, lend: PreparedStart['lend']): { host: AgentHost, gates: Omit<HostApprovals, 'ask'> } {
     const { backends, bus, tracer, budgets } = this.#o
     const tenant = tenantOf(owner)
     const hold = budgets?.enabled === true ? budgets.holder(owner) : undefined
@@ -551,7 +551,7 @@ export class AssistEngine {
       host: {
         backend,
         ...lent,
-        bus: { publish: async (publication) => await bus.publish(publication, { source: `agent:${agent}`, owner_key: owner, owner_agents: ownerAgents === null ? null : [...ownerAgents], trace_id: traceId }) }
+        bus: { publish: async (publication) => await bus.publish(publication, { source: `agent:${agent}`, owner_key: owner, owner_agents: ownerAgents === null ? null : [...ownerAgents], owner_scopes: [...ownerScopes], trace_id: traceId }) }
       },
       gates
     }
@@ -571,7 +571,7 @@ export class AssistEngine {
     // the run's span ends once the run is recorded
     const answer = span === undefined ? finished : finished.finally(() => { endRunSpan(span, run) })
     this.#answers.set(requestId, answer)
-    const { host, gates } = this.#host(metadata.name, owner, who.agents, envelope.context.trace.trace_id, span,
+    const { host, gates } = this.#host(metadata.name, owner, who.agents, who.scopes, envelope.context.trace.trace_id, span,
       { requestId: envelope.request_id, rootRequestId: resolved.root_request_id, sessionId: resolved.session_id, user: envelope.context.user.user_id, signal: run.signal }, lend)
     const open = run.replay?.chain === undefined ? [] : openInterrupts(run.replay.chain)
     // questions still open after this request's answers: asked again, and the agent waits for all of them

@@ -44,7 +44,7 @@ export async function subscribeAgents (bus: EventBus, store: TaskStore, agents: 
               type: agent.agentType,
               inputs,
               context: { ...(event.trace_id !== null ? { trace_id: event.trace_id } : {}) },
-              metadata: { ...(sub.intent !== undefined ? { intent: sub.intent } : {}), bus_event_id: event.id, bus_event_type: event.type, subscription: sub.id, ...(event.owner_key !== null ? { owner_key: event.owner_key } : {}), ...(event.owner_agents != null ? { owner_agents: event.owner_agents } : {}) }
+              metadata: { ...(sub.intent !== undefined ? { intent: sub.intent } : {}), bus_event_id: event.id, bus_event_type: event.type, subscription: sub.id, ...(event.owner_key !== null ? { owner_key: event.owner_key } : {}), ...(event.owner_agents != null ? { owner_agents: event.owner_agents } : {}), ...(event.owner_scopes != null ? { owner_scopes: event.owner_scopes } : {}) }
             }])
           } catch (err) {
             // another process handling the same delivery (its lease lapsed) created it first

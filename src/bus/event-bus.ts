@@ -48,6 +48,8 @@ export interface PublishOrigin {
   owner_key?: string | null
   /** The agents that caller may have work for it (its agent list); null or absent: any. */
   owner_agents?: readonly string[] | null
+  /** That caller's scopes, carried to the tasks the event starts; null or absent: none. */
+  owner_scopes?: readonly string[] | null
   trace_id?: string | null
 }
 
@@ -129,6 +131,7 @@ export class EventBus {
       source: origin.source,
       owner_key: origin.owner_key ?? null,
       owner_agents: origin.owner_agents == null ? null : [...origin.owner_agents],
+      owner_scopes: origin.owner_scopes == null ? null : [...origin.owner_scopes],
       trace_id: origin.trace_id ?? null,
       published_at: now,
       expires_at: now + (publication.ttl ?? 3600) * 1000

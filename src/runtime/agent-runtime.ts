@@ -46,7 +46,7 @@ export type TaskHostFactory = (task: TaskNode, signal: AbortSignal) => AgentHost
 
 /** The event bus as a task sees it: a publication says whose it is (the task's creator) and its trace. */
 export interface TaskBus {
-  publish(publication: EventPublication, origin: { source: string, owner_key: string | null, owner_agents?: readonly string[] | null, trace_id: string | null }): Promise<unknown>
+  publish(publication: EventPublication, origin: { source: string, owner_key: string | null, owner_agents?: readonly string[] | null, owner_scopes?: readonly string[] | null, trace_id: string | null }): Promise<unknown>
 }
 
 /** What `completeTask` records (seed S34's AgentResult). */

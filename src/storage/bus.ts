@@ -23,13 +23,19 @@ export interface BusEvent {
    * ids); null: any. A subscription of another agent neither handles the event nor starts a task for it.
    */
   owner_agents: string[] | null
+  /**
+   * That caller's scopes (its key's or token's), which a task the event starts carries as
+   * `metadata.owner_scopes` and its agent's host calls are held to; null: none recorded (an event of
+   * the host's own, or of an earlier version), and the task's host calls are refused.
+   */
+  owner_scopes: string[] | null
   trace_id: string | null
   published_at: number
   expires_at: number
 }
 
-/** What {@link BusStore.publish} stores (the rest it fills in; no `owner_agents`: any agent). */
-export type NewBusEvent = Omit<BusEvent, 'seq' | 'owner_agents'> & { owner_agents?: string[] | null }
+/** What {@link BusStore.publish} stores (the rest it fills in; no `owner_agents`: any agent; no `owner_scopes`: none). */
+export type NewBusEvent = Omit<BusEvent, 'seq' | 'owner_agents' | 'owner_scopes'> & { owner_agents?: string[] | null, owner_scopes?: string[] | null }
 
 /** A durable subscription: its handler may run in any process that registers the same id. */
 export interface SubscriptionRecord {
@@ -61,7 +67,7 @@ export interface DeadLetter {
 }
 
 /** A bus event as stored (both stores): its lists and data as JSON text. */
-export interface EventRow extends Omit<BusEvent, 'target_agents' | 'owner_agents' | 'data'> { target_agents: string | null, owner_agents: string | null, data: string }
+export interface EventRow extends Omit<BusEvent, 'target_agents' | 'owner_agents' | 'owner_scopes' | 'data'> { target_agents: string | null, owner_agents: string | null, owner_scopes: string | null, data: string }
 /** A subscription as stored (both stores). */
 export interface SubscriptionRow extends Omit<SubscriptionRecord, 'patterns' | 'filter'> { patterns: string, filter: string | null }
 export interface DeliveryRow extends EventRow { subscription_id: string, attempts: number, event_seq: number }
@@ -95,6 +101,7 @@ export function toEvent (row: EventRow): BusEvent {
     source: row.source,
     owner_key: row.owner_key,
     owner_agents: row.owner_agents === null ? null : JSON.parse(row.owner_agents) as string[],
+    owner_scopes: row.owner_scopes == null ? null : JSON.parse(row.owner_scopes) as string[],
     trace_id: row.trace_id,
     published_at: row.published_at,
     expires_at: row.expires_at

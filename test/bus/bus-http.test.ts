@@ -158,7 +158,9 @@ t.test('a duplicate key is the publisher\'s own: another key\'s publication with
   t.same((await seen(bob)).map((e) => [e.key, e.data]), [['ka1', { n: 2 }], ['kb1', { wanted: false, n: 0 }]])
   t.equal((await seen(admin)).length, 4, 'four events in all')
   await until('alice\'s event started its task', async () => (await app.tasks.get(busTaskId(first.body.event, 'listener:on-probe'))) !== undefined)
-  t.match(await app.tasks.get(busTaskId(first.body.event, 'listener:on-probe')), { inputs: { n: 7 }, metadata: { owner_key: (await app.keys.list()).find((k) => k.name === 'alice')?.id } })
+  const started = await app.tasks.get(busTaskId(first.body.event, 'listener:on-probe'))
+  t.match(started, { inputs: { n: 7 }, metadata: { owner_key: (await app.keys.list()).find((k) => k.name === 'alice')?.id } })
+  t.same(started?.metadata.owner_scopes, (await app.keys.list()).find((k) => k.name === 'alice')?.scopes, 'the task an event starts carries its publisher\'s scopes, which its agent\'s host calls are held to')
 })
 
 t.test('a contract agent\'s subscription starts a task per matching event, once, with the caller and trace carried over', async (t) => {
@@ -175,7 +177,9 @@ t.test('a contract agent\'s subscription starts a task per matching event, once,
   t.match(task, { type: 'listener', inputs: { n: 41 }, metadata: { intent: 'react', bus_event_type: 'probe.ping', subscription: 'listener:on-probe', owner_key: 'anonymous' }, context: { trace_id: wanted.body.event.trace_id } })
   t.equal((await app.tasks.list({ type: 'listener' })).length, 1, 'the filter kept p-2 out, and the duplicate p-1 is one event')
   await until('the reaction on the feed', async () => (await app.bus.feed({ after: 0, patterns: ['listener.reacted'] })).events.length === 1)
-  t.match((await app.bus.feed({ after: 0, patterns: ['listener.reacted'] })).events[0], { data: { n: 41 }, source: 'agent:listener', owner_key: 'anonymous', trace_id: wanted.body.event.trace_id })
+  const reaction = (await app.bus.feed({ after: 0, patterns: ['listener.reacted'] })).events[0]
+  t.match(reaction, { data: { n: 41 }, source: 'agent:listener', owner_key: 'anonymous', trace_id: wanted.body.event.trace_id })
+  t.same(reaction?.owner_scopes, ['admin'], 'an event a task publishes carries the task\'s owner\'s scopes on')
 })
 
 t.test('a contract agent\'s output events reach the bus as the caller\'s, behind /v1/assist', async (t) => {

@@ -37,7 +37,7 @@ const stores: Record<string, (t: Test) => Promise<BusStore | undefined>> = {
 
 /** An event published at `T` that lives a minute, unless told otherwise. */
 function ev (key: string, extra: Partial<NewBusEvent> = {}): NewBusEvent {
-  return { id: `id-${key}`, type: 'x.y', key, visibility: 'a2a', priority: 5, target_agents: null, data: { key }, source: 'test', owner_key: null, owner_agents: null, trace_id: null, published_at: T, expires_at: T + 60_000, ...extra }
+  return { id: `id-${key}`, type: 'x.y', key, visibility: 'a2a', priority: 5, target_agents: null, data: { key }, source: 'test', owner_key: null, owner_agents: null, owner_scopes: null, trace_id: null, published_at: T, expires_at: T + 60_000, ...extra }
 }
 
 function sub (id: string, extra: Partial<SubscriptionRecord> = {}): SubscriptionRecord {
@@ -74,10 +74,10 @@ for (const [kind, make] of Object.entries(stores)) {
       await store.saveSubscription(sub('a', { agent: 'planner' }), T)
       await store.saveSubscription(sub('b'), T)
       const asked: string[] = []
-      const first = await store.publish(ev('one', { target_agents: ['planner'], owner_key: 'k1', owner_agents: ['planner', 'relay'], trace_id: 'tr', data: { nested: [1, { x: null }] } }), (s) => { asked.push(s.id); return s.agent === 'planner' })
+      const first = await store.publish(ev('one', { target_agents: ['planner'], owner_key: 'k1', owner_agents: ['planner', 'relay'], owner_scopes: ['bus:publish', 'assist:invoke'], trace_id: 'tr', data: { nested: [1, { x: null }] } }), (s) => { asked.push(s.id); return s.agent === 'planner' })
       t.same(asked, ['a', 'b'], 'every subscription is asked, as stored')
       t.equal(first.duplicate, false)
-      t.same(first.event, { ...ev('one', { target_agents: ['planner'], owner_key: 'k1', owner_agents: ['planner', 'relay'], trace_id: 'tr', data: { nested: [1, { x: null }] } }), seq: first.event.seq })
+      t.same(first.event, { ...ev('one', { target_agents: ['planner'], owner_key: 'k1', owner_agents: ['planner', 'relay'], owner_scopes: ['bus:publish', 'assist:invoke'], trace_id: 'tr', data: { nested: [1, { x: null }] } }), seq: first.event.seq })
       t.same(await store.event(first.event.seq), first.event, 'stored as published')
       const second = await store.publish(ev('two', { data: undefined }), all)
       t.ok(second.event.seq > first.event.seq, 'seq grows')

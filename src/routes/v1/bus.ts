@@ -11,7 +11,7 @@ import { cutText } from '../../storage/audit-text.js'
 
 /** An event as it is served: times in RFC 3339, without whose it is (nor its owner's agent list). */
 export function busEventRecord (event: BusEvent): BusEventRecord {
-  const { owner_key: _owner, owner_agents: _agents, published_at: published, expires_at: expires, ...rest } = event
+  const { owner_key: _owner, owner_agents: _agents, owner_scopes: _scopes, published_at: published, expires_at: expires, ...rest } = event
   return { ...rest, published_at: new Date(published).toISOString(), expires_at: new Date(expires).toISOString() }
 }
 
@@ -36,7 +36,7 @@ const busRoutes: FastifyPluginAsyncTypebox = async (app) => {
       }
     }
   }, async (request, reply) => {
-    const published = await app.bus.publish(request.body, { source: 'api', owner_key: request.identity.id, owner_agents: request.identity.agents === null ? null : [...request.identity.agents], trace_id: request.traceId })
+    const published = await app.bus.publish(request.body, { source: 'api', owner_key: request.identity.id, owner_agents: request.identity.agents === null ? null : [...request.identity.agents], owner_scopes: [...request.identity.scopes], trace_id: request.traceId })
     await app.audit.append({ actor: request.identity.id, action: 'bus.publish', resource: published.event.type, success: true, trace_id: request.traceId, details: { event: published.event.id, key: cutText(published.event.key, 256), duplicate: published.duplicate } })
     return await reply.code(202).send({ event: busEventRecord(published.event), duplicate: published.duplicate })
   })

@@ -11,7 +11,7 @@ const changes = (result: pg.QueryResult): number => Number(result.rowCount)
 
 interface DeliveryRow extends EventRow { subscription_id: string, attempts: number }
 
-const EVENT_COLUMNS = 'e.seq, e.id, e.type, e.key, e.visibility, e.priority, e.target_agents, e.data, e.source, e.owner_key, e.owner_agents, e.trace_id, e.published_at, e.expires_at'
+const EVENT_COLUMNS = 'e.seq, e.id, e.type, e.key, e.visibility, e.priority, e.target_agents, e.data, e.source, e.owner_key, e.owner_agents, e.owner_scopes, e.trace_id, e.published_at, e.expires_at'
 
 /** Highest priority first, then oldest: the order deliveries are handed out in. */
 function deliveryOrder (a: Delivery, b: Delivery): number {
@@ -82,11 +82,11 @@ export class PgBusStore implements BusStore {
     await client.query('SELECT pg_advisory_xact_lock($1)', [PG_LOCKS.busPublish])
     const alive = await client.query<EventRow>(`SELECT ${EVENT_COLUMNS} FROM bus_events e WHERE e.key = $1 AND e.owner_key IS NOT DISTINCT FROM $3 AND e.expires_at > $2 ORDER BY e.seq LIMIT 1`, [event.key, event.published_at, event.owner_key])
     if (alive.rows[0] !== undefined) return { event: toEvent(alive.rows[0]), duplicate: true }
-    const owned = { ...event, owner_agents: event.owner_agents ?? null }
-    const inserted = await client.query<{ seq: number }>(`INSERT INTO bus_events (id, type, key, visibility, priority, target_agents, data, source, owner_key, owner_agents, trace_id, published_at, expires_at)
-      VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11, $12, $13) RETURNING seq`,
+    const owned = { ...event, owner_agents: event.owner_agents ?? null, owner_scopes: event.owner_scopes ?? null }
+    const inserted = await client.query<{ seq: number }>(`INSERT INTO bus_events (id, type, key, visibility, priority, target_agents, data, source, owner_key, owner_agents, owner_scopes, trace_id, published_at, expires_at)
+      VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11, $12, $13, $14) RETURNING seq`,
     [event.id, event.type, event.key, event.visibility, event.priority, listText(event.target_agents),
-      JSON.stringify(event.data ?? null), event.source, event.owner_key, listText(owned.owner_agents), event.trace_id, event.published_at, event.expires_at])
+      JSON.stringify(event.data ?? null), event.source, event.owner_key, listText(owned.owner_agents), listText(owned.owner_scopes), event.trace_id, event.published_at, event.expires_at])
     const seq = (inserted.rows[0] as { seq: number }).seq
     const targets = (await subscriptionsOn(client)).filter(matches).map((sub) => sub.id)
     if (targets.length > 0) {

@@ -2,7 +2,7 @@ import type { Db } from './database.js'
 import { sees, viewerSql, type Viewer } from '../tenants.js'
 import { listText, toDeadLetter, toEvent, toSubscription, type BusEvent, type BusStore, type DeadLetter, type DeadRow, type Delivery, type DeliveryRow, type EventRow, type NewBusEvent, type SubscriptionRecord, type SubscriptionRow } from '../bus.js'
 
-const EVENT_COLUMNS = 'e.seq, e.id, e.type, e.key, e.visibility, e.priority, e.target_agents, e.data, e.source, e.owner_key, e.owner_agents, e.trace_id, e.published_at, e.expires_at'
+const EVENT_COLUMNS = 'e.seq, e.id, e.type, e.key, e.visibility, e.priority, e.target_agents, e.data, e.source, e.owner_key, e.owner_agents, e.owner_scopes, e.trace_id, e.published_at, e.expires_at'
 
 /**
  * The event bus's tables (seed 003 "Event Bus Contracts"), synchronous: callers run these inside
@@ -20,8 +20,8 @@ export class SqliteBusStore implements BusStore {
   constructor (db: Db) {
     this.#db = db
     this.#duplicate = db.prepare('SELECT seq FROM bus_events WHERE key = ? AND owner_key IS ? AND expires_at > ? ORDER BY seq LIMIT 1')
-    this.#insertEvent = db.prepare(`INSERT INTO bus_events (id, type, key, visibility, priority, target_agents, data, source, owner_key, owner_agents, trace_id, published_at, expires_at)
-      VALUES (@id, @type, @key, @visibility, @priority, @target_agents, @data, @source, @owner_key, @owner_agents, @trace_id, @published_at, @expires_at)`)
+    this.#insertEvent = db.prepare(`INSERT INTO bus_events (id, type, key, visibility, priority, target_agents, data, source, owner_key, owner_agents, owner_scopes, trace_id, published_at, expires_at)
+      VALUES (@id, @type, @key, @visibility, @priority, @target_agents, @data, @source, @owner_key, @owner_agents, @owner_scopes, @trace_id, @published_at, @expires_at)`)
     this.#insertDelivery = db.prepare('INSERT INTO bus_deliveries (subscription_id, event_seq, priority, due_at) VALUES (?, ?, ?, ?)')
     this.#subscriptions = db.prepare('SELECT * FROM bus_subscriptions ORDER BY id')
   }
@@ -55,8 +55,8 @@ export class SqliteBusStore implements BusStore {
     return this.#db.transaction(() => {
       const alive = this.#duplicate.get(event.key, event.owner_key, event.published_at) as { seq: number } | undefined
       if (alive !== undefined) return { event: this.event(alive.seq) as BusEvent, duplicate: true }
-      const owned = { ...event, owner_agents: event.owner_agents ?? null }
-      const seq = Number(this.#insertEvent.run({ ...owned, target_agents: listText(event.target_agents), owner_agents: listText(owned.owner_agents), data: JSON.stringify(event.data ?? null) }).lastInsertRowid)
+      const owned = { ...event, owner_agents: event.owner_agents ?? null, owner_scopes: event.owner_scopes ?? null }
+      const seq = Number(this.#insertEvent.run({ ...owned, target_agents: listText(event.target_agents), owner_agents: listText(owned.owner_agents), owner_scopes: listText(owned.owner_scopes), data: JSON.stringify(event.data ?? null) }).lastInsertRowid)
       for (const sub of this.subscriptions()) {
         if (matches(sub)) this.#insertDelivery.run(sub.id, seq, event.priority, event.published_at)
       }

@@ -493,5 +493,12 @@ CREATE TABLE secret_keys (
 );
 INSERT INTO secret_keys (kid, recorded_at) SELECT 'plain', 0 WHERE EXISTS (SELECT 1 FROM a2a_push_configs);
 `
+  },
+  {
+    version: 21,
+    description: 'a bus event carries its owner\'s scopes, which a task it starts carries (metadata.owner_scopes) and its agent\'s host calls are held to',
+    sql: `
+ALTER TABLE bus_events ADD COLUMN owner_scopes TEXT;
+`
   }
 ]
