@@ -134,6 +134,10 @@ for (const [kind, make] of Object.entries(AUDIT_STORES)) {
       t.equal((await audit.list({ request_id: 'req-4' }))[0]?.success, true)
       t.equal((await audit.list({ request_id: 'req-3' }))[0]?.success, false)
       t.same(await audit.list({ since: '2999-01-01T00:00:00.000Z' }), [])
+      t.same((await audit.list({ viewer: { owner: 'user-3' } })).map((r) => r.audit_id), [3], 'a viewer: the rows of the actors it sees')
+      await audit.append({ actor: 'tenant:acme/k1', action: 'x', resource: 'r', success: true })
+      t.same((await audit.list({ viewer: { tenant: 'acme' } })).map((r) => r.audit_id), [11])
+      t.equal((await audit.list({ viewer: { tenant: 'default' }, limit: 100 })).length, 10, 'the default tenant\'s: every actor of no other tenant (the route drops the host\'s own)')
       t.same((await audit.list({ since: '2000-01-01', action: 'assist', resource: 'agent', limit: 3 })).map((r) => r.audit_id), [1, 2, 3])
     })
 
