@@ -30,7 +30,7 @@ export const ROUTE_SCOPES: Readonly<Record<string, Scope>> = {
   'GET /v1/agents/:id/metrics': 'agents:read',
   'GET /v1/backends': 'agents:read',
   'GET /v1/tools': 'agents:read',
-  'GET /v1/usage': 'admin',
+  'GET /v1/usage': 'tenant-admin',
   'GET /v1/sessions/:session_id/history': 'sessions:read',
   'DELETE /v1/sessions/:session_id': 'sessions:delete',
   'GET /v1/events': 'events:internal',
