@@ -13,7 +13,7 @@ import pkg from '../../package.json' with { type: 'json' }
 import { tempDataDir, type Teardown } from '../helper.js'
 
 const ROOT = fileURLToPath(new URL('../..', import.meta.url))
-const HEADER = ['ID', 'NAME', 'SCOPES', 'AGENTS', 'CREATED', 'EXPIRES', 'STATE']
+const HEADER = ['ID', 'NAME', 'TENANT', 'SCOPES', 'AGENTS', 'CREATED', 'EXPIRES', 'STATE']
 
 /**
  * What a command printed, in order: `out`, `err`, and, when `terminal`, what its progress line
@@ -50,7 +50,7 @@ function untimed (line: string | undefined): unknown {
 async function makeKeys (t: Teardown): Promise<{ dir: string, keys: string[] }> {
   const dir = tempDataDir(t)
   const made = capture(false)
-  for (const args of [['--name', 'web', '--scopes', 'assist:invoke,agents:read', '--agents', 'echo', '--expires', '30d'], ['--name', 'ops-admin', '--scopes', 'admin']]) {
+  for (const args of [['--name', 'web', '--scopes', 'assist:invoke,agents:read', '--agents', 'echo', '--expires', '30d'], ['--name', 'ops-admin', '--scopes', 'admin', '--tenant', 'acme']]) {
     if (await main(['keys', 'create', ...args], { DATA_DIR: dir }, made.io) !== 0) throw new Error(made.err.join('\n'))
   }
   if (await main(['keys', 'revoke', 'web'], { DATA_DIR: dir }, capture(false).io) !== 0) throw new Error('revoke failed')
@@ -65,10 +65,16 @@ t.test('keys list, piped: a header, then one tab-separated row per key', async (
   t.equal(out.length, 3)
   const [header, web, ops] = out.map((l) => l.split('\t'))
   t.same(header, HEADER)
-  t.match(web, [/^[0-9a-f]{16}$/, 'web', 'assist:invoke,agents:read', 'echo', /^\d{4}-\d\d-\d\dT/, /^\d{4}-\d\d-\d\dT/, /^revoked \d{4}-/])
-  t.match(ops, [/^[0-9a-f]{16}$/, 'ops-admin', 'admin', '*', /^\d{4}-\d\d-\d\dT/, 'never', 'active'])
+  t.match(web, [/^[0-9a-f]{16}$/, 'web', 'default', 'assist:invoke,agents:read', 'echo', /^\d{4}-\d\d-\d\dT/, /^\d{4}-\d\d-\d\dT/, /^revoked \d{4}-/])
+  t.match(ops, [/^[0-9a-f]{16}$/, 'ops-admin', 'acme', 'admin', '*', /^\d{4}-\d\d-\d\dT/, 'never', 'active'])
   // ahk_<16 hex id>_<secret>
   for (const key of keys) t.notOk(out.join('\n').includes(key.slice(21)), 'never a key\'s secret')
+  const acme = capture(false)
+  t.equal(await main(['keys', 'list', '--tenant', 'acme'], { DATA_DIR: dir }, acme.io), 0)
+  t.same(acme.out.slice(1).map((l) => l.split('\t')[1]), ['ops-admin'], '--tenant: that tenant\'s keys')
+  const bad = capture(false)
+  t.equal(await main(['keys', 'create', '--name', 'x', '--scopes', 'admin', '--tenant', 'Not A Tenant'], { DATA_DIR: dir }, bad.io), 2, 'a bad tenant name')
+  t.match(bad.err, [/--tenant "Not A Tenant" is not a tenant's name/])
 })
 
 t.test('keys list on a terminal: the same cells in columns aligned under the header', async (t) => {
@@ -94,9 +100,9 @@ t.test('keys list --json: an array of the keys, with neither the key nor its has
   t.equal(out.length, 1, 'one JSON document, even on a terminal')
   const listed = JSON.parse(out[0] as string) as Array<Record<string, unknown>>
   t.equal(listed.length, 2)
-  for (const k of listed) t.same(Object.keys(k).sort(), ['agents', 'created_at', 'expires_at', 'id', 'name', 'revoked_at', 'scopes', 'state'])
+  for (const k of listed) t.same(Object.keys(k).sort(), ['agents', 'created_at', 'expires_at', 'id', 'name', 'revoked_at', 'scopes', 'state', 'tenant'])
   t.match(listed[0], { name: 'web', scopes: ['assist:invoke', 'agents:read'], agents: ['echo'], created_at: /^\d{4}-/, expires_at: /^\d{4}-/, revoked_at: /^\d{4}-/, state: 'revoked' })
-  t.match(listed[1], { name: 'ops-admin', scopes: ['admin'], agents: null, expires_at: null, revoked_at: null, state: 'active' })
+  t.match(listed[1], { name: 'ops-admin', tenant: 'acme', scopes: ['admin'], agents: null, expires_at: null, revoked_at: null, state: 'active' })
   const stored = openDatabase(dir)
   const hashes = (stored.prepare('SELECT hash, salt FROM api_keys').all() as Array<{ hash: string, salt: string }>).flatMap((r) => [r.hash, r.salt])
   stored.close()
@@ -119,9 +125,9 @@ t.test('keys list: a key past its expiry is expired, a revoked one revoked (even
   t.equal(await main(['keys', 'list'], { DATA_DIR: dir }, io), 0)
   // made in the same millisecond, the keys are listed in their ids' order: read them by name
   const rows = new Map(out.slice(1).map((l) => l.split('\t')).map((cells) => [cells[1], cells]))
-  t.match(rows.get('lapsed'), [String, 'lapsed', String, String, String, past.toISOString(), 'expired'])
-  t.match(rows.get('gone'), [String, 'gone', String, String, String, past.toISOString(), /^revoked \d{4}-/])
-  t.match(rows.get('live'), [String, 'live', String, String, String, /^\d{4}-/, 'active'])
+  t.match(rows.get('lapsed'), [String, 'lapsed', 'default', String, String, String, past.toISOString(), 'expired'])
+  t.match(rows.get('gone'), [String, 'gone', 'default', String, String, String, past.toISOString(), /^revoked \d{4}-/])
+  t.match(rows.get('live'), [String, 'live', 'default', String, String, String, /^\d{4}-/, 'active'])
   const json = capture(false)
   t.equal(await main(['keys', 'list', '--json'], { DATA_DIR: dir }, json.io), 0)
   t.same(Object.fromEntries((JSON.parse(json.out[0] as string) as Array<{ name: string, state: string }>).map((k) => [k.name, k.state])), { lapsed: 'expired', gone: 'revoked', live: 'active' })

@@ -132,7 +132,7 @@ t.test('the build serves only the agents whose sources are there: a deleted and 
     const [create, list, call, revoke] = (block as string).trimEnd().split('\n') as [string, string, string, string]
     const key = (await runShell(create, { cwd: copy })).trim()
     t.match(key, /^ahk_\w+_[\w-]+$/, 'keys create prints the key')
-    t.match(await runShell(list, { cwd: copy }), /^ID\tNAME\tSCOPES\tAGENTS\tCREATED\tEXPIRES\tSTATE\n\w+\tweb\tassist:invoke,agents:read\tllm-chat\t\S+\t\S+\tactive\n/, 'keys list: a header, then the key, active')
+    t.match(await runShell(list, { cwd: copy }), /^ID\tNAME\tTENANT\tSCOPES\tAGENTS\tCREATED\tEXPIRES\tSTATE\n\w+\tweb\tdefault\tassist:invoke,agents:read\tllm-chat\t\S+\t\S+\tactive\n/, 'keys list: a header, then the key, active')
     t.match(call, /http:\/\/host:3000.*Bearer ahk_\.\.\./, 'the reader puts in their host and the key')
     const local = call.replace('http://host:3000', url).replace('ahk_...', key)
     t.ok((JSON.parse(await runShell(local, { cwd: copy })) as { agents: unknown[] }).agents.length > 0, 'the key reads the agents')
