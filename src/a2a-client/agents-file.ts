@@ -1,8 +1,7 @@
 import { createPublicKey, type JsonWebKey, type KeyObject } from 'node:crypto'
 import { readFileSync } from 'node:fs'
 import { dirname, resolve as resolvePath } from 'node:path'
-import { AH_ERR_CONFIG_INVALID } from '../errors.js'
-import { lazySchema, toIssues } from '../agents/json-schema.js'
+import { lazySchema, settingsFile } from '../agents/json-schema.js'
 import { A2AAgentsFile, type A2AAgentEntry } from '../protocol/a2a-client.js'
 
 /** How long a call waits for its answer when neither it nor its agent's entry says (the seed's A2ARequest default). */
@@ -48,18 +47,9 @@ const checkFile = lazySchema<A2AAgentsFile>(A2AAgentsFile)
  */
 export function loadA2AAgents (path: string, env: Record<string, string | undefined>): A2AAgentConfig[] {
   if (path === '') return []
-  const fail = (problems: string[]): never => {
-    throw new AH_ERR_CONFIG_INVALID(`env/A2A_AGENTS_FILE ${path}:\n${problems.map((p) => `  - ${p}`).join('\n')}`)
-  }
-  let parsed: unknown
-  try {
-    parsed = JSON.parse(readFileSync(path, 'utf8'))
-  } catch (err) {
-    fail([`cannot be read as JSON: ${(err as Error).message}`])
-  }
-  if (!checkFile(parsed)) fail(toIssues(checkFile.errors).map(readable))
+  const { parsed, fail } = settingsFile('A2A_AGENTS_FILE', path, checkFile, readable)
   const problems: string[] = []
-  const agents = Object.entries((parsed as A2AAgentsFile).agents).map(([name, entry]) => agentOf(name, entry, env, dirname(path), (p) => { problems.push(`/agents/${name}/${p}`) }))
+  const agents = Object.entries(parsed.agents).map(([name, entry]) => agentOf(name, entry, env, dirname(path), (p) => { problems.push(`/agents/${name}/${p}`) }))
   if (problems.length > 0) fail(problems)
   return agents
 }

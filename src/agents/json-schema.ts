@@ -1,7 +1,9 @@
+import { readFileSync } from 'node:fs'
 import { Ajv, type ErrorObject, type Options, type ValidateFunction } from 'ajv'
 import addFormatsModule from 'ajv-formats'
 import { SemVer } from '../protocol/manifest.js'
 import { COMMON_EVENTS } from '../protocol/contract.js'
+import { AH_ERR_CONFIG_INVALID } from '../errors.js'
 
 // ajv-formats is CommonJS; under NodeNext its default import is the module namespace.
 const addFormats = addFormatsModule as unknown as typeof addFormatsModule.default
@@ -102,6 +104,26 @@ function collapseChoices (errors: ErrorObject[]): ErrorObject[] {
     replaced.set(choice, { ...choice, keyword: 'enum', params: { allowedValues: allowed }, message: mustBe(allowed) })
   }
   return errors.filter((e) => !dropped.has(e)).map((e) => replaced.get(e) ?? e)
+}
+
+/**
+ * The JSON file a setting names (A2A_AGENTS_FILE, BUDGETS_FILE), read and held to `check`; every
+ * problem is one line of one boot error naming the setting and the file. `problem` says an issue
+ * in the file's own words; `fail` refuses the file with more problems its reader found.
+ * @throws AH_ERR_CONFIG_INVALID when it cannot be read as JSON or breaks the schema
+ */
+export function settingsFile<T> (setting: string, path: string, check: ValidateFunction<T>, problem: (issue: SchemaIssue) => string = (i) => `${i.path}: ${i.message}`): { parsed: T, fail: (problems: string[]) => never } {
+  const fail = (problems: string[]): never => {
+    throw new AH_ERR_CONFIG_INVALID(`env/${setting} ${path}:\n${problems.map((p) => `  - ${p}`).join('\n')}`)
+  }
+  let parsed: unknown
+  try {
+    parsed = JSON.parse(readFileSync(path, 'utf8'))
+  } catch (err) {
+    fail([`cannot be read as JSON: ${(err as Error).message}`])
+  }
+  if (!check(parsed)) fail(toIssues(check.errors).map(problem))
+  return { parsed: parsed as T, fail }
 }
 
 /**

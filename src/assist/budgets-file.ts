@@ -1,6 +1,4 @@
-import { readFileSync } from 'node:fs'
-import { AH_ERR_CONFIG_INVALID } from '../errors.js'
-import { lazySchema, toIssues } from '../agents/json-schema.js'
+import { lazySchema, settingsFile } from '../agents/json-schema.js'
 import { BudgetsFile } from '../protocol/budgets.js'
 
 const checkFile = lazySchema<BudgetsFile>(BudgetsFile)
@@ -13,17 +11,7 @@ const checkFile = lazySchema<BudgetsFile>(BudgetsFile)
  */
 export function loadBudgets (path: string): BudgetsFile {
   if (path === '') return {}
-  const fail = (problems: string[]): never => {
-    throw new AH_ERR_CONFIG_INVALID(`env/BUDGETS_FILE ${path}:\n${problems.map((p) => `  - ${p}`).join('\n')}`)
-  }
-  let parsed: unknown
-  try {
-    parsed = JSON.parse(readFileSync(path, 'utf8'))
-  } catch (err) {
-    fail([`cannot be read as JSON: ${(err as Error).message}`])
-  }
-  if (!checkFile(parsed)) fail(toIssues(checkFile.errors).map(readable))
-  return parsed as BudgetsFile
+  return settingsFile('BUDGETS_FILE', path, checkFile, readable).parsed
 }
 
 /** A schema issue as a line of the boot error; a tenant name the pattern refuses is said as such (the validator calls it an additional property). */

@@ -1,40 +1,10 @@
 // One contract, two stores: model budgets' counters and reservations, against SQLite and
 // PostgreSQL, each through the driver's whole `Stores` as the server opens them. Heavy on
 // PostgreSQL (a database of its own): the race between two instances needs two pools on one database.
-import t, { type Test } from 'tap'
+import t from 'tap'
 import { randomUUID } from 'node:crypto'
-import { loadConfig } from '../../src/config.js'
-import type { Stores } from '../../src/storage/stores.js'
-import { openSqliteStores } from '../../src/storage/sqlite/index.js'
-import { openPgStores } from '../../src/storage/postgres/index.js'
+import { drivers } from './store-drivers.js'
 import { counterOrder, periodEnd, periodStart, type CounterLimit } from '../../src/storage/budgets.js'
-import { pgDatabase } from '../pg.js'
-import { tempDataDir } from '../helper.js'
-
-const quiet = { info: () => {}, warn: () => {}, error: () => {} }
-
-const drivers: Record<string, (t: Test) => Promise<{ stores: Stores, another: () => Promise<Stores> } | undefined>> = {
-  sqlite: async (t) => {
-    const config = loadConfig({ DATA_DIR: tempDataDir(t) })
-    const open = async (): Promise<Stores> => {
-      const stores = openSqliteStores(config, { instanceId: randomUUID(), log: quiet, serving: false })
-      t.teardown(async () => { await stores.close() })
-      return stores
-    }
-    return { stores: await open(), another: open }
-  },
-  postgres: async (t) => {
-    const url = await pgDatabase(t)
-    if (url === undefined) return undefined
-    const config = loadConfig({ DATA_DIR: tempDataDir(t), DATABASE_URL: url })
-    const open = async (): Promise<Stores> => {
-      const stores = await openPgStores(config, { instanceId: randomUUID(), log: quiet, serving: false })
-      t.teardown(async () => { await stores.close() })
-      return stores
-    }
-    return { stores: await open(), another: open }
-  }
-}
 
 const NOW = Date.UTC(2026, 2, 14, 12)
 const LEASE = NOW + 60_000

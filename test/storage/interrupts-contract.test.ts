@@ -1,40 +1,10 @@
 // One contract, two stores: the runs waiting for a person's answer (human in the loop), against SQLite
 // and PostgreSQL, each through the driver's whole `Stores` as the server opens them. The engine's use
 // of it (asking, answering, replaying) is test/assist/interrupts.test.ts.
-import t, { type Test } from 'tap'
+import t from 'tap'
 import { randomUUID } from 'node:crypto'
-import { loadConfig } from '../../src/config.js'
-import type { Stores } from '../../src/storage/stores.js'
-import { openSqliteStores } from '../../src/storage/sqlite/index.js'
-import { openPgStores } from '../../src/storage/postgres/index.js'
+import { drivers } from './store-drivers.js'
 import { openInterrupts, type WaitingRun } from '../../src/storage/interrupts.js'
-import { pgDatabase } from '../pg.js'
-import { tempDataDir } from '../helper.js'
-
-const quiet = { info: () => {}, warn: () => {}, error: () => {} }
-
-const drivers: Record<string, (t: Test) => Promise<{ stores: Stores, another: () => Promise<Stores> } | undefined>> = {
-  sqlite: async (t) => {
-    const config = loadConfig({ DATA_DIR: tempDataDir(t) })
-    const open = async (): Promise<Stores> => {
-      const stores = openSqliteStores(config, { instanceId: randomUUID(), log: quiet, serving: false })
-      t.teardown(async () => { await stores.close() })
-      return stores
-    }
-    return { stores: await open(), another: open }
-  },
-  postgres: async (t) => {
-    const url = await pgDatabase(t)
-    if (url === undefined) return undefined
-    const config = loadConfig({ DATA_DIR: tempDataDir(t), DATABASE_URL: url })
-    const open = async (): Promise<Stores> => {
-      const stores = await openPgStores(config, { instanceId: randomUUID(), log: quiet, serving: false })
-      t.teardown(async () => { await stores.close() })
-      return stores
-    }
-    return { stores: await open(), another: open }
-  }
-}
 
 function chain (session: string, over: Partial<WaitingRun> = {}): WaitingRun {
   const key = `k:${randomUUID()}`
