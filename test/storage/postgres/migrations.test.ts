@@ -59,7 +59,7 @@ t.test('instances booting together migrate once', async (t) => {
     child.on('error', reject)
     child.on('exit', (code) => { code === 0 ? resolve(JSON.parse(out) as number[]) : reject(new Error(`exit ${String(code)}`)) })
   })))
-  t.same(boots.flat().sort(), PG_MIGRATIONS.map((m) => m.version), `each step applied by exactly one of ${JSON.stringify(boots)}`)
+  t.same(boots.flat().sort((a, b) => a - b), PG_MIGRATIONS.map((m) => m.version), `each step applied by exactly one of ${JSON.stringify(boots)}`)
   const client = new pg.Client({ connectionString: url })
   await client.connect()
   t.equal((await client.query('SELECT count(*)::int AS n FROM schema_migrations')).rows[0].n, PG_MIGRATIONS.length)
