@@ -17,7 +17,7 @@ t.setTimeout(1_200_000)
 
 t.test('npm run bench names the benchmarks', async (t) => {
   t.ok(benches.length >= 5, benches.join(', '))
-  const scripts = readdirSync(join(ROOT, 'bench')).filter((f) => f.endsWith('.js') && !['common.js', 'assist-server.js', 'raw-server.js', 'a2a-server.js', 'mcp-server.js', 'cluster-server.js', 'drain-worker.js', 'profile.js'].includes(f))
+  const scripts = readdirSync(join(ROOT, 'bench')).filter((f) => f.endsWith('.js') && !['common.js', 'assist-server.js', 'raw-server.js', 'a2a-server.js', 'mcp-server.js', 'cluster-server.js', 'model-budgets-server.js', 'drain-worker.js', 'profile.js'].includes(f))
   t.same(scripts.map((f) => `bench/${f}`).sort(), [...benches].sort(), 'every bench script is in npm run bench')
 })
 
