@@ -10,6 +10,7 @@ import { build, envelope, tempDataDir } from '../helper.js'
 import { parseSse } from '../sse.js'
 import { sample } from '../metrics-text.js'
 import { fakeProvider, openai, type FakeProvider } from '../fixtures/providers.js'
+import { pgDatabase } from '../pg.js'
 
 const AGENTS_DIR = fileURLToPath(new URL('../fixtures/budget-agents/', import.meta.url))
 const LOOPER = 'f0000000-0000-4000-8000-0000000000b1'
@@ -92,4 +93,32 @@ t.test('without BUDGETS_FILE nothing is held or refused', async (t) => {
   const server = await build(t, { AGENTS_DIR, LLM_PROVIDER: 'openai', OPENAI_BASE_URL: `${fake.url}/v1`, LLM_MAX_RETRIES: '0' })
   t.same((await loop(server, 3)).said, ['call 1', 'call 2', 'call 3'])
   t.same((await server.inject({ url: '/v1/usage' })).json(), { budgets: [] })
+})
+
+t.test('PostgreSQL: two instances running loops for one tenant at once stop at its limit, passing it by at most the one call in flight', async (t) => {
+  const url = await pgDatabase(t)
+  if (url === undefined) return
+  const LIMIT = 1_000
+  const { app: one, fake } = await app(t, { default: { day: { tokens: LIMIT } } }, { DATABASE_URL: url, WORKERS_PER_TYPE: '0' })
+  const other = await build(t, {
+    AGENTS_DIR,
+    LLM_PROVIDER: 'openai',
+    OPENAI_BASE_URL: `${fake.url}/v1`,
+    OPENAI_MODEL: 'test-model',
+    LLM_MAX_RETRIES: '0',
+    BUDGETS_FILE: one.config.BUDGETS_FILE,
+    BUDGET_CALL_ESTIMATE_TOKENS: '100',
+    DATABASE_URL: url,
+    WORKERS_PER_TYPE: '0'
+  })
+  // three runs of 10 calls on each instance at once: 60 calls of 100 tokens asked for, 10 fit
+  const runs = await Promise.all([one, other].flatMap((server) => [1, 2, 3].map(async () => await loop(server, 10))))
+  const made = runs.reduce((n, r) => n + r.said.length, 0)
+  t.equal(fake.received.length, made, 'every call said made reached the provider; no refused one did')
+  t.ok(made >= LIMIT / 100 && made <= LIMIT / 100 + 1, `the calls made stop at the limit, one past it at most (${made})`)
+  t.ok(runs.every((r) => r.errors.length === 1 && r.errors[0]?.code === 'budget_exceeded'), 'every run ends at a refused call')
+  const day = ((await other.inject({ url: '/v1/usage' })).json() as { budgets: Array<{ key: string | null, period: string, used: { tokens: number }, reserved: { calls: number } }> }).budgets.find((b) => b.key === null && b.period === 'day')
+  t.ok((day?.used.tokens ?? 0) <= LIMIT + 100, `usage is within one call of the limit on both instances (${String(day?.used.tokens)} of ${LIMIT})`)
+  t.equal(day?.used.tokens, made * 100, 'every call made is counted once')
+  t.equal(day?.reserved.calls, 0, 'nothing left reserved')
 })
