@@ -4,7 +4,7 @@ import { SCOPES } from '../../src/auth/scopes.js'
 import { AGENTS, envelope, listen } from '../helper.js'
 import { open, until } from '../socket.js'
 import { post } from '../mcp/client.js'
-import { createServer } from 'node:http'
+import { createServer, request } from 'node:http'
 import type { AddressInfo } from 'node:net'
 
 // Issue 36: tenants. Alice (a member of tenant acme) makes things on every path; then each caller
@@ -60,6 +60,26 @@ t.test('what a member of one tenant makes: her tenant\'s admin and the host\'s s
     return { statusCode: opened.res.statusCode as number, body, json: () => JSON.parse(body) }
   }
   const rpc = (method: string, params: Record<string, unknown>): Record<string, unknown> => ({ jsonrpc: '2.0', id: 1, method, params })
+  /** An answer over a real socket once it shows `shows` or ends: a stream that goes on is cut there. */
+  const peek = async (who: Caller, method: string, path: string, shows: string, body?: unknown): Promise<Reply> => await new Promise((resolve, reject) => {
+    const req = request(`${url}${path}`, { method, headers: { authorization: `Bearer ${keys[who]}`, ...(body !== undefined ? { 'content-type': 'application/json' } : {}) } }, (res) => {
+      let text = ''
+      const done = (): void => { req.destroy(); resolve({ statusCode: res.statusCode as number, body: text, json: () => JSON.parse(text) }) }
+      res.on('data', (chunk: Buffer) => { text += chunk.toString('utf8'); if (text.includes(shows)) done() })
+      res.on('end', done)
+      res.on('error', done)
+    })
+    req.on('error', reject)
+    req.end(body !== undefined ? JSON.stringify(body) : undefined)
+  })
+  // her chat on the AI SDK binding, still answering (60 words, 2 s apart)
+  const chatId = `chat-${randomUUID()}`
+  const chat = await peek('alice', 'POST', '/ai-sdk/echo-stream/chat', 'text-delta', { id: chatId, messages: [{ id: 'u1', role: 'user', parts: [{ type: 'text', text: Array.from({ length: 60 }, (_, i) => `w${i}`).join(' ') }] }], delay_ms: 2000 })
+  t.equal(chat.statusCode, 200, 'her chat answers')
+  // her thread on the AG-UI binding
+  const threadId = `thread-${randomUUID()}`
+  const agUi = (runId: string): Record<string, unknown> => ({ threadId, runId, messages: [{ id: `m-${runId}`, role: 'user', content: 'hello' }], tools: [], context: [], state: {}, forwardedProps: { delay_ms: 0 } })
+  t.equal((await peek('alice', 'POST', `/ag-ui/${AGENTS.echoStream}`, 'RUN_FINISHED', agUi('run-1'))).statusCode, 200, 'her thread')
   // her A2A task's push config, and an MCP session of hers
   const hook = `http://127.0.0.1:${(receiver.address() as AddressInfo).port}/alice-hook`
   const pushed = (await as('alice', 'POST', `/a2a/${AGENTS.echo}`, rpc('CreateTaskPushNotificationConfig', { taskId: call.request_id, url: hook, token: 'alice-token-1234' }), A2A)).json()
@@ -91,6 +111,9 @@ t.test('what a member of one tenant makes: her tenant\'s admin and the host\'s s
     ['A2A ListTasks, HTTP+JSON', async (who) => await as(who, 'GET', `/a2a/${AGENTS.echo}/rest/tasks?contextId=${call.context.session_id}`, undefined, A2A), (r) => r.json().totalSize === 1],
     ['the push deliveries', async (who) => await as(who, 'GET', '/v1/a2a/push-deliveries'), (r) => r.body.includes('alice-hook')],
     ['A2A ListTaskPushNotificationConfigs', async (who) => await as(who, 'POST', `/a2a/${AGENTS.echo}`, rpc('ListTaskPushNotificationConfigs', { taskId: call.request_id }), A2A), (r) => r.body.includes('alice-hook')],
+    ['her running chat, resumed on the AI SDK binding', async (who) => await peek(who, 'GET', `/ai-sdk/echo-stream/chat/${chatId}/stream`, 'text-delta'), (r) => r.statusCode === 200 && r.body.includes('text-delta')],
+    // a thread is a session: only its owner (and the host's admin, who owns every session) runs in it
+    ['a run in her AG-UI thread', async (who) => await peek(who, 'POST', `/ag-ui/${AGENTS.echoStream}`, 'RUN_FINISHED', agUi(`run-${who}`)), (r) => r.statusCode === 200 && r.body.includes('RUN_FINISHED'), { acmeAdmin: false }],
     // an MCP session is its client's alone: no admin takes one over
     ['her MCP session', mcp, (r) => r.statusCode === 200 && r.body.includes('"tools"'), { acmeAdmin: false, root: false }],
     // a request id is its caller's: re-sending her envelope is someone else's request, even for an admin (who follows her run with A2A's SubscribeToTask)
