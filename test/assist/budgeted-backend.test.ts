@@ -2,6 +2,7 @@
 // reports 100 tokens) is stopped at its limit by a refused backend call, the next run is refused before
 // it starts, and what was used passes the limit by at most the one call in flight.
 import t, { type Test } from 'tap'
+import { randomUUID } from 'node:crypto'
 import { writeFileSync } from 'node:fs'
 import { join } from 'node:path'
 import { fileURLToPath } from 'node:url'
@@ -61,6 +62,8 @@ t.test('a run\'s calls stop at its tenant\'s limit, and its next run is refused 
   t.match(refused.json(), { code: 'AH_ERR_BUDGET_EXCEEDED', details: { period: 'day', limit: 350, used: 400, resets_at: /T00:00:00.000Z$/ } })
   const retryAfter = Number(refused.headers['retry-after'])
   t.ok(retryAfter >= 1 && retryAfter <= 86_400, `Retry-After is the seconds until the day resets (${retryAfter})`)
+  const a2a = await server.inject({ method: 'POST', url: `/a2a/${LOOPER}`, headers: { 'a2a-version': '1.0' }, payload: { jsonrpc: '2.0', id: 1, method: 'SendMessage', params: { message: { messageId: randomUUID(), role: 'ROLE_USER', parts: [{ data: { query: 'again', calls: 1 } }] } } } })
+  t.match({ status: a2a.statusCode, code: a2a.json().code, retryAfter: Number(a2a.headers['retry-after']) }, { status: 429, code: 'AH_ERR_BUDGET_EXCEEDED', retryAfter: Number }, 'A2A: the same 429 before a run starts, with Retry-After')
   t.equal(fake.received.length, 4, 'no run started')
 
   const quiet = await server.inject({ method: 'POST', url: '/v1/assist', headers: { accept: 'application/json' }, payload: envelope(QUIET, { query: 'hi' }) })
