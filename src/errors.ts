@@ -118,6 +118,8 @@ export const AH_ERR_BUS_REDRIVE_REFUSED = define('AH_ERR_BUS_REDRIVE_REFUSED', 4
   'A dead letter cannot be delivered again: its event is past its time to live (it would never be delivered), or its subscription was removed. The letter stays.')
 export const AH_ERR_TASK_STALE_CLAIM = define('AH_ERR_TASK_STALE_CLAIM', 409, 'Task "%s" is no longer held by %s at attempt %s',
   'A worker presented a claim (owner, attempt) that is no longer current: its lease expired and the task moved on. Nothing was changed.')
+export const AH_ERR_TASK_APPROVAL_NOT_FOUND = define('AH_ERR_TASK_APPROVAL_NOT_FOUND', 404, 'Task "%s" asked for no approval "%s"',
+  'The approval id names no question the task\'s agent asked (`metadata.approvals` of `GET /v1/tasks/{id}` lists them).')
 export const AH_ERR_TASK_STATE = define('AH_ERR_TASK_STATE', 409, 'Task "%s" is %s: cannot %s',
   'The task is not in a state that allows the operation (for example cancelling a completed task).')
 export const AH_ERR_POLICY_VIOLATION = define('AH_ERR_POLICY_VIOLATION', 422, 'Refused by the narrator-only policy: %s',
@@ -247,6 +249,32 @@ export const AH_ERR_TASK_AGENT_FAILED = class AgentError extends defineInternal(
     this.reason = reason
     this.retryable = options.retryable ?? false
     this.details = options.details
+  }
+}
+/** The question a task's agent asked, as {@link AH_ERR_TASK_APPROVAL_REQUIRED} carries it. */
+export interface TaskQuestion {
+  id: string
+  message: string
+  call: Record<string, unknown>
+}
+
+/**
+ * Raised to a task agent by its host when it calls an action marked `require_approval` that no person
+ * has answered yet (`assist/task-host.ts`); `BaseAgent.executeOnce` catches it and the task waits
+ * (WAITING) instead of failing. An agent that catches it should let it go on.
+ */
+export const AH_ERR_TASK_APPROVAL_REQUIRED = class TaskApprovalRequiredError extends defineInternal('AH_ERR_TASK_APPROVAL_REQUIRED', 500, 'Task "%s" waits for a person\'s approval: %s',
+  'Raised to a task agent by `host.tools.call` or `host.a2a.call` of an action an operator marked `require_approval` that no one has answered yet: the worker stores the question and the task waits (WAITING) for `POST /v1/tasks/{id}/approvals/{approval_id}`, then runs again with its earlier host calls replayed. An agent that catches it should throw it on.') {
+  readonly taskId: string
+  readonly question: TaskQuestion
+  /** What the task keeps while it waits (`storage/tasks/task.ts:TaskWait`), once none of its host calls is in flight. */
+  readonly waiting: () => Promise<Record<string, unknown>>
+  constructor (taskId: string, question: TaskQuestion, waiting: () => Promise<Record<string, unknown>>) {
+    super(taskId, question.message)
+    this.name = 'TaskApprovalRequiredError'
+    this.taskId = taskId
+    this.question = question
+    this.waiting = waiting
   }
 }
 export const AH_ERR_TASK_LOCK_COMPROMISED = defineInternal('AH_ERR_TASK_LOCK_COMPROMISED', 500, 'the lock on %s was compromised; the change was not written',

@@ -155,10 +155,11 @@ export class RunReplay {
   /** The chain this run goes on from (undefined: the first run). */
   readonly chain: WaitingRun | undefined
 
-  constructor (chain: WaitingRun | undefined, defaultExpiryS: number) {
+  /** @param from what to go on from when it is not a run's chain (a task's approvals and host calls: `task-host.ts`) */
+  constructor (chain: WaitingRun | undefined, defaultExpiryS: number, from: Pick<WaitingRun, 'interrupts' | 'memo'> | undefined = chain) {
     this.chain = chain
-    this.#asked = chain === undefined ? [] : chain.interrupts.map((i) => ({ ...i }))
-    this.#memo = chain === undefined ? [] : [...chain.memo]
+    this.#asked = from === undefined ? [] : from.interrupts.map((i) => ({ ...i }))
+    this.#memo = from === undefined ? [] : [...from.memo]
     this.#expiryS = defaultExpiryS
   }
 

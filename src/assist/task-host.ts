@@ -4,8 +4,11 @@ import type { ToolCallers } from '../tools/tool-caller.js'
 import { mayInvoke } from '../auth/agent-access.js'
 import { grants } from '../auth/scopes.js'
 import type { TaskAgentName } from '../auth/task-access.js'
-import { ownerAgentsOf, ownerOf, ownerScopesOf, type TaskNode } from '../storage/tasks/task.js'
+import { AH_ERR_TASK_APPROVAL_REQUIRED } from '../errors.js'
+import type { ApprovalAnswer, InterruptRecord } from '../storage/interrupts.js'
+import { approvalsOf, hostCallsOf, ownerAgentsOf, ownerOf, ownerScopesOf, type TaskApproval, type TaskNode, type TaskWait } from '../storage/tasks/task.js'
 import { tenantOf } from '../storage/tenants.js'
+import { RunReplay, type HostApprovals } from './replay.js'
 import { meteredBackend } from './metered-backend.js'
 import { budgetedBackend } from './budgeted-backend.js'
 import type { Budgets } from './budgets.js'
@@ -44,8 +47,10 @@ export interface TaskHostOptions {
  * owner (`metadata.owner_key`, the actor of each call's audit row; its tenant is the owner's), named
  * by the task's id where a run's calls name its request, in the task's trace when it has one
  * (`context.trace_id`), and given up when `signal` fires (cancel, shutdown, a lost claim, the end of
- * the task). Calls of actions marked `require_approval` are refused (`approval_required`): a task has
- * no one to ask. The owner must hold {@link TASK_HOST_SCOPE} (`metadata.owner_scopes`) and may have
+ * the task). A call of an action marked `require_approval` asks a person, as a run's does, through
+ * the task ({@link taskApprovals}): answered, it is made or refused `approval_rejected`; not yet, the
+ * task waits (WAITING) and is run again from the start once answered, its earlier host calls
+ * (backends, tools, A2A) replayed from `metadata.host_calls`. The owner must hold {@link TASK_HOST_SCOPE} (`metadata.owner_scopes`) and may have
  * the task's agent work for it (`metadata.owner_agents`); otherwise every call is refused
  * (`forbidden`) and recorded as any refusal.
  */
@@ -77,14 +82,64 @@ export function taskHosts (options: TaskHostOptions): (task: TaskNode, signal: A
     }
     const tools = options.tools?.caller(context)
     const a2a = options.a2a?.caller({ ...context, usage: (billed) => { usage({ agent, ...billed }) } })
-    // only the calls are lent: the ends of calls that wait for an approval are a run's (a person answers through it)
-    return {
+    // only the calls are lent: the ends of calls that wait for an approval are the replay's, made once a person approved them
+    const host: AgentHost = {
       backend,
       ...(backends.require !== undefined ? { require: backends.require.bind(backends) } : {}),
       ...(tools !== undefined ? { tools: { call: async (call: Parameters<typeof tools.call>[0]) => await tools.call(call) } } : {}),
       ...(a2a !== undefined ? { a2a: { call: async (...args: Parameters<typeof a2a.call>) => await a2a.call(...args) } } : {})
     }
+    // no tools and no external agents: nothing could ever wait for an approval, nothing to replay
+    if (tools === undefined && a2a === undefined) return host
+    const { replay, ask } = taskApprovals(task)
+    return { ...host, ...replay.host(host, { ask, ...(tools !== undefined ? { tools } : {}), ...(a2a !== undefined ? { a2a } : {}) }) }
   }
+}
+
+/** The longest `RunReplay` lets a question wait (a task's approvals do not expire: this only fills the field). */
+const NO_EXPIRY_S = 366 * 24 * 3600
+
+/** A task's approval as the replay holds a run's question. */
+function interruptOf (taskId: string, approval: TaskApproval): InterruptRecord {
+  const { answer } = approval
+  return {
+    id: approval.id,
+    kind: 'approval',
+    message: approval.message,
+    call: approval.call,
+    expires_at: Number.MAX_SAFE_INTEGER,
+    ...(answer !== undefined
+      ? { answer: { value: { approved: answer.approved, ...(answer.comment !== undefined ? { comment: answer.comment } : {}) }, by: answer.by, at: Date.parse(answer.at), request: `task:${taskId}` } }
+      : {})
+  }
+}
+
+/**
+ * One execution of a task's view of its approvals, as `RunReplay` keeps a run's chain: the n-th
+ * approval its agent asks in this execution is the n-th recorded in `metadata.approvals`. Answered,
+ * `ask` gives its answer; asked for the first time, it is recorded (a new UUID) and `ask` throws
+ * `AH_ERR_TASK_APPROVAL_REQUIRED`, whose `waiting()` gives what the task keeps while it waits
+ * (`TaskWait`: every question so far and the host calls made, once none is in flight), for the
+ * worker (`BaseAgent.executeOnce`) to store.
+ */
+export function taskApprovals (task: TaskNode): { replay: RunReplay, ask: HostApprovals['ask'] } {
+  const recorded = approvalsOf(task)
+  const known = new Map(recorded.map((a) => [a.id, a]))
+  const replay = new RunReplay(undefined, NO_EXPIRY_S, { interrupts: recorded.map((a) => interruptOf(task.id, a)), memo: hostCallsOf(task) })
+  const askedAt = new Map<string, string>()
+  const waiting = async (): Promise<TaskWait> => {
+    // a call still in flight (the agent's other branch) is recorded once it has answered, as a run waits before it suspends
+    for (let idle = replay.idle(); idle !== undefined; idle = replay.idle()) await idle
+    const approvals = replay.interrupts.map((i): TaskApproval => known.get(i.id) ?? { id: i.id, message: i.message, call: i.call ?? {}, asked_at: askedAt.get(i.id) ?? new Date().toISOString() })
+    return { approvals, host_calls: replay.memo }
+  }
+  const ask = async (message: string, call: Record<string, unknown>): Promise<ApprovalAnswer> => {
+    const asked = replay.ask({ kind: 'approval', message }, Date.now(), { call })
+    if ('answered' in asked) return asked.answered as ApprovalAnswer
+    if (!known.has(asked.open.id)) askedAt.set(asked.open.id, new Date().toISOString())
+    throw new AH_ERR_TASK_APPROVAL_REQUIRED(task.id, { id: asked.open.id, message, call }, async () => ({ ...await waiting() }))
+  }
+  return { replay, ask }
 }
 
 /** Why `task`'s owner may not have its agent call tools or agents on its behalf, if it may not. */

@@ -43,6 +43,7 @@ export const ROUTE_SCOPES: Readonly<Record<string, Scope>> = {
   'GET /v1/tasks': 'tasks:read',
   'GET /v1/tasks/:id': 'tasks:read',
   'POST /v1/tasks/:id/cancel': 'tasks:write',
+  'POST /v1/tasks/:id/approvals/:approval_id': 'tasks:write',
   'GET /v1/tasks/:id/events': 'events:internal',
   'GET /v1/conversations/:id/events': 'tasks:read',
   'POST /v1/bus/events': 'bus:publish',

@@ -23,7 +23,7 @@ import {
 } from './packets.js'
 import { AuditCheckpoint, AuditPage, AuditRow, AuditVerification, EventPage, HistoryPage, Interaction } from './records.js'
 import { ErrorBody, HealthCheckResponse, ResponseMetrics, ServiceResponse, Transcript, TranscriptStream, Usage } from './response.js'
-import { CreateTasksBody, NewTaskBody, Task, TaskList, TaskStatus, TaskWarning } from './tasks.js'
+import { CreateTasksBody, NewTaskBody, Task, TaskApproval, TaskApprovalAnswer, TaskList, TaskStatus, TaskWarning } from './tasks.js'
 
 /**
  * The named schemas of the OpenAPI document (`#/components/schemas/<name>`), so that generated
@@ -98,6 +98,8 @@ export const COMPONENT_SCHEMAS = {
   Task,
   TaskStatus,
   TaskWarning,
+  TaskApproval,
+  TaskApprovalAnswer,
   AgentInput,
   AgentOutput,
   AgentStatus,

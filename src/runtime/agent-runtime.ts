@@ -1,13 +1,13 @@
 import { randomUUID } from 'node:crypto'
 import { setTimeout as sleep } from 'node:timers/promises'
-import { AH_ERR_TASK_STALE_CLAIM } from '../errors.js'
+import { AH_ERR_TASK_STALE_CLAIM, type TaskQuestion } from '../errors.js'
 import type { AuditInput } from '../storage/audit.js'
 import type { Awaitable } from '../storage/awaitable.js'
 import { isUnavailable } from '../storage/busy.js'
 import { findRenderToUser, type EventAuthor, type EventInput, type EventQuery } from '../storage/events.js'
 import type { StoredEvent } from '../protocol/events.js'
 import { AH_ERR_POLICY_VIOLATION } from '../errors.js'
-import { ownerOf, type ClaimToken, type JsonObject, type TaskFailure, type TaskNode } from '../storage/tasks/task.js'
+import { ownerOf, type ClaimToken, type JsonObject, type TaskFailure, type TaskNode, type TaskWait } from '../storage/tasks/task.js'
 import type { TaskStore } from '../storage/tasks/task-store.js'
 import type { AgentHost } from '../backends/protocol.js'
 import type { EventPublication } from '../protocol/contract.js'
@@ -241,6 +241,21 @@ export class AgentRuntime {
       const task = await this.#o.store.release(taskId, token)
       this.#claims.delete(taskId)
       await this.#o.audit?.append({ actor: this.agentId, action: 'task.release', resource: taskId, success: true, details: { reason: 'shutdown', attempt: token.attempt } })
+      return task
+    })
+  }
+
+  /**
+   * The task's agent asked a person (a host call marked `require_approval`, `question`): WAITING with
+   * `wait` (its questions and host calls) until every question is answered
+   * (`POST /v1/tasks/:id/approvals/:approval_id`), the attempt not counted; a `task.waiting` event
+   * (internal) with the question.
+   */
+  async waitTask (taskId: string, wait: TaskWait, question: TaskQuestion): Promise<TaskNode> {
+    return await this.#guard(taskId, 'wait', async (token) => {
+      const task = await this.#o.store.wait(taskId, token, wait)
+      this.#claims.delete(taskId)
+      await this.#event(task, 'task.waiting', { approval_id: question.id, message: question.message, call: question.call, open: wait.approvals.filter((a) => a.answer === undefined).length })
       return task
     })
   }

@@ -1,6 +1,6 @@
-import { AH_ERR_POLICY_VIOLATION, AH_ERR_TASK_AGENT_FAILED, type AgentError } from '../errors.js'
+import { AH_ERR_POLICY_VIOLATION, AH_ERR_TASK_AGENT_FAILED, AH_ERR_TASK_APPROVAL_REQUIRED, type AgentError } from '../errors.js'
 import type { AgentResult, AgentRuntime, TaskBus } from './agent-runtime.js'
-import type { TaskNode } from '../storage/tasks/task.js'
+import type { TaskNode, TaskWait } from '../storage/tasks/task.js'
 import type { AgentHost } from '../backends/protocol.js'
 
 /** What `handleTask` gets besides the task. */
@@ -25,7 +25,8 @@ export interface TaskContext {
 /**
  * A task agent (seed S34): declares `agentType` and implements `handleTask`. `executeOnce`
  * claims a task, runs the lifecycle hooks, keeps the lease alive with heartbeats while
- * `handleTask` runs, and completes or fails the task — for any error, not only AgentError.
+ * `handleTask` runs, and completes or fails the task — for any error, not only AgentError — or, when
+ * its host asked a person (`AH_ERR_TASK_APPROVAL_REQUIRED`), leaves it WAITING for the answer.
  */
 export abstract class BaseAgent {
   abstract readonly agentType: string
@@ -93,6 +94,12 @@ export abstract class BaseAgent {
       if (signal?.aborted === true) {
         await stopBeating()
         return await runtime.releaseTask(task.id)
+      }
+      // the agent asked a person (a host call marked require_approval): the task waits for the answer, the attempt not counted
+      if (err instanceof AH_ERR_TASK_APPROVAL_REQUIRED && err.taskId === task.id) {
+        const wait = await err.waiting() as unknown as TaskWait
+        await stopBeating()
+        return await runtime.waitTask(task.id, wait, err.question)
       }
       const error = agentError(err)
       await this.onError(task, runtime, error)

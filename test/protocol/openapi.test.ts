@@ -117,6 +117,7 @@ t.test('every operation has an operationId, and they are unique and stable', asy
     'GET /v1/tasks': 'listTasks',
     'GET /v1/tasks/{id}': 'getTask',
     'POST /v1/tasks/{id}/cancel': 'cancelTask',
+    'POST /v1/tasks/{id}/approvals/{approval_id}': 'answerTaskApproval',
     'GET /v1/tasks/{id}/events': 'listTaskEvents',
     'GET /v1/conversations/{id}/events': 'listConversationEvents',
     'POST /v1/bus/events': 'publishBusEvent',

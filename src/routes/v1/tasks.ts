@@ -1,12 +1,13 @@
 import type { FastifyPluginAsyncTypebox } from '@fastify/type-provider-typebox'
 import { Type } from 'typebox'
-import { AH_ERR_FORBIDDEN, AH_ERR_TASK_INVALID, AH_ERR_TASK_NOT_FOUND, AH_ERR_TASK_STATE, AH_ERR_VALIDATION, withDetails } from '../../errors.js'
+import { AH_ERR_FORBIDDEN, AH_ERR_INTERRUPT_CLOSED, AH_ERR_TASK_APPROVAL_NOT_FOUND, AH_ERR_TASK_INVALID, AH_ERR_TASK_NOT_FOUND, AH_ERR_TASK_STATE, AH_ERR_VALIDATION, withDetails } from '../../errors.js'
 import type { StoredEvent } from '../../protocol/events.js'
 import { documented, errorResponse, validationError } from '../../protocol/openapi.js'
 import { EventPage } from '../../protocol/records.js'
-import { CreateTasksBody, Task, TaskList, TaskStatus } from '../../protocol/tasks.js'
+import { CreateTasksBody, Task, TaskApprovalAnswer, TaskList, TaskStatus } from '../../protocol/tasks.js'
 import type { FastifyRequest } from 'fastify'
-import { ownedBy, ownerOf, type NewTask, type TaskNode } from '../../storage/tasks/task.js'
+import { approvalsOf, ownedBy, ownerOf, type NewTask, type TaskNode } from '../../storage/tasks/task.js'
+import { cutText } from '../../storage/audit-text.js'
 import { viewerOf } from '../../auth/scopes.js'
 import { sees, type Viewer } from '../../storage/tenants.js'
 
@@ -15,7 +16,9 @@ function invalid (path: string, message: string): Error {
 }
 
 const Params = Type.Object({ id: Type.String({ minLength: 1, maxLength: 128 }) })
+const ApprovalParams = Type.Object({ id: Params.properties.id, approval_id: Type.String({ minLength: 1, maxLength: 128 }) })
 const EXAMPLE_TASK = 'c1d2e3f4-a5b6-4c7d-8e9f-0a1b2c3d4e5f'
+const EXAMPLE_APPROVAL = '0f1e2d3c-4b5a-4697-8877-665544332211'
 const taskNotFound = errorResponse('No task has this id', new AH_ERR_TASK_NOT_FOUND(EXAMPLE_TASK))
 const badQuery = errorResponse('A query parameter is malformed', validationError('/querystring/limit', 'must be <= 1000'))
 
@@ -31,7 +34,7 @@ const Page = {
 
 /**
  * The task graph over HTTP: create tasks (one or a graph), list and read them, cancel one (its
- * running handler is aborted), and read events: a task's, or a conversation's (only what the
+ * running handler is aborted), answer a waiting one's approval, and read events: a task's, or a conversation's (only what the
  * narrator made user-visible unless `internal=true`).
  */
 const taskRoutes: FastifyPluginAsyncTypebox = async (app) => {
@@ -119,7 +122,7 @@ const taskRoutes: FastifyPluginAsyncTypebox = async (app) => {
     schema: {
       operationId: 'cancelTask',
       tags: ['tasks'],
-      summary: 'Cancel a pending or running task (a running handler gets its AbortSignal)',
+      summary: 'Cancel a pending, running or waiting task (a running handler gets its AbortSignal)',
       params: Params,
       response: {
         200: Task,
@@ -135,11 +138,46 @@ const taskRoutes: FastifyPluginAsyncTypebox = async (app) => {
     return task
   })
 
+  app.post('/v1/tasks/:id/approvals/:approval_id', {
+    schema: {
+      operationId: 'answerTaskApproval',
+      tags: ['tasks'],
+      summary: 'Approve or reject a call a WAITING task\'s agent asked to make (an action marked require_approval)',
+      description: 'A task agent\'s `host.tools.call` or `host.a2a.call` of an action an operator marked `require_approval` (MCP_SERVERS_FILE, A2A_AGENTS_FILE) stops the task: WAITING, with the question in `metadata.approvals` (`GET /v1/tasks/{id}`: its `id`, `message` and `call`). The answer is audited (`interrupt.approve` or `interrupt.reject`); once no question is open the task is PENDING again and its agent runs from the start, its earlier host calls replayed, the approved call made (or answered `approval_rejected` with the comment as its reason).',
+      params: ApprovalParams,
+      body: documented(TaskApprovalAnswer, { examples: [{ approved: true }, { approved: false, comment: 'not on the main branch' }] }),
+      response: {
+        202: documented(Task, { description: 'Answered: the task, PENDING again once none of its approvals is open (WAITING while one is)' }),
+        400: errorResponse('The body is not `{ approved: boolean, comment?: string }` (`AH_ERR_VALIDATION`)', validationError('/approved', 'is required')),
+        404: errorResponse('No task has this id, or the caller may not see it (`AH_ERR_TASK_NOT_FOUND`); or the task asked no approval with this id (`AH_ERR_TASK_APPROVAL_NOT_FOUND`)',
+          new AH_ERR_TASK_NOT_FOUND(EXAMPLE_TASK), new AH_ERR_TASK_APPROVAL_NOT_FOUND(EXAMPLE_TASK, EXAMPLE_APPROVAL)),
+        409: errorResponse('The approval was answered already, or its task no longer waits (cancelled) (`AH_ERR_INTERRUPT_CLOSED`)', new AH_ERR_INTERRUPT_CLOSED(EXAMPLE_APPROVAL, 'it was answered already'))
+      }
+    }
+  }, async (request, reply) => {
+    const { id, approval_id: approvalId } = request.params
+    await visibleTask(id, request.identity)
+    const { approved, comment } = request.body
+    const task = await app.tasks.answer(id, approvalId, { approved, ...(comment !== undefined ? { comment } : {}), by: request.identity.id })
+    const approval = approvalsOf(task).find((a) => a.id === approvalId)
+    request.log.info({ taskId: id, approvalId, approved, status: task.status }, 'task approval answered')
+    // as a run's answer is audited (assist/engine.ts:#takeAnswers), the task as its resource
+    await app.audit.append({
+      actor: request.identity.id,
+      action: approved ? 'interrupt.approve' : 'interrupt.reject',
+      resource: `task:${id}`,
+      success: true,
+      trace_id: request.traceId,
+      details: { task: id, interrupt_id: approvalId, kind: 'approval', message: cutText(approval?.message ?? '', 256), call: approval?.call ?? {}, answer: { approved, ...(comment !== undefined ? { comment } : {}) }, status: task.status }
+    })
+    return await reply.code(202).send(task)
+  })
+
   app.get('/v1/tasks/:id/events', {
     schema: {
       operationId: 'listTaskEvents',
       tags: ['tasks'],
-      summary: 'The events of one task (internal: AGENT_UPDATE, AGENT_RESULT, task.stalled), oldest first; page on with `after` (the previous page\'s `next`)',
+      summary: 'The events of one task (internal: AGENT_UPDATE, AGENT_RESULT, task.waiting, task.stalled), oldest first; page on with `after` (the previous page\'s `next`)',
       params: Params,
       querystring: Type.Object({ after: Type.Optional(Type.Integer({ minimum: 0 })), ...Page }),
       response: { 200: EventPage, 404: taskNotFound }

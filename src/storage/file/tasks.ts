@@ -5,9 +5,9 @@ import { AH_ERR_TASK_LOCK_COMPROMISED, AH_ERR_TASK_NOT_FOUND } from '../../error
 import { GraphFile } from './graph-file.js'
 import { GraphLock } from './graph-lock.js'
 import {
-  claimable, claimNode, claimOrder, cancelNode, releaseNode, completeNode, createNodes, failNode, heartbeatNode, leaseExpired, retryOrFail
+  claimable, claimNode, claimOrder, cancelNode, releaseNode, completeNode, createNodes, waitNode, answerNode, failNode, heartbeatNode, leaseExpired, retryOrFail
 } from '../tasks/task-graph.js'
-import { ownerOf, retryDelayMs, type ClaimToken, type JsonObject, type NewTask, type TaskFailure, type TaskNode, type TaskQuery } from '../tasks/task.js'
+import { ownerOf, retryDelayMs, type ClaimToken, type JsonObject, type NewTask, type TaskApprovalAnswer, type TaskFailure, type TaskNode, type TaskQuery, type TaskWait } from '../tasks/task.js'
 import type { TaskStore, TaskStoreOptions } from '../tasks/task-store.js'
 
 /** The file's name inside DATA_DIR. */
@@ -208,6 +208,14 @@ export class FileTaskStore implements TaskStore {
 
   async release (id: string, token: ClaimToken): Promise<TaskNode> {
     return await this.#update(id, (task, now) => releaseNode(task, token, now))
+  }
+
+  async wait (id: string, token: ClaimToken, wait: TaskWait): Promise<TaskNode> {
+    return await this.#update(id, (task, now) => waitNode(task, token, wait, now))
+  }
+
+  async answer (id: string, approvalId: string, answer: Omit<TaskApprovalAnswer, 'at'>): Promise<TaskNode> {
+    return await this.#update(id, (task, now) => answerNode(task, approvalId, answer, now))
   }
 
   async cancel (id: string): Promise<TaskNode> {

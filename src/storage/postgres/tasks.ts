@@ -4,9 +4,9 @@ import { AH_ERR_TASK_INVALID, AH_ERR_TASK_NOT_FOUND } from '../../errors.js'
 import { viewerSql } from '../tenants.js'
 import { inTransaction, PG_LOCKS } from './database.js'
 import {
-  claimable, claimNode, cancelNode, completeNode, createNodes, failNode, heartbeatNode, releaseNode, retryOrFail
+  claimable, claimNode, cancelNode, completeNode, createNodes, failNode, heartbeatNode, releaseNode, retryOrFail, waitNode, answerNode
 } from '../tasks/task-graph.js'
-import { retryDelayMs, type ClaimToken, type JsonObject, type NewTask, type TaskFailure, type TaskNode, type TaskQuery } from '../tasks/task.js'
+import { retryDelayMs, type ClaimToken, type JsonObject, type NewTask, type TaskApprovalAnswer, type TaskFailure, type TaskNode, type TaskQuery, type TaskWait } from '../tasks/task.js'
 import type { TaskStore, TaskStoreOptions } from '../tasks/task-store.js'
 
 // Each statement is named, so that every connection parses and plans it once.
@@ -250,6 +250,24 @@ export class PgTaskStore implements TaskStore {
   /** {@link PgTaskStore.release} on a client, or the pool (each statement its own transaction). */
   async releaseIn (client: pg.ClientBase | pg.Pool, id: string, token: ClaimToken): Promise<TaskNode> {
     return await this.#update(client, id, (task, now) => releaseNode(task, token, now))
+  }
+
+  async wait (id: string, token: ClaimToken, wait: TaskWait): Promise<TaskNode> {
+    return await this.waitIn(this.#pool, id, token, wait)
+  }
+
+  /** {@link PgTaskStore.wait} on a client, or the pool (each statement its own transaction): fenced as {@link PgTaskStore.release} is. */
+  async waitIn (client: pg.ClientBase | pg.Pool, id: string, token: ClaimToken, wait: TaskWait): Promise<TaskNode> {
+    return await this.#update(client, id, (task, now) => waitNode(task, token, wait, now))
+  }
+
+  async answer (id: string, approvalId: string, answer: Omit<TaskApprovalAnswer, 'at'>): Promise<TaskNode> {
+    return await this.answerIn(this.#pool, id, approvalId, answer)
+  }
+
+  /** {@link PgTaskStore.answer} on a client, or the pool: stored only if the row is still the version read, so of two answers one wins. */
+  async answerIn (client: pg.ClientBase | pg.Pool, id: string, approvalId: string, answer: Omit<TaskApprovalAnswer, 'at'>): Promise<TaskNode> {
+    return await this.#update(client, id, (task, now) => answerNode(task, approvalId, answer, now))
   }
 
   async cancel (id: string): Promise<TaskNode> {

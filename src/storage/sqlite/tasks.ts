@@ -2,9 +2,9 @@ import { AH_ERR_TASK_NOT_FOUND } from '../../errors.js'
 import { viewerSql } from '../tenants.js'
 import type { Db } from './database.js'
 import {
-  claimable, claimNode, cancelNode, completeNode, createNodes, failNode, heartbeatNode, releaseNode, retryOrFail
+  claimable, claimNode, cancelNode, completeNode, createNodes, failNode, heartbeatNode, releaseNode, retryOrFail, waitNode, answerNode
 } from '../tasks/task-graph.js'
-import { retryDelayMs, type ClaimToken, type JsonObject, type NewTask, type TaskFailure, type TaskNode, type TaskQuery } from '../tasks/task.js'
+import { retryDelayMs, type ClaimToken, type JsonObject, type NewTask, type TaskApprovalAnswer, type TaskFailure, type TaskNode, type TaskQuery, type TaskWait } from '../tasks/task.js'
 import type { TaskStore, TaskStoreOptions } from '../tasks/task-store.js'
 
 /**
@@ -128,6 +128,14 @@ export class SqliteTaskStore implements TaskStore {
 
   async release (id: string, token: ClaimToken): Promise<TaskNode> {
     return await this.#update(id, (task, now) => releaseNode(task, token, now))
+  }
+
+  async wait (id: string, token: ClaimToken, wait: TaskWait): Promise<TaskNode> {
+    return await this.#update(id, (task, now) => waitNode(task, token, wait, now))
+  }
+
+  async answer (id: string, approvalId: string, answer: Omit<TaskApprovalAnswer, 'at'>): Promise<TaskNode> {
+    return await this.#update(id, (task, now) => answerNode(task, approvalId, answer, now))
   }
 
   async cancel (id: string): Promise<TaskNode> {

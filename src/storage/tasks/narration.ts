@@ -97,6 +97,7 @@ function describe (event: StoredEvent): string | undefined {
   const what = `${e.task_type ?? 'task'} ${e.task_id ?? ''}`.trim()
   if (event.type === 'AGENT_RESULT') return e.outcome === 'failed' ? `${what} failed: ${e.error?.reason ?? 'unknown error'}${e.status === 'PENDING' ? ' (it will be retried)' : ''}` : `${what} is done.`
   if (event.type === 'task.stalled') return `${what} stopped responding; it has been ${e.status === 'FAILED' ? 'given up' : 'handed to another worker'}.`
+  if (event.type === 'task.waiting') return `${what} waits for an approval: ${e.message ?? 'a call it asked to make'}`
   if (event.type === 'AGENT_UPDATE') return e.message === undefined ? undefined : `${what}: ${e.message}`
   return undefined
 }

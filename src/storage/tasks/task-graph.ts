@@ -1,5 +1,5 @@
-import { AH_ERR_TASK_STALE_CLAIM, AH_ERR_TASK_INVALID, AH_ERR_TASK_STATE } from '../../errors.js'
-import { newTaskNode, type ClaimToken, type JsonObject, type NewTask, type TaskFailure, type TaskNode } from './task.js'
+import { AH_ERR_INTERRUPT_CLOSED, AH_ERR_TASK_APPROVAL_NOT_FOUND, AH_ERR_TASK_STALE_CLAIM, AH_ERR_TASK_INVALID, AH_ERR_TASK_STATE } from '../../errors.js'
+import { approvalsOf, newTaskNode, type ClaimToken, type JsonObject, type NewTask, type TaskApprovalAnswer, type TaskFailure, type TaskNode, type TaskWait } from './task.js'
 
 /**
  * The task graph's rules as pure functions over task nodes, shared by every TaskStore: what may be
@@ -150,13 +150,60 @@ export function releaseNode (task: TaskNode, token: ClaimToken, now: Date): Task
   return { ...task, status: 'PENDING', owner: null, attempt: task.attempt - 1, lease_expires_at: null, available_at: at, updated_at: at }
 }
 
+/**
+ * IN_PROGRESS → WAITING: the agent asked a person (a host call marked `require_approval`). The claim
+ * is given back as by {@link releaseNode} (no owner, no lease, the attempt not counted), and
+ * `metadata` keeps the questions asked so far and the host calls to replay. A wait with no open
+ * question is refused: nobody could ever answer it.
+ */
+export function waitNode (task: TaskNode, token: ClaimToken, wait: TaskWait, now: Date): TaskNode {
+  assertClaim(task, token)
+  if (!wait.approvals.some((a) => a.answer === undefined)) throw new AH_ERR_TASK_STATE(task.id, task.status, 'wait with no open approval')
+  const at = now.toISOString()
+  return {
+    ...task,
+    status: 'WAITING',
+    owner: null,
+    attempt: task.attempt - 1,
+    lease_expires_at: null,
+    metadata: { ...task.metadata, approvals: wait.approvals, host_calls: wait.host_calls },
+    updated_at: at
+  }
+}
+
+/**
+ * A person's answer to one of a WAITING task's approvals; once none is left open the task is
+ * PENDING again, claimable at once (its agent is entered from the start, its earlier host calls
+ * replayed). An approval takes one answer.
+ * @throws AH_ERR_TASK_APPROVAL_NOT_FOUND (404) for an id the task never asked
+ * @throws AH_ERR_INTERRUPT_CLOSED (409) for one answered already, or a task that no longer waits (cancelled)
+ */
+export function answerNode (task: TaskNode, approvalId: string, answer: Omit<TaskApprovalAnswer, 'at'>, now: Date): TaskNode {
+  const approvals = approvalsOf(task)
+  const asked = approvals.find((a) => a.id === approvalId)
+  if (asked === undefined) throw new AH_ERR_TASK_APPROVAL_NOT_FOUND(task.id, approvalId)
+  if (asked.answer !== undefined) throw new AH_ERR_INTERRUPT_CLOSED(approvalId, 'it was answered already')
+  if (task.status !== 'WAITING') throw new AH_ERR_INTERRUPT_CLOSED(approvalId, `its task is ${task.status}`)
+  const at = now.toISOString()
+  const given: TaskApprovalAnswer = { approved: answer.approved, ...(answer.comment !== undefined ? { comment: answer.comment } : {}), by: answer.by, at }
+  const next = approvals.map((a) => a.id === approvalId ? { ...a, answer: given } : a)
+  const open = next.some((a) => a.answer === undefined)
+  return {
+    ...task,
+    status: open ? 'WAITING' : 'PENDING',
+    available_at: open ? task.available_at : at,
+    metadata: { ...task.metadata, approvals: next },
+    updated_at: at
+  }
+}
+
 /** An IN_PROGRESS task whose lease has run out. */
 export function leaseExpired (task: TaskNode, now: Date): boolean {
   return task.status === 'IN_PROGRESS' && task.lease_expires_at !== null && Date.parse(task.lease_expires_at) <= now.getTime()
 }
 
-/** PENDING or IN_PROGRESS → CANCELLED; anything else is final. */
+/** PENDING, IN_PROGRESS or WAITING → CANCELLED; anything else is final. */
 export function cancelNode (task: TaskNode, now: Date): TaskNode {
-  if (task.status !== 'PENDING' && task.status !== 'IN_PROGRESS') throw new AH_ERR_TASK_STATE(task.id, task.status, 'cancel')
+  if (task.status !== 'PENDING' && task.status !== 'IN_PROGRESS' && task.status !== 'WAITING') throw new AH_ERR_TASK_STATE(task.id, task.status, 'cancel')
   return { ...task, status: 'CANCELLED', lease_expires_at: null, updated_at: now.toISOString() }
 }

@@ -1,4 +1,4 @@
-import type { ClaimToken, JsonObject, NewTask, TaskFailure, TaskNode, TaskQuery } from './task.js'
+import type { ClaimToken, JsonObject, NewTask, TaskApprovalAnswer, TaskFailure, TaskNode, TaskQuery, TaskWait } from './task.js'
 
 /**
  * Where the task graph lives. Every operation is atomic across the processes sharing DATA_DIR.
@@ -21,6 +21,18 @@ export interface TaskStore {
   fail(id: string, token: ClaimToken, failure: TaskFailure): Promise<TaskNode>
   /** Give a claimed task back (its worker is shutting down): PENDING at once, the attempt not counted. */
   release(id: string, token: ClaimToken): Promise<TaskNode>
+  /**
+   * The claimed task's agent asked a person (a host call marked `require_approval`): WAITING, the
+   * claim given back as by {@link TaskStore.release}, with the questions and the host calls to replay
+   * in `metadata` (`task-graph.ts:waitNode`).
+   */
+  wait(id: string, token: ClaimToken, wait: TaskWait): Promise<TaskNode>
+  /**
+   * A person's answer to approval `approvalId` of a WAITING task; PENDING again once none is open
+   * (`task-graph.ts:answerNode`). Of two answers to one approval one wins, the other is refused.
+   */
+  answer(id: string, approvalId: string, answer: Omit<TaskApprovalAnswer, 'at'>): Promise<TaskNode>
+  /** PENDING, IN_PROGRESS or WAITING → CANCELLED. */
   cancel(id: string): Promise<TaskNode>
   /** Return IN_PROGRESS tasks whose lease expired to PENDING (or FAILED after max_attempts). */
   reap(): Promise<TaskNode[]>

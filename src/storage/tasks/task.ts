@@ -1,8 +1,13 @@
 import { randomUUID } from 'node:crypto'
+import type { MemoEntry } from '../interrupts.js'
 import type { Viewer } from '../tenants.js'
 
-/** Where a task is in its life. */
-export const TASK_STATUSES = ['PENDING', 'IN_PROGRESS', 'COMPLETED', 'FAILED', 'CANCELLED'] as const
+/**
+ * Where a task is in its life. WAITING: its agent asked a person (a host call marked
+ * `require_approval`) and it waits for the answer, unclaimable and unreaped, PENDING again once
+ * every question is answered.
+ */
+export const TASK_STATUSES = ['PENDING', 'IN_PROGRESS', 'WAITING', 'COMPLETED', 'FAILED', 'CANCELLED'] as const
 export type TaskStatus = typeof TASK_STATUSES[number]
 
 export type JsonObject = Record<string, unknown>
@@ -66,6 +71,50 @@ export interface TaskFailure {
   details?: JsonObject
 }
 
+/** A person's answer to one of a task's approvals. */
+export interface TaskApprovalAnswer {
+  approved: boolean
+  comment?: string
+  /** The principal that answered. */
+  by: string
+  /** When (ISO 8601). */
+  at: string
+}
+
+/**
+ * A question a task's agent asked through its host (`metadata.approvals`, in the order asked): may
+ * this call marked `require_approval` be made? Its id is a UUID made when it was first asked.
+ */
+export interface TaskApproval {
+  id: string
+  message: string
+  /** What would be called: a tool call's `{ tool, action, args }`, an A2A call's `{ agent, capability, payload }`. */
+  call: JsonObject
+  asked_at: string
+  answer?: TaskApprovalAnswer
+}
+
+/**
+ * What a task that stops to ask keeps (in `metadata`) to go on after the answer: the questions asked
+ * so far, and its agent's host calls, replayed when it is entered again (as a run's are: `storage/interrupts.ts`).
+ */
+export interface TaskWait {
+  approvals: TaskApproval[]
+  host_calls: MemoEntry[]
+}
+
+/** A task's approvals (`metadata.approvals`), oldest first; none when absent or malformed. */
+export function approvalsOf (task: Pick<TaskNode, 'metadata'>): TaskApproval[] {
+  const approvals = task.metadata.approvals
+  return Array.isArray(approvals) ? approvals.filter((a): a is TaskApproval => typeof a === 'object' && a !== null && typeof (a as TaskApproval).id === 'string') : []
+}
+
+/** The host calls a task recorded before it stopped to ask (`metadata.host_calls`); none when absent or malformed. */
+export function hostCallsOf (task: Pick<TaskNode, 'metadata'>): MemoEntry[] {
+  const calls = task.metadata.host_calls
+  return Array.isArray(calls) ? calls.filter((c): c is MemoEntry => typeof c === 'object' && c !== null && typeof (c as MemoEntry).key === 'string') : []
+}
+
 /** Filters of `list()`. */
 export interface TaskQuery {
   status?: TaskStatus
@@ -120,6 +169,17 @@ export function retryDelayMs (attempt: number, baseMs = 1000, capMs = 60_000, ra
   return Math.floor(ceiling / 2 + random() * ceiling / 2)
 }
 
+/**
+ * A new task's metadata without what only a task that stopped to ask may hold (`approvals`,
+ * `host_calls`): a creator (or a parent whose metadata a follow-up copies) cannot hand a task
+ * answers no one gave, or host calls it never made.
+ */
+function fresh (metadata: JsonObject): JsonObject {
+  if (!('approvals' in metadata) && !('host_calls' in metadata)) return metadata
+  const { approvals: _answered, host_calls: _made, ...rest } = metadata
+  return rest
+}
+
 /** Fill a new task's defaults. */
 export function newTaskNode (task: NewTask, now: Date): TaskNode {
   const at = now.toISOString()
@@ -134,7 +194,7 @@ export function newTaskNode (task: NewTask, now: Date): TaskNode {
     inputs: task.inputs ?? task.input ?? {},
     outputs: null,
     context: task.context ?? {},
-    metadata: task.metadata ?? {},
+    metadata: fresh(task.metadata ?? {}),
     parent_id: task.parent_id ?? null,
     dependency_ids: task.dependency_ids ?? [],
     created_at: at,

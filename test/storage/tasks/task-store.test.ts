@@ -200,6 +200,57 @@ for (const [kind, make] of Object.entries(stores)) {
       t.match(await store.claim('w', 'next', 1000), { id: 'r', attempt: 1 }, 'claimable at once, and it is still the first attempt')
       await store.close()
     })
+
+    t.test('wait and answer: a task that asked a person is WAITING (unclaimable, unreaped, its dependants held), PENDING again once every question is answered', async (t) => {
+      const c = clock()
+      const store = await make(t, c.now)
+      if (store === undefined) return
+      await store.create([{ id: 'asker', type: 'w', max_attempts: 1 }, { id: 'after', type: 'v', dependency_ids: ['asker'] }])
+      const claimed = await store.claim('w', 'me', 1000) as NonNullable<Awaited<ReturnType<TaskStore['claim']>>>
+      const asked = { id: 'q1', message: 'Allow it?', call: { tool: 'fx', action: 'write', args: { n: 1 } }, asked_at: c.now().toISOString() }
+      const wait = { approvals: [asked], host_calls: [{ key: 'tool:abc', result: { ok: true } }] }
+      await t.rejects(store.wait('asker', { owner: 'other', attempt: 1 }, wait), { code: 'AH_ERR_TASK_STALE_CLAIM' }, 'only its claim may')
+      await t.rejects(store.wait('asker', { owner: 'me', attempt: claimed.attempt }, { approvals: [], host_calls: [] }), { code: 'AH_ERR_TASK_STATE' }, 'a wait with no open question is refused')
+      const waiting = await store.wait('asker', { owner: 'me', attempt: claimed.attempt }, wait)
+      t.match(waiting, { status: 'WAITING', owner: null, attempt: 0, lease_expires_at: null, metadata: { approvals: [asked], host_calls: wait.host_calls } })
+      t.same(await store.get('asker'), waiting, 'stored as answered')
+      t.same((await store.list({ status: 'WAITING' })).map((x) => x.id), ['asker'])
+      await t.rejects(store.complete('asker', { owner: 'me', attempt: claimed.attempt }, {}), { code: 'AH_ERR_TASK_STALE_CLAIM' }, 'the claim is given back')
+      c.advance(60_000)
+      t.equal(await store.claim('w', 'next', 1000), undefined, 'a WAITING task is not claimable')
+      t.equal(await store.claim('v', 'next', 1000), undefined, 'its dependants wait')
+      t.same(await store.reap(), [], 'nor reaped')
+      await t.rejects(store.answer('asker', 'nope', { approved: true, by: 'key-a' }), { code: 'AH_ERR_TASK_APPROVAL_NOT_FOUND', statusCode: 404 })
+      await t.rejects(store.answer('missing', 'q1', { approved: true, by: 'key-a' }), { code: 'AH_ERR_TASK_NOT_FOUND' })
+      const answered = await store.answer('asker', 'q1', { approved: false, comment: 'not today', by: 'key-a' })
+      t.match(answered, { status: 'PENDING', available_at: c.now().toISOString(), metadata: { approvals: [{ id: 'q1', answer: { approved: false, comment: 'not today', by: 'key-a', at: c.now().toISOString() } }], host_calls: wait.host_calls } })
+      await t.rejects(store.answer('asker', 'q1', { approved: true, by: 'key-a' }), { code: 'AH_ERR_INTERRUPT_CLOSED', statusCode: 409 }, 'an approval takes one answer')
+      t.match(await store.claim('w', 'next', 1000), { id: 'asker', attempt: 1, metadata: { host_calls: wait.host_calls } }, 'claimable at once, still the first attempt, with what it recorded')
+    })
+
+    t.test('wait and answer: two open questions, the task waits for both; a WAITING task can be cancelled, and then takes no answer', async (t) => {
+      const c = clock()
+      const store = await make(t, c.now)
+      if (store === undefined) return
+      await store.create([{ id: 'two', type: 'w' }, { id: 'gone', type: 'w' }])
+      const at = c.now().toISOString()
+      for (let n = 0; n < 2; n++) {
+        const claimed = await store.claim('w', 'me', 1000)
+        await store.wait(claimed?.id ?? '', { owner: 'me', attempt: 1 }, { approvals: [{ id: 'a', message: 'A?', call: {}, asked_at: at }, { id: 'b', message: 'B?', call: {}, asked_at: at }], host_calls: [] })
+      }
+      t.match(await store.answer('two', 'b', { approved: true, by: 'k' }), { status: 'WAITING' }, 'one open question left: it still waits')
+      t.match(await store.answer('two', 'a', { approved: true, by: 'k' }), { status: 'PENDING' })
+      t.match(await store.cancel('gone'), { status: 'CANCELLED' })
+      await t.rejects(store.answer('gone', 'a', { approved: true, by: 'k' }), { code: 'AH_ERR_INTERRUPT_CLOSED', message: /its task is CANCELLED/ })
+    })
+
+    t.test('a new task cannot be given approvals or host calls: only a wait records them', async (t) => {
+      const store = await make(t, clock().now)
+      if (store === undefined) return
+      const [made] = await store.create([{ id: 'forged', type: 'w', metadata: { owner_key: 'k', approvals: [{ id: 'q', message: 'm', call: {}, asked_at: 'x', answer: { approved: true, by: 'k', at: 'x' } }], host_calls: [{ key: 'k', result: 1 }] } }])
+      t.same(made?.metadata, { owner_key: 'k' })
+      t.same((await store.get('forged'))?.metadata, { owner_key: 'k' })
+    })
   })
 }
 
