@@ -61,6 +61,34 @@ export interface BudgetStore {
   current: (dayStart: number, monthStart: number, now: number) => Promise<CounterState[]>
 }
 
+/** A counter as both databases answer it: its usage, and the sum of its live reservations. */
+export interface CounterRow {
+  subject: string
+  period: BudgetPeriod
+  period_start: number
+  tokens: number
+  cost_usd: number
+  reserved_tokens: number
+  reserved_cost: number
+  calls: number
+}
+
+/** A counter never used, nor reserved against: zeros. */
+export function unusedState (c: BudgetCounter): CounterState {
+  return { subject: c.subject, period: c.period, start: c.start, used: { tokens: 0, cost_usd: 0 }, reserved: { tokens: 0, cost_usd: 0, calls: 0 } }
+}
+
+/** A {@link CounterRow} as a {@link CounterState}. */
+export function counterState (row: CounterRow): CounterState {
+  return {
+    subject: row.subject,
+    period: row.period,
+    start: row.period_start,
+    used: { tokens: row.tokens, cost_usd: row.cost_usd },
+    reserved: { tokens: row.reserved_tokens, cost_usd: row.reserved_cost, calls: row.calls }
+  }
+}
+
 /**
  * The admission rule of one limited measure: the call fits (`used + reserved + estimate <= limit`),
  * or the counter is not used up and no other call holds a reservation on it, so that near a limit

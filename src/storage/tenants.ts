@@ -54,6 +54,16 @@ export function sees (viewer: Viewer, owner: string | null | undefined): boolean
 }
 
 /**
+ * {@link viewerSql} with its value, if it has one, as the named parameter `@viewer` (better-sqlite3's
+ * form): the condition, and the parameters to bind beside the statement's others.
+ */
+export function namedViewerSql (viewer: Viewer, column: string): { sql: string, params: { viewer?: string } } {
+  const params: { viewer?: string } = {}
+  const sql = viewerSql(viewer, column, (value) => { params.viewer = value; return '@viewer' })
+  return { sql, params }
+}
+
+/**
  * `viewer` as a SQL condition on the column `column` (both drivers: `substr` and `<>` mean the same
  * in SQLite and PostgreSQL), with its values, each placed by `param` (which returns the driver's
  * placeholder for the value it is given). `TRUE` for everyone's.

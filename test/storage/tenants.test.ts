@@ -1,5 +1,5 @@
 import t from 'tap'
-import { DEFAULT_TENANT, isPrincipal, principalId, sees, seesActor, tenantOf, viewerSql } from '../../src/storage/tenants.js'
+import { DEFAULT_TENANT, isPrincipal, namedViewerSql, principalId, sees, seesActor, tenantOf, viewerSql } from '../../src/storage/tenants.js'
 import { parseApiKeys } from '../../src/config.js'
 
 // The one rule of tenants: a principal's id names its tenant (none for the default), so whose
@@ -35,6 +35,8 @@ t.test('the same rule as SQL, with its values placed by the driver', async (t) =
   t.equal(viewerSql({ tenant: 'default' }, 'owner_key', param), 'substr(owner_key, 1, 7) <> $2')
   t.equal(viewerSql({ tenant: 'acme' }, 'owner_key', param), 'substr(owner_key, 1, 12) = $3')
   t.same(values, ['k1', 'tenant:', 'tenant:acme/'])
+  t.same(namedViewerSql({ tenant: 'acme' }, 'actor'), { sql: 'substr(actor, 1, 12) = @viewer', params: { viewer: 'tenant:acme/' } }, 'SQLite\'s form: one named parameter')
+  t.same(namedViewerSql({ all: true }, 'actor'), { sql: 'TRUE', params: {} })
 })
 
 t.test('audit actors: the host\'s own rows are seen by everyone\'s viewer only', async (t) => {

@@ -1,31 +1,10 @@
 import type pg from 'pg'
 import { inTransaction } from './database.js'
-import { counterOrder, refusal, type Admission, type BudgetCounter, type BudgetPeriod, type BudgetStore, type CounterLimit, type CounterState, type Spend } from '../budgets.js'
-
-interface StateRow {
-  subject: string
-  period: BudgetPeriod
-  period_start: number
-  tokens: number
-  cost_usd: number
-  reserved_tokens: number
-  reserved_cost: number
-  calls: number
-}
+import { counterOrder, counterState, refusal, unusedState, type CounterRow, type Admission, type BudgetCounter, type BudgetStore, type CounterLimit, type CounterState, type Spend } from '../budgets.js'
 
 const RESERVED = `COALESCE((SELECT SUM(r.tokens) FROM budget_reservations r WHERE r.subject = c.subject AND r.period = c.period AND r.period_start = c.period_start AND r.expires_at > $1), 0)::bigint AS reserved_tokens,
   COALESCE((SELECT SUM(r.cost_usd) FROM budget_reservations r WHERE r.subject = c.subject AND r.period = c.period AND r.period_start = c.period_start AND r.expires_at > $1), 0)::double precision AS reserved_cost,
   (SELECT COUNT(*) FROM budget_reservations r WHERE r.subject = c.subject AND r.period = c.period AND r.period_start = c.period_start AND r.expires_at > $1) AS calls`
-
-function stateOf (row: StateRow): CounterState {
-  return {
-    subject: row.subject,
-    period: row.period,
-    start: row.period_start,
-    used: { tokens: row.tokens, cost_usd: row.cost_usd },
-    reserved: { tokens: row.reserved_tokens, cost_usd: row.reserved_cost, calls: row.calls }
-  }
-}
 
 /** `counters` as the arrays of one `unnest`: subjects, periods, starts. */
 function columns (counters: readonly BudgetCounter[]): [string[], string[], number[]] {
@@ -92,21 +71,21 @@ export class PgBudgetStore implements BudgetStore {
 
   async #read (client: pg.Pool | pg.ClientBase, counters: readonly BudgetCounter[], now: number): Promise<CounterState[]> {
     const [subjects, periods, starts] = columns(counters)
-    const { rows } = await client.query<StateRow>({
+    const { rows } = await client.query<CounterRow>({
       name: 'budget-read',
       text: `SELECT c.subject, c.period, c.period_start, c.tokens, c.cost_usd, ${RESERVED}
         FROM budget_counters c JOIN unnest($2::text[], $3::text[], $4::bigint[]) AS u(s, p, t) ON c.subject = u.s AND c.period = u.p AND c.period_start = u.t`,
       values: [now, subjects, periods, starts]
     })
-    const found = new Map(rows.map((r) => [`${r.subject}\n${r.period}\n${r.period_start}`, stateOf(r)]))
-    return counters.map((c) => found.get(`${c.subject}\n${c.period}\n${c.start}`) ?? { ...c, used: { tokens: 0, cost_usd: 0 }, reserved: { tokens: 0, cost_usd: 0, calls: 0 } })
+    const found = new Map(rows.map(counterState).map((state) => [counterKey(state), state]))
+    return counters.map((c) => found.get(counterKey(c)) ?? unusedState(c))
   }
 
   async current (dayStart: number, monthStart: number, now: number): Promise<CounterState[]> {
-    const { rows } = await this.#pool.query<StateRow>(`SELECT c.subject, c.period, c.period_start, c.tokens, c.cost_usd, ${RESERVED}
+    const { rows } = await this.#pool.query<CounterRow>(`SELECT c.subject, c.period, c.period_start, c.tokens, c.cost_usd, ${RESERVED}
       FROM budget_counters c WHERE (c.period = 'day' AND c.period_start = $2) OR (c.period = 'month' AND c.period_start = $3) ORDER BY c.subject, c.period`,
     [now, dayStart, monthStart])
-    return rows.map(stateOf)
+    return rows.map(counterState)
   }
 
   /**

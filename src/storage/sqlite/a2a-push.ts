@@ -2,7 +2,7 @@ import { randomUUID } from 'node:crypto'
 import type { Db } from './database.js'
 import type { AuditInput } from '../audit.js'
 import { type A2APushStore, type PushConfigChanges, type ClaimedPushConfig, type NewPushConfig, type PushConfigRecord, type PushDeliveryRow, type PushState } from '../a2a-push.js'
-import { viewerSql, type Viewer } from '../tenants.js'
+import { namedViewerSql, type Viewer } from '../tenants.js'
 
 /** {@link PushConfigChanges} on SQLite: one write of the group writer each. */
 export function sqlitePushChanges (store: SqlitePushStore, audit: { append: (input: AuditInput) => unknown }, write: <T>(op: () => T) => Promise<T>): PushConfigChanges {
@@ -133,13 +133,13 @@ export class SqlitePushStore implements A2APushStore {
    */
   deliveries (query: { after?: number, limit?: number, viewer?: Viewer, taskId?: string, state?: PushState }): PushDeliveryRow[] {
     const where = ['c.seq > @after']
-    const seen: Record<string, string> = {}
-    if (query.viewer !== undefined) where.push(viewerSql(query.viewer, 'c.owner_key', (value) => { const name = `v${Object.keys(seen).length}`; seen[name] = value; return `@${name}` }))
+    const seen = namedViewerSql(query.viewer ?? { all: true }, 'c.owner_key')
+    where.push(seen.sql)
     if (query.taskId !== undefined) where.push('c.task_id = @taskId')
     if (query.state !== undefined) where.push('c.state = @state')
     return this.#db.prepare(`SELECT c.seq, c.id, c.task_id, c.agent_id, c.url, c.state, c.delivered, c.attempts, c.last_status, c.last_error, c.next_attempt_at, c.created_at,
         CASE WHEN c.state = 'done' THEN 0 ELSE max(coalesce((SELECT max(j.ord) FROM journal j WHERE j.run_id = r.run_id), 0) - c.cursor, 0) + (c.delivered = 0) END AS pending
       FROM a2a_push_configs c JOIN runs r ON r.request_id = c.run_key WHERE ${where.join(' AND ')} ORDER BY c.seq LIMIT @limit`)
-      .all({ after: query.after ?? 0, limit: query.limit ?? 100, ...seen, taskId: query.taskId ?? null, state: query.state ?? null }) as PushDeliveryRow[]
+      .all({ after: query.after ?? 0, limit: query.limit ?? 100, ...seen.params, taskId: query.taskId ?? null, state: query.state ?? null }) as PushDeliveryRow[]
   }
 }

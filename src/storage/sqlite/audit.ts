@@ -3,7 +3,7 @@ import type { AuditCheckpoint, FoundCheckpoint } from '../audit-checkpoints.js'
 import { AuditKeyring } from '../audit-key.js'
 import type { Db } from './database.js'
 import { type AuditInput, type AuditQuery, type AuditRawRow, type AuditRow, type AuditStore, type AuditVerification, type AuditVerifyOptions, AuditWalk, auditRowFromRaw, chainAuditRow, signAuditCheckpoint, storedAuditRow } from '../audit.js'
-import { viewerSql } from '../tenants.js'
+import { namedViewerSql } from '../tenants.js'
 
 /**
  * The tamper-evident audit log on SQLite: append-only rows, each chained to the previous one by its
@@ -66,10 +66,10 @@ export class SqliteAuditLog implements AuditStore {
     for (const key of ['actor', 'action', 'resource', 'request_id'] as const) if (query[key] !== undefined) where.push(`${key} = @${key}`)
     if (query.since !== undefined) where.push('timestamp >= @since')
     const { viewer, ...filters } = query
-    const seen: Record<string, string> = {}
-    if (viewer !== undefined) where.push(viewerSql(viewer, 'actor', (value) => { const name = `v${Object.keys(seen).length}`; seen[name] = value; return `@${name}` }))
+    const seen = namedViewerSql(viewer ?? { all: true }, 'actor')
+    where.push(seen.sql)
     const sql = `SELECT * FROM audit_log WHERE ${where.join(' AND ')} ORDER BY audit_id LIMIT @limit`
-    const rows = this.#db.prepare(sql).all({ ...filters, ...seen, after: query.after ?? 0, limit: query.limit ?? 100 }) as AuditRawRow[]
+    const rows = this.#db.prepare(sql).all({ ...filters, ...seen.params, after: query.after ?? 0, limit: query.limit ?? 100 }) as AuditRawRow[]
     return rows.map(auditRowFromRaw)
   }
 

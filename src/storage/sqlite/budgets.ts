@@ -1,31 +1,10 @@
 import type { Db } from './database.js'
-import { refusal, type Admission, type BudgetCounter, type BudgetPeriod, type BudgetStore, type CounterLimit, type CounterState, type Spend } from '../budgets.js'
-
-interface StateRow {
-  subject: string
-  period: BudgetPeriod
-  period_start: number
-  tokens: number
-  cost_usd: number
-  reserved_tokens: number
-  reserved_cost: number
-  calls: number
-}
+import { counterState, refusal, unusedState, type CounterRow, type Admission, type BudgetCounter, type BudgetStore, type CounterLimit, type CounterState, type Spend } from '../budgets.js'
 
 const STATE = `SELECT c.subject, c.period, c.period_start, c.tokens, c.cost_usd,
   COALESCE(SUM(r.tokens), 0) AS reserved_tokens, COALESCE(SUM(r.cost_usd), 0) AS reserved_cost, COUNT(r.id) AS calls
   FROM budget_counters c LEFT JOIN budget_reservations r
     ON r.subject = c.subject AND r.period = c.period AND r.period_start = c.period_start AND r.expires_at > @now`
-
-function stateOf (row: StateRow): CounterState {
-  return {
-    subject: row.subject,
-    period: row.period,
-    start: row.period_start,
-    used: { tokens: row.tokens, cost_usd: row.cost_usd },
-    reserved: { tokens: row.reserved_tokens, cost_usd: row.reserved_cost, calls: row.calls }
-  }
-}
 
 /**
  * {@link BudgetStore} on SQLite. Each write is one synchronous step of the group writer's immediate
@@ -85,11 +64,11 @@ export class SqliteBudgetStore implements BudgetStore {
   }
 
   async current (dayStart: number, monthStart: number, now: number): Promise<CounterState[]> {
-    return (this.#current.all({ day: dayStart, month: monthStart, now }) as StateRow[]).map(stateOf)
+    return (this.#current.all({ day: dayStart, month: monthStart, now }) as CounterRow[]).map(counterState)
   }
 
   #stateOf (c: BudgetCounter, now: number): CounterState {
-    const row = this.#state.get({ subject: c.subject, period: c.period, start: c.start, now }) as StateRow | undefined
-    return row === undefined ? { subject: c.subject, period: c.period, start: c.start, used: { tokens: 0, cost_usd: 0 }, reserved: { tokens: 0, cost_usd: 0, calls: 0 } } : stateOf(row)
+    const row = this.#state.get({ subject: c.subject, period: c.period, start: c.start, now }) as CounterRow | undefined
+    return row === undefined ? unusedState(c) : counterState(row)
   }
 }

@@ -2,7 +2,7 @@ import { EventEmitter } from 'node:events'
 import type { StoredEvent } from '../../protocol/events.js'
 import type { Db } from './database.js'
 import { EVENT_FILTERS, type EventAuthor, type EventInput, type EventLog, type EventQuery, type EventRow, appendedEvent, eventWrite, toStored } from '../events.js'
-import { viewerSql } from '../tenants.js'
+import { namedViewerSql } from '../tenants.js'
 
 /**
  * The event log: CloudEvents and graph events from agents and the host, with the request,
@@ -39,10 +39,10 @@ export class SqliteEventStore implements EventLog {
     for (const key of EVENT_FILTERS) if (query[key] !== undefined) where.push(query[key] === null ? `${key} IS NULL` : `${key} = @${key}`)
     if (query.since !== undefined) where.push('time >= @since')
     const { viewer, ...filters } = query
-    const values: Record<string, string> = {}
-    if (viewer !== undefined) where.push(viewerSql(viewer, 'owner_key', (value) => { const name = `v${Object.keys(values).length}`; values[name] = value; return `@${name}` }))
+    const seen = namedViewerSql(viewer ?? { all: true }, 'owner_key')
+    where.push(seen.sql)
     const rows = this.#db.prepare(`SELECT * FROM events WHERE ${where.join(' AND ')} ORDER BY seq LIMIT @limit`)
-      .all({ ...filters, ...values, after: query.after ?? 0, limit: query.limit ?? 100 }) as EventRow[]
+      .all({ ...filters, ...seen.params, after: query.after ?? 0, limit: query.limit ?? 100 }) as EventRow[]
     return rows.map(toStored)
   }
 

@@ -1,6 +1,6 @@
 import type { Db } from './database.js'
 import { type JournalRow, type MarkFilter, type NewRun, type Renewal, type RunCursor, type RunFilter, type RunRecord, type StoredBatch, batchOf, frameHead, journalRows, markNeedle, ordIn } from '../runs.js'
-import { viewerSql, type Viewer } from '../tenants.js'
+import { namedViewerSql, viewerSql, type Viewer } from '../tenants.js'
 
 /**
  * Runs and their stream journal (CAP.md §5 "Resuming"): every packet a run produces, in order and
@@ -117,7 +117,11 @@ export class SqliteRunStore {
   list (filter: RunFilter, page: { limit: number, before?: { startedAt: number, runId: number } }): { runs: RunRecord[], total: number } {
     const where = ['agent_id = @agentId']
     const params: Record<string, unknown> = { agentId: filter.agentId }
-    if (filter.viewer !== undefined) where.push(viewerSql(filter.viewer, 'owner_key', (value) => { const name = `v${Object.keys(params).length}`; params[name] = value; return `@${name}` }))
+    if (filter.viewer !== undefined) {
+      const seen = namedViewerSql(filter.viewer, 'owner_key')
+      where.push(seen.sql)
+      Object.assign(params, seen.params)
+    }
     if (filter.sessionId !== undefined) { where.push('session_id = @sessionId'); params.sessionId = filter.sessionId }
     if (filter.states !== undefined) {
       const states = filter.states.map((state, i) => {

@@ -1,5 +1,5 @@
 import { AH_ERR_TASK_NOT_FOUND } from '../../errors.js'
-import { viewerSql } from '../tenants.js'
+import { namedViewerSql } from '../tenants.js'
 import type { Db } from './database.js'
 import {
   claimable, claimNode, cancelNode, completeNode, createNodes, failNode, heartbeatNode, releaseNode, retryOrFail, waitNode, answerNode
@@ -81,11 +81,11 @@ export class SqliteTaskStore implements TaskStore {
     if (query.status !== undefined) where.push('status = @status')
     if (query.type !== undefined) where.push('type = @type')
     if (query.conversation_id !== undefined) where.push('conversation_id = @conversation_id')
-    const values: string[] = []
-    if (query.viewer !== undefined) where.push(viewerSql(query.viewer, "json_extract(node, '$.metadata.owner_key')", (value) => `@v${values.push(value)}`))
+    const seen = namedViewerSql(query.viewer ?? { all: true }, "json_extract(node, '$.metadata.owner_key')")
+    where.push(seen.sql)
     const { viewer: _viewer, ...filters } = query
     const rows = this.#db.prepare(`SELECT node FROM tasks WHERE ${where.join(' AND ')} ORDER BY created_at, rowid LIMIT @limit OFFSET @offset`).pluck()
-      .all({ ...filters, ...Object.fromEntries(values.map((v, i) => [`v${i + 1}`, v])), limit: query.limit ?? 100, offset: query.offset ?? 0 }) as string[]
+      .all({ ...filters, ...seen.params, limit: query.limit ?? 100, offset: query.offset ?? 0 }) as string[]
     return rows.map((r) => JSON.parse(r) as TaskNode)
   }
 
