@@ -143,6 +143,36 @@ export async function startDurablePostgres () {
   }
 }
 
+/**
+ * Databases of their own on `postgres` (from {@link benchPostgres}), one for each target a bench
+ * measures: `fresh()` makes one and answers its URL, `dropAll()` drops them all and closes the
+ * connection. Undefined when there is no server.
+ */
+export async function benchDatabases (postgres) {
+  if (postgres === undefined) return undefined
+  const { default: pg } = await import('pg')
+  const { randomBytes } = await import('node:crypto')
+  const admin = new pg.Client({ connectionString: postgres.url })
+  await admin.connect()
+  const names = []
+  return {
+    admin,
+    fresh: async () => {
+      // a generated name, not input: identifiers cannot be query parameters
+      const name = `agent_host_bench_${randomBytes(4).toString('hex')}`
+      await admin.query(`CREATE DATABASE ${name}`)
+      names.push(name)
+      const url = new URL(postgres.url)
+      url.pathname = `/${name}`
+      return url.toString()
+    },
+    dropAll: async () => {
+      for (const name of names) await admin.query(`DROP DATABASE ${name} WITH (FORCE)`)
+      await admin.end()
+    }
+  }
+}
+
 /** The CPU (ms) a whole PostgreSQL server has used so far: the postmaster, every live child (backends, WAL writer, checkpointer, autovacuum) and every reaped one. */
 export function postgresCpuMs (postmaster) {
   return cpuMs(postmaster, true) + childrenOf(postmaster).reduce((sum, pid) => sum + (cpuMs(pid, true) ?? 0), 0)

@@ -12,11 +12,10 @@
 // whose role may create databases (its CPU is then not measured); without either, the PostgreSQL
 // targets are SKIPPED, saying so.
 //   npm run build && node bench/mcp.js [--clients=20] [--duration=5] [--rounds=5] [--warmup=5] [--pg-url=<url>] [--smoke]
-import { randomBytes } from 'node:crypto'
-import pg from 'pg'
+
 import { Client } from '@modelcontextprotocol/sdk/client/index.js'
 import { StreamableHTTPClientTransport } from '@modelcontextprotocol/sdk/client/streamableHttp.js'
-import { arg, benchPostgres, cpuMs, postgresCpuMs, saveResult, smoke, startServer } from './common.js'
+import { arg, benchDatabases, benchPostgres, cpuMs, postgresCpuMs, saveResult, smoke, startServer } from './common.js'
 
 const clients = arg('clients', 20, 2)
 const duration = arg('duration', 5, 0.25)
@@ -88,19 +87,7 @@ async function measure (target, seconds, tool = 'echo') {
 }
 
 const postgres = await benchPostgres()
-const admin = postgres === undefined ? undefined : new pg.Client({ connectionString: postgres.url })
-await admin?.connect()
-const databases = []
-/** A database of its own for one target, dropped at the end. */
-async function freshDatabase () {
-  // a generated name, not input: identifiers cannot be query parameters
-  const name = `agent_host_bench_${randomBytes(4).toString('hex')}`
-  await admin.query(`CREATE DATABASE ${name}`)
-  databases.push(name)
-  const url = new URL(postgres.url)
-  url.pathname = `/${name}`
-  return url.toString()
-}
+const databases = await benchDatabases(postgres)
 
 const HOST = 'host /mcp (echo agent)'
 const PG = 'host on PostgreSQL'
@@ -112,8 +99,8 @@ const start = async (script, args) => { const server = await startServer(script,
 try {
   const targets = [{ name: HOST, servers: [await start('./assist-server.js', ['--target=assist'])], postgres: false }]
   if (postgres !== undefined) {
-    targets.push({ name: PG, servers: [await start('./cluster-server.js', [`--database=${await freshDatabase()}`])], postgres: true })
-    const two = await freshDatabase()
+    targets.push({ name: PG, servers: [await start('./cluster-server.js', [`--database=${await databases.fresh()}`])], postgres: true })
+    const two = await databases.fresh()
     // the first boots alone, so the second finds the database migrated
     const first = await start('./cluster-server.js', [`--database=${two}`])
     targets.push({ name: TWO, servers: [first, await start('./cluster-server.js', [`--database=${two}`])], postgres: true })
@@ -164,7 +151,6 @@ try {
   })
 } finally {
   await Promise.all(servers.map(async (s) => await s.stop()))
-  for (const name of databases) await admin.query(`DROP DATABASE ${name} WITH (FORCE)`)
-  await admin?.end()
+  await databases?.dropAll()
   postgres?.stop()
 }

@@ -17,12 +17,11 @@
 //   npm run build && node bench/model-budgets.js [--calls=200] [--runs=8] [--rounds=5] [--pg-url=<url>] [--smoke]
 // --smoke: one round of 3 calls against this checkout's sources, checking only that every run
 // answers and that budgets counted every call of their targets and nothing of the others.
-import { randomBytes, randomUUID } from 'node:crypto'
+import { randomUUID } from 'node:crypto'
 import { writeFileSync } from 'node:fs'
 import { Agent, createServer, request } from 'node:http'
 import { join } from 'node:path'
-import pg from 'pg'
-import { arg, benchPostgres, cpuMs, postgresCpuMs, saveResult, smoke, startServer, tempDir } from './common.js'
+import { arg, benchDatabases, benchPostgres, cpuMs, postgresCpuMs, saveResult, smoke, startServer, tempDir } from './common.js'
 
 const calls = arg('calls', 200, 3)
 const runs = arg('runs', 8, 2)
@@ -62,23 +61,12 @@ const budgetsFile = join(files.dir, 'budgets.json')
 writeFileSync(budgetsFile, JSON.stringify({ default: { day: { tokens: 1e12, cost_usd: 1e6 }, month: { tokens: 1e13, cost_usd: 1e7 } } }))
 
 const postgres = await benchPostgres()
-const admin = postgres === undefined ? undefined : new pg.Client({ connectionString: postgres.url })
-await admin?.connect()
-const databases = []
-async function database () {
-  // a generated name, not input: identifiers cannot be query parameters
-  const name = `agent_host_bench_${randomBytes(4).toString('hex')}`
-  await admin.query(`CREATE DATABASE ${name}`)
-  databases.push(name)
-  const url = new URL(postgres.url)
-  url.pathname = `/${name}`
-  return url.toString()
-}
+const databases = await benchDatabases(postgres)
 
 const targets = []
 for (const store of ['sqlite', ...(postgres === undefined ? [] : ['postgres'])]) {
   for (const budgets of [false, true]) {
-    const args = [`--provider=${providerUrl}`, ...(budgets ? [`--budgets=${budgetsFile}`] : []), ...(store === 'postgres' ? [`--database=${await database()}`] : []), ...(smoke ? ['--smoke'] : [])]
+    const args = [`--provider=${providerUrl}`, ...(budgets ? [`--budgets=${budgetsFile}`] : []), ...(store === 'postgres' ? [`--database=${await databases.fresh()}`] : []), ...(smoke ? ['--smoke'] : [])]
     targets.push({ name: `${store} ${budgets ? 'budgets' : 'none'}`, store, budgets, server: await startServer('./model-budgets-server.js', args), agent: new Agent({ keepAlive: true, maxSockets: runs }) })
   }
 }
@@ -196,8 +184,7 @@ for (const target of targets) {
   await target.server.stop()
   target.agent.destroy()
 }
-for (const name of databases) await admin.query(`DROP DATABASE ${name} WITH (FORCE)`)
-await admin?.end()
+await databases?.dropAll()
 postgres?.stop()
 provider.close()
 files.remove()

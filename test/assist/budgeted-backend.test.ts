@@ -20,13 +20,14 @@ const SSE = { accept: 'text/event-stream' }
 const ADA = 'ada-key-0123456789abcdefghij'
 const BOB = 'bob-key-0123456789abcdefghij'
 
-async function app (t: Test, budgets: object, env: Record<string, string> = {}): Promise<{ app: FastifyInstance, fake: FakeProvider }> {
+/** A server of the looper on `fake` with `budgets` as its BUDGETS_FILE (a second one on the same file with `again`). */
+async function app (t: Test, budgets: object, env: Record<string, string> = {}): Promise<{ app: FastifyInstance, fake: FakeProvider, again: () => Promise<FastifyInstance> }> {
   const fake = await fakeProvider(t)
   // every call: one word, 60 tokens in and 40 out
   fake.script({ frames: openai.text(['ok'], [60, 40]) })
   const file = join(tempDataDir(t), 'budgets.json')
   writeFileSync(file, JSON.stringify(budgets))
-  const built = await build(t, {
+  const settings = {
     AGENTS_DIR,
     LLM_PROVIDER: 'openai',
     OPENAI_BASE_URL: `${fake.url}/v1`,
@@ -36,8 +37,8 @@ async function app (t: Test, budgets: object, env: Record<string, string> = {}):
     BUDGETS_FILE: file,
     BUDGET_CALL_ESTIMATE_TOKENS: '100',
     ...env
-  })
-  return { app: built, fake }
+  }
+  return { app: await build(t, settings), fake, again: async () => await build(t, settings) }
 }
 
 async function loop (app: FastifyInstance, calls: number, headers: Record<string, string> = {}): Promise<{ said: string[], errors: Array<Record<string, unknown>> }> {
@@ -102,18 +103,8 @@ t.test('PostgreSQL: two instances running loops for one tenant at once stop at i
   const url = await pgDatabase(t)
   if (url === undefined) return
   const LIMIT = 1_000
-  const { app: one, fake } = await app(t, { default: { day: { tokens: LIMIT } } }, { DATABASE_URL: url, WORKERS_PER_TYPE: '0' })
-  const other = await build(t, {
-    AGENTS_DIR,
-    LLM_PROVIDER: 'openai',
-    OPENAI_BASE_URL: `${fake.url}/v1`,
-    OPENAI_MODEL: 'test-model',
-    LLM_MAX_RETRIES: '0',
-    BUDGETS_FILE: one.config.BUDGETS_FILE,
-    BUDGET_CALL_ESTIMATE_TOKENS: '100',
-    DATABASE_URL: url,
-    WORKERS_PER_TYPE: '0'
-  })
+  const { app: one, fake, again } = await app(t, { default: { day: { tokens: LIMIT } } }, { DATABASE_URL: url, WORKERS_PER_TYPE: '0' })
+  const other = await again()
   // three runs of 10 calls on each instance at once: 60 calls of 100 tokens asked for, 10 fit
   const runs = await Promise.all([one, other].flatMap((server) => [1, 2, 3].map(async () => await loop(server, 10))))
   const made = runs.reduce((n, r) => n + r.said.length, 0)
