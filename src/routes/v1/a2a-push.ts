@@ -27,7 +27,7 @@ function pushDelivery (row: PushDeliveryRow): PushDelivery {
 /**
  * The delivery state of A2A push notifications: per config, how many updates its receiver took,
  * how many wait, the failed attempts, the last status and error, when it is tried next (an A2A
- * config answer has no field for any of it). A caller sees the configs of its own tasks; an admin all.
+ * config answer has no field for any of it). A caller sees the configs of its own tasks; a tenant's admin its tenant's; the host's admin all.
  */
 const a2aPushRoutes: FastifyPluginAsyncTypebox = async (app) => {
   app.get('/v1/a2a/push-deliveries', {
@@ -35,7 +35,7 @@ const a2aPushRoutes: FastifyPluginAsyncTypebox = async (app) => {
       operationId: 'listPushDeliveries',
       tags: ['a2a'],
       summary: 'The delivery state of A2A push notification configs, oldest first',
-      description: 'One line per push notification config of the caller\'s A2A tasks (an admin: everyone\'s): updates delivered and pending, failed attempts of the pending one, the last HTTP status and error, the next attempt, and the state (`active`, `done`, `failed`). Filter by `task_id` or `state`; page on with `after` (the previous page\'s `next`).',
+      description: 'One line per push notification config of the caller\'s A2A tasks (a `tenant-admin`: its tenant\'s; an `admin`: everyone\'s): updates delivered and pending, failed attempts of the pending one, the last HTTP status and error, the next attempt, and the state (`active`, `done`, `failed`). Filter by `task_id` or `state`; page on with `after` (the previous page\'s `next`).',
       querystring: Type.Object({
         task_id: Type.Optional(Type.String({ minLength: 1, maxLength: 256, description: 'Only this A2A task\'s configs' })),
         state: Type.Optional(PushDeliveryState),

@@ -88,7 +88,7 @@ const assistRoutes: FastifyPluginAsyncTypebox = async (app) => {
       operationId: 'cancelAssist',
       tags: ['assist'],
       summary: 'Cancel a running request',
-      description: 'Fires the agent\'s AbortSignal and ends every open stream with CLOSE `"cancelled"`, on whichever server runs it. A run that stopped to ask (CLOSE `"input_required"`) is ended instead: its questions take no answer any more (409). Only the caller who started the run, or an admin, may; for anyone else it is a 404.',
+      description: 'Fires the agent\'s AbortSignal and ends every open stream with CLOSE `"cancelled"`, on whichever server runs it. A run that stopped to ask (CLOSE `"input_required"`) is ended instead: its questions take no answer any more (409). Only the caller who started the run, its tenant\'s `tenant-admin` or an `admin` may; for anyone else it is a 404.',
       params: Type.Object({ request_id: Uuid }),
       response: {
         202: CancelAccepted,

@@ -20,7 +20,7 @@ const Patterns = Type.Array(Type.String({ minLength: 1, maxLength: 256 }), { min
 /**
  * The event bus over HTTP (seed 003 "Event Bus Contracts"): publish, the `a2a` events as a feed (a
  * page, or with `follow=true` an SSE stream resumable by `Last-Event-ID`), the subscriptions, and the
- * dead letters. A caller sees the events it (or a run or plan of its) published; an admin sees all.
+ * dead letters. A caller sees the events it (or a run or plan of its) published; a tenant's admin its tenant's; the host's admin all.
  */
 const busRoutes: FastifyPluginAsyncTypebox = async (app) => {
   app.post('/v1/bus/events', {
@@ -95,7 +95,7 @@ const busRoutes: FastifyPluginAsyncTypebox = async (app) => {
       operationId: 'retryBusDeadLetter',
       tags: ['bus'],
       summary: 'Deliver a dead letter again: its delivery is back, due now, its attempts counted from zero',
-      description: 'For a handler fixed since. Its event must still be live (within its `ttl`) and its subscription still there; the letter is removed. A caller may retry the dead letters of its own events; an admin any.',
+      description: 'For a handler fixed since. Its event must still be live (within its `ttl`) and its subscription still there; the letter is removed. A caller may retry the dead letters of its own events; a `tenant-admin` its tenant\'s; an `admin` any.',
       params: Type.Object({ id: Type.Integer({ minimum: 1 }) }),
       response: {
         202: Type.Object({ retried: Type.Integer() }, { additionalProperties: false }),
@@ -114,7 +114,7 @@ const busRoutes: FastifyPluginAsyncTypebox = async (app) => {
       operationId: 'listBusDeadLetters',
       tags: ['bus'],
       summary: 'Deliveries whose handler failed every attempt, with their events, oldest first',
-      description: 'A caller sees the dead letters of its own events; an admin sees all. Page on with `after` (the previous page\'s `next`).',
+      description: 'A caller sees the dead letters of its own events; a `tenant-admin` its tenant\'s; an `admin` all. Page on with `after` (the previous page\'s `next`).',
       querystring: Type.Object({
         after: Type.Optional(Type.Integer({ minimum: 0 })),
         limit: Type.Integer({ minimum: 1, maximum: 1000, default: 100 })

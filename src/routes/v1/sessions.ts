@@ -10,7 +10,7 @@ import { HistoryPage } from '../../protocol/records.js'
 
 const Params = Type.Object({ session_id: documented(Uuid, { description: 'The session (`context.session_id` of the requests)', examples: [EXAMPLE_SESSION_ID] }) })
 const invalidId = errorResponse('`session_id` is not a UUID', validationError('/params/session_id', 'must match format "uuid"'))
-const notFound = errorResponse('No stored session has this id, or it is another key\'s', new AH_ERR_SESSION_NOT_FOUND(EXAMPLE_SESSION_ID))
+const notFound = errorResponse('No stored session has this id, or it is one the caller does not see (another key\'s; another tenant\'s)', new AH_ERR_SESSION_NOT_FOUND(EXAMPLE_SESSION_ID))
 
 /** `GET /v1/sessions/:session_id/history` and `DELETE /v1/sessions/:session_id`. */
 const sessionRoutes: FastifyPluginAsyncTypebox = async (app) => {
